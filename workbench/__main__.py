@@ -10,7 +10,7 @@ import argparse
 import importlib
 import sys
 
-from workbench.errors import WorkbenchError
+from workbench.errors import USER_ERRORS
 
 # Command modules, in the order `--help` lists them.
 _COMMANDS = ("trace", "platforms", "matrix", "inspect", "bench")
@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
-    except WorkbenchError as exc:
+    except USER_ERRORS as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -5,6 +5,8 @@ Faces (CLI, app, notebooks) show the message and keep going; they never show a t
 """
 from __future__ import annotations
 
+from kernels.errors import KernelError, KernelInputError, KernelUnavailableError
+
 
 class WorkbenchError(Exception):
     """Base class of every error caused by the user's input."""
@@ -22,9 +24,10 @@ class CheckpointError(WorkbenchError):
     """A checkpoint directory or file that cannot be read as the format it claims."""
 
 
-class KernelInputError(WorkbenchError, ValueError):
-    """Tensors handed to a kernel entry point that the kernel cannot run correctly."""
+# Everything a face should show as a one-line message rather than a traceback.
+USER_ERRORS = (WorkbenchError, KernelError)
 
-
-class KernelUnavailableError(WorkbenchError, RuntimeError):
-    """A kernel that cannot run on this machine (missing op, ISA or device)."""
+__all__ = [
+    "WorkbenchError", "InvalidInputError", "UnknownPresetError", "CheckpointError",
+    "KernelError", "KernelInputError", "KernelUnavailableError", "USER_ERRORS",
+]
