@@ -1,0 +1,148 @@
+"""The environment variables and kernel-config knobs that change vLLM's dispatch (facts §7).
+
+Parsed as `vllm/envs.py` and `vllm/config/kernel.py` parse them, so a value vLLM would refuse
+is refused here with the same words, and a value vLLM takes literally (no whitespace
+stripping in `VLLM_DISABLED_KERNELS`) is taken literally here too.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from workbench.errors import InvalidInputError
+
+XPU_INC_BACKENDS = ["auto", "ark", "w4a16", "w4a8"]
+MARLIN_INPUT_DTYPES = ["int8", "fp8"]
+KNOWN_KEYS = (
+    "VLLM_DISABLED_KERNELS", "VLLM_CPU_INT4_W4A8", "VLLM_XPU_INC_WNA16_BACKEND",
+    "VLLM_MARLIN_INPUT_DTYPE", "VLLM_BATCH_INVARIANT", "linear_backend",
+    "linear_backend_per_quant",
+)
+
+
+class EnvChoiceError(InvalidInputError):
+    """A `VLLM_*` value outside its choices; the message is vLLM's own."""
+
+
+@dataclass(frozen=True)
+class Env:
+    """Dispatch knobs. `raw` keeps what the user set, for display and export."""
+
+    raw: tuple[tuple[str, str], ...] = ()
+    disabled_kernels: tuple[str, ...] = ()
+    linear_backend: str = "auto"
+    linear_backend_per_quant: tuple[tuple[str, str], ...] = ()
+    cpu_int4_w4a8: bool = True
+    batch_invariant: bool = False
+    xpu_inc_wna16_backend_raw: str | None = None
+    marlin_input_dtype_raw: str | None = None
+
+    def mp_linear_backend(self) -> tuple[str, str]:
+        """`_get_linear_backend(quantization="mixed_precision")`: (backend, where it came from)."""
+        override = dict(self.linear_backend_per_quant).get("mixed_precision")
+        if override:
+            return override, "linear_backend_per_quant"
+        return self.linear_backend, "linear_backend"
+
+    @property
+    def xpu_inc_wna16_backend(self) -> str:
+        """Validated lazily, as vLLM's `env_with_choices` does on first read."""
+        return _choice("VLLM_XPU_INC_WNA16_BACKEND", self.xpu_inc_wna16_backend_raw, "auto",
+                       XPU_INC_BACKENDS)
+
+    @property
+    def marlin_input_dtype(self) -> str | None:
+        return _choice("VLLM_MARLIN_INPUT_DTYPE", self.marlin_input_dtype_raw, None,
+                       MARLIN_INPUT_DTYPES)
+
+    def to_json(self) -> dict:
+        return dict(self.raw)
+
+
+def _choice(name: str, value: str | None, default: str | None, choices: list[str]) -> str | None:
+    if value is None:
+        return default
+    if value not in choices:
+        raise EnvChoiceError(f"Invalid value '{value}' for {name}. Valid options: {choices}.")
+    return value
+
+
+def _env_bool(name: str, value: Any) -> bool:
+    """vLLM reads these with `bool(int(os.getenv(...)))`."""
+    try:
+        return bool(int(value))
+    except (TypeError, ValueError):
+        raise InvalidInputError(
+            f"env {name}: {value!r} is not an integer; vLLM reads it with bool(int(...)), "
+            "accepted: 0 or 1"
+        ) from None
+
+
+def parse_env(env: Mapping[str, Any] | None) -> Env:
+    """Build an `Env` from a mapping like the oracle's `env` object or `--env KEY=VALUE` pairs."""
+    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
+
+    if env is None:
+        return Env()
+    if not isinstance(env, Mapping):
+        raise InvalidInputError(f"env: expected a JSON object of KEY: VALUE, got {env!r}")
+    values: dict[str, Any] = {}
+    for key, value in env.items():
+        if key not in KNOWN_KEYS:
+            raise InvalidInputError(f"env: unknown key {key!r}; accepted: {', '.join(KNOWN_KEYS)}")
+        if key == "VLLM_DISABLED_KERNELS":
+            if isinstance(value, (list, tuple)):
+                value = ",".join(value)
+            values["disabled_kernels"] = tuple(str(value).split(","))
+        elif key == "VLLM_CPU_INT4_W4A8":
+            values["cpu_int4_w4a8"] = _env_bool(key, value)
+        elif key == "VLLM_BATCH_INVARIANT":
+            values["batch_invariant"] = _env_bool(key, value)
+        elif key == "VLLM_XPU_INC_WNA16_BACKEND":
+            values["xpu_inc_wna16_backend_raw"] = str(value)
+        elif key == "VLLM_MARLIN_INPUT_DTYPE":
+            values["marlin_input_dtype_raw"] = str(value)
+        elif key == "linear_backend":
+            backend = str(value).lower().replace("-", "_")  # KernelConfig's normalizer
+            if backend not in LINEAR_BACKENDS:
+                raise InvalidInputError(
+                    f"env linear_backend: unknown backend {value!r}; accepted: {', '.join(LINEAR_BACKENDS)}"
+                )
+            values["linear_backend"] = backend
+        elif key == "linear_backend_per_quant":
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError:
+                    raise InvalidInputError(
+                        "env linear_backend_per_quant: expected a JSON object such as "
+                        '{"mixed_precision": "marlin"}'
+                    ) from None
+            if value is None:
+                continue
+            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+                raise InvalidInputError(
+                    "env linear_backend_per_quant: expected an object of scheme -> backend, e.g. "
+                    '{"mixed_precision": "marlin"}'
+                )
+            for scheme, backend in value.items():
+                if backend not in LINEAR_BACKENDS:  # this field is not normalized in vLLM
+                    raise InvalidInputError(
+                        f"env linear_backend_per_quant[{scheme!r}]: unknown backend {backend!r}; "
+                        f"accepted: {', '.join(LINEAR_BACKENDS)}"
+                    )
+            values["linear_backend_per_quant"] = tuple(value.items())
+    raw = tuple((k, v if isinstance(v, str) else json.dumps(v)) for k, v in env.items())
+    return Env(raw=raw, **values)
+
+
+def parse_env_pairs(pairs: list[str]) -> Env:
+    """`--env KEY=VALUE` arguments, as the CLI takes them."""
+    mapping: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise InvalidInputError(f"--env: expected KEY=VALUE, got {pair!r}")
+        mapping[key] = value
+    return parse_env(mapping)

@@ -1,0 +1,228 @@
+"""The values vLLM's mixed-precision dispatch compares: scalar types, torch dtypes, layer configs.
+
+vLLM prints these in its reason strings, so each type here prints exactly as vLLM's does:
+- `ScalarType` models `vllm/scalar_type.py` (`str()` gives `uint4b8`, `repr()` gives
+  `ScalarType.uint4b8`; lists of them print with the repr).
+- `DType` models a `torch.dtype` (`str()` gives `torch.bfloat16`) without importing torch.
+- `MPConfig` models `MPLinearLayerConfig` in
+  `vllm/model_executor/kernels/linear/mixed_precision/MPLinearKernel.py` (v0.33.0 has no
+  `has_g_idx` field).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.errors import InvalidInputError
+
+# --------------------------------------------------------------------------- scalar types
+
+
+@dataclass(frozen=True)
+class ScalarType:
+    """A quantized element type, equal by its bit layout as in vLLM's frozen dataclass."""
+
+    exponent: int
+    mantissa: int
+    signed: bool
+    bias: int
+    finite_values_only: bool = False
+    nan_repr: int = 1  # vLLM's NanRepr: 0 NONE, 1 IEEE_754, 2 EXTD_RANGE_MAX_MIN
+
+    @property
+    def size_bits(self) -> int:
+        return self.exponent + self.mantissa + int(self.signed)
+
+    def is_floating_point(self) -> bool:
+        return self.exponent != 0
+
+    def is_ieee_754(self) -> bool:
+        return self.nan_repr == 1 and not self.finite_values_only
+
+    def __str__(self) -> str:
+        if self.is_floating_point():
+            name = f"float{self.size_bits}_e{self.exponent}m{self.mantissa}"
+            if not self.is_ieee_754():
+                name += "f" if self.finite_values_only else ""
+                name += "n" if self.nan_repr != 0 else ""
+            return name
+        name = ("int" if self.signed else "uint") + str(self.size_bits)
+        return name + (f"b{self.bias}" if self.bias else "")
+
+    def __repr__(self) -> str:
+        return "ScalarType." + str(self)
+
+
+def _int(bits: int, bias: int = 0) -> ScalarType:
+    return ScalarType(0, bits - 1, True, bias)
+
+
+def _uint(bits: int, bias: int = 0) -> ScalarType:
+    return ScalarType(0, bits, False, bias)
+
+
+def _float(exponent: int, mantissa: int, finite: bool, nan_repr: int) -> ScalarType:
+    return ScalarType(exponent, mantissa, True, 0, finite, nan_repr)
+
+
+# The named members of vLLM's `scalar_types` (vllm/scalar_type.py).
+SCALAR_TYPES: dict[str, ScalarType] = {
+    str(t): t
+    for t in (
+        _uint(2), _uint(3), _int(4), _uint(4), _uint(5), _uint(6), _uint(7), _int(8), _uint(8),
+        _float(4, 3, True, 2),   # float8_e4m3fn
+        _float(5, 2, False, 1),  # float8_e5m2
+        ScalarType(8, 0, False, 0, True, 2),  # float8_e8m0fnu
+        _float(8, 7, False, 1),  # float16_e8m7 (bfloat16)
+        _float(5, 10, False, 1),  # float16_e5m10 (float16)
+        _float(3, 2, True, 0),   # float6_e3m2f
+        _float(2, 3, True, 0),   # float6_e2m3f
+        _float(2, 1, True, 0),   # float4_e2m1f
+        _uint(2, 2), _uint(3, 4), _uint(4, 8), _uint(5, 16), _uint(6, 32), _uint(7, 64),
+        _uint(8, 128),
+    )
+}
+
+_INT_NAME = re.compile(r"^(u?)int(\d+)(?:b(\d+))?$")
+
+
+def scalar_type(name: str, field: str = "weight_type") -> ScalarType:
+    """Parse a vLLM scalar type name (`int4`, `uint4b8`, `uint8`, `float8_e4m3fn`, ...)."""
+    if not isinstance(name, str):
+        raise InvalidInputError(f"{field}: expected a scalar type name string, got {name!r}")
+    if name in SCALAR_TYPES:
+        return SCALAR_TYPES[name]
+    match = _INT_NAME.match(name)
+    if match and 1 <= int(match.group(2)) <= 64:
+        bits, bias = int(match.group(2)), int(match.group(3) or 0)
+        return _uint(bits, bias) if match.group(1) else _int(bits, bias)
+    raise InvalidInputError(
+        f"{field}: unknown weight type {name!r}; accepted: {', '.join(SCALAR_TYPES)} "
+        "or any [u]int<bits>[b<bias>]"
+    )
+
+
+ST = SCALAR_TYPES  # short alias for the rule tables
+
+# --------------------------------------------------------------------------- torch dtypes
+
+# name -> itemsize in bytes. Humming's check reads `act_type.itemsize`.
+_DTYPE_ITEMSIZE = {
+    "float32": 4, "float16": 2, "bfloat16": 2, "float64": 8,
+    "int8": 1, "uint8": 1, "int16": 2, "int32": 4, "int64": 8,
+    "float8_e4m3fn": 1, "float8_e5m2": 1, "float8_e4m3fnuz": 1, "float8_e5m2fnuz": 1,
+    "float8_e8m0fnu": 1, "float4_e2m1fn_x2": 1,
+}
+_DTYPE_ALIASES = {"float": "float32", "half": "float16", "double": "float64", "fp16": "float16",
+                  "bf16": "bfloat16", "fp32": "float32"}
+
+
+@dataclass(frozen=True)
+class DType:
+    """A torch dtype by name; prints as `torch.<name>` like torch does."""
+
+    name: str
+
+    @property
+    def itemsize(self) -> int:
+        return _DTYPE_ITEMSIZE[self.name]
+
+    def __str__(self) -> str:
+        return f"torch.{self.name}"
+
+    __repr__ = __str__
+
+
+def dtype(name: str, field: str = "act_type") -> DType:
+    """Parse a torch dtype name (`bfloat16`, `torch.float16`, `fp16`, ...)."""
+    if not isinstance(name, str):
+        raise InvalidInputError(f"{field}: expected a torch dtype name string, got {name!r}")
+    key = name.removeprefix("torch.")
+    key = _DTYPE_ALIASES.get(key, key)
+    if key not in _DTYPE_ITEMSIZE:
+        raise InvalidInputError(
+            f"{field}: unknown dtype {name!r}; accepted: {', '.join(_DTYPE_ITEMSIZE)}"
+        )
+    return DType(key)
+
+
+BF16, FP16, FP32 = DType("bfloat16"), DType("float16"), DType("float32")
+INT8, FP8_E4M3 = DType("int8"), DType("float8_e4m3fn")
+
+# --------------------------------------------------------------------------- MP layer config
+
+
+@dataclass(frozen=True)
+class MPConfig:
+    """vLLM's `MPLinearLayerConfig`: shapes are (K, N) = (in_features, out_features)."""
+
+    full_weight_shape: tuple[int, int]
+    partition_weight_shape: tuple[int, int]
+    weight_type: ScalarType
+    act_type: DType
+    group_size: int
+    zero_points: bool
+    out_type: DType | None = None
+
+    @classmethod
+    def from_json(cls, data: Any) -> "MPConfig":
+        """Build from the workbench's MP config JSON; every bad field is named."""
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"mp_config: expected a JSON object, got {type(data).__name__}")
+        known = {"weight_type", "act_type", "group_size", "zero_points", "out_type",
+                 "full_weight_shape", "partition_weight_shape"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidInputError(
+                f"mp_config: unknown field(s) {unknown}; accepted: {sorted(known)}"
+            )
+        for required in ("weight_type", "act_type", "group_size", "full_weight_shape"):
+            if required not in data:
+                raise InvalidInputError(f"mp_config.{required}: missing (required)")
+        full = _shape(data["full_weight_shape"], "mp_config.full_weight_shape")
+        part = _shape(data.get("partition_weight_shape", full), "mp_config.partition_weight_shape")
+        group = data["group_size"]
+        if isinstance(group, bool) or not isinstance(group, int):
+            raise InvalidInputError(f"mp_config.group_size: expected an integer, got {group!r}")
+        if group < -1:
+            raise InvalidInputError(
+                f"mp_config.group_size: {group} is not a group size; accepted: -1 "
+                "(channelwise) or a positive integer"
+            )
+        zp = data.get("zero_points", False)
+        if not isinstance(zp, bool):
+            raise InvalidInputError(f"mp_config.zero_points: expected true or false, got {zp!r}")
+        out = data.get("out_type")
+        return cls(
+            full_weight_shape=full,
+            partition_weight_shape=part,
+            weight_type=scalar_type(data["weight_type"], "mp_config.weight_type"),
+            act_type=dtype(data["act_type"], "mp_config.act_type"),
+            group_size=group,
+            zero_points=zp,
+            out_type=None if out is None else dtype(out, "mp_config.out_type"),
+        )
+
+    def to_json(self) -> dict:
+        return {
+            "weight_type": str(self.weight_type),
+            "act_type": self.act_type.name,
+            "group_size": self.group_size,
+            "zero_points": self.zero_points,
+            "out_type": None if self.out_type is None else self.out_type.name,
+            "full_weight_shape": list(self.full_weight_shape),
+            "partition_weight_shape": list(self.partition_weight_shape),
+        }
+
+
+def _shape(value: Any, field: str) -> tuple[int, int]:
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 2
+        or not all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    ):
+        raise InvalidInputError(f"{field}: expected a 2-D shape [K, N] of integers, got {value!r}")
+    if any(v <= 0 for v in value):
+        raise InvalidInputError(f"{field}: sizes must be positive, got {list(value)}")
+    return (value[0], value[1])

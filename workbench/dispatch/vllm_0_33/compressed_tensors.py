@@ -1,0 +1,567 @@
+"""compressed-tensors scheme resolution in vLLM 0.33.0, then the scheme's kernel selection.
+
+Models, in `vllm/model_executor/layers/quantization/compressed_tensors/`:
+- `compressed_tensors.py`: `_quantization_scheme_map_from_config` (what is stored),
+  `_get_scheme_from_parts` (the predicates, first match wins), `get_scheme` and
+  `_check_scheme_supported` (the per-layer capability gate);
+- `schemes/*.py`: each MP scheme's constructor checks and `create_weights`, which builds the
+  `MPLinearLayerConfig`, calls `choose_mp_linear_kernel`, and checks that quant groups do not
+  straddle tensor-parallel shards (`vllm/distributed/utils.py`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from workbench.dispatch.env import Env
+from workbench.dispatch.quant_args import QuantArgs, parse_quant_args
+from workbench.dispatch.trace import Predicate, Step, Trace
+from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
+from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
+from workbench.errors import InvalidInputError
+from workbench.platforms import Platform
+
+ACT_QUANT_FORMATS = ("naive-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized")
+# compressed-tensors' CompressionFormat values (others are refused as input errors).
+FORMATS = ("dense", "sparse-bitmask", "sparse-24-bitmask", "int-quantized", "float-quantized",
+           "naive-quantized", "pack-quantized", "marlin-24", "mixed-precision",
+           "nvfp4-pack-quantized", "mxfp4-pack-quantized", "mxfp8-quantized")
+
+# Scheme class -> min capability (`get_min_capability`, schemes/*.py; facts §1.4).
+MIN_CAPABILITY = {
+    "CompressedTensorsW4A4Fp4": 75, "CompressedTensorsW4A8Mxfp4": 80,
+    "CompressedTensorsW4A4Mxfp4": 80, "CompressedTensorsW8A8Mxfp8": 75,
+    "CompressedTensorsW4A8Fp8": 90, "CompressedTensorsWNA8O8Int": 70,
+    "CompressedTensorsWNA8Int": 75, "CompressedTensorsWNA4Int": 75,
+    "CompressedTensorsWNA16": 75, "CompressedTensorsW8A8Fp8": 89,
+    "CompressedTensorsW8A16Fp8": 75, "CompressedTensorsW8A8Int8": 75,
+    "CompressedTensorsW4A8Int": 1,
+}
+# Schemes whose create_weights runs `choose_mp_linear_kernel`; the others use the scaled-mm,
+# FP8, NVFP4 or MX selectors, which this workbench names but does not walk.
+MP_SCHEMES = {"CompressedTensorsW4A8Int", "CompressedTensorsW4A8Fp8", "CompressedTensorsWNA16",
+              "CompressedTensorsWNA8Int", "CompressedTensorsWNA4Int", "CompressedTensorsWNA8O8Int"}
+
+WNA16_TYPES = {2: "uint2b2", 3: "uint3b4", 4: "uint4b8", 5: "uint5b16", 6: "uint6b32",
+               7: "uint7b64", 8: "uint8b128"}
+WNA16_ZP_TYPES = {b: f"uint{b}" for b in range(2, 9)}
+WNA8O8_TYPES = {2: "uint2b2", 4: "uint4b8", 8: "uint8b128"}
+
+
+class SchemeError(Exception):
+    """vLLM raised while resolving or building the scheme; carries its type name and text."""
+
+    def __init__(self, error_type: str, message: str):
+        super().__init__(message)
+        self.error_type = error_type
+        self.message = message
+
+
+# --------------------------------------------------------------------------- the layer
+
+
+@dataclass(frozen=True)
+class SchemeInput:
+    """One Linear layer of a compressed-tensors checkpoint, as vLLM's loader sees it."""
+
+    weights: QuantArgs | None
+    input_activations: QuantArgs | None
+    output_activations: QuantArgs | None
+    format: str | None
+    layer_name: str
+    in_features: int
+    out_features: int
+    params_dtype: str
+    input_size_per_partition: int
+    output_size_per_partition: int
+    raw: dict
+
+    @classmethod
+    def from_json(cls, data: Any) -> "SchemeInput":
+        """Parse the scheme JSON, applying `_quantization_scheme_map_from_config`'s storing rules.
+
+        Raises InvalidInputError for malformed input and SchemeError for what vLLM itself refuses
+        while parsing the config (group/dynamic actorder; the W8A16-FP8 assert).
+        """
+        if not isinstance(data, dict):
+            raise InvalidInputError(f"scheme: expected a JSON object, got {type(data).__name__}")
+        known = {"weights", "input_activations", "output_activations", "format", "layer_name",
+                 "in_features", "out_features", "params_dtype", "input_size_per_partition",
+                 "output_size_per_partition"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidInputError(f"scheme: unknown field(s) {unknown}; accepted: {sorted(known)}")
+        for key in ("in_features", "out_features"):
+            if key not in data:
+                raise InvalidInputError(f"scheme.{key}: missing (required)")
+        dims = {}
+        for key in ("in_features", "out_features", "input_size_per_partition",
+                    "output_size_per_partition"):
+            value = data.get(key)
+            if value is None and key.endswith("partition"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+                raise InvalidInputError(f"scheme.{key}: expected a positive integer, got {value!r}")
+            dims[key] = value
+        fmt = data.get("format")
+        if fmt is not None and fmt not in FORMATS:
+            raise InvalidInputError(f"scheme.format: unknown format {fmt!r}; accepted: {', '.join(FORMATS)}")
+        params = dtype(data.get("params_dtype", "bfloat16"), "scheme.params_dtype").name
+        weights = data.get("weights")
+        w = None if weights is None else parse_quant_args(weights, "scheme.weights")
+        if w is not None and w.actorder in ("group",):
+            raise SchemeError("ValueError", (
+                "Compressed-tensors group/dynamic activation ordering "
+                f"(actorder={w.actorder!r}) is no longer supported. Use a checkpoint with "
+                "static/weight activation ordering or without activation ordering."))
+        inp = None
+        raw_in = data.get("input_activations")
+        # Stored when the format quantizes activations or the group lists input_activations.
+        if fmt in ACT_QUANT_FORMATS or raw_in:
+            if not raw_in:
+                if w is not None and w.type != "float":
+                    raise SchemeError("AssertionError", "")
+            else:
+                inp = parse_quant_args(raw_in, "scheme.input_activations")
+        raw_out = data.get("output_activations")
+        out = parse_quant_args(raw_out, "scheme.output_activations") if raw_out else None
+        return cls(
+            weights=w, input_activations=inp, output_activations=out, format=fmt,
+            layer_name=str(data.get("layer_name", "model.layers.0.mlp.down_proj")),
+            in_features=dims["in_features"], out_features=dims["out_features"],
+            params_dtype=params,
+            input_size_per_partition=dims.get("input_size_per_partition", dims["in_features"]),
+            output_size_per_partition=dims.get("output_size_per_partition", dims["out_features"]),
+            raw=data,
+        )
+
+
+# --------------------------------------------------------------------------- predicates
+
+Check = tuple[bool, str]
+
+
+def _all(*conds: tuple[bool, str]) -> Check:
+    """The first failing condition explains a miss; all true is a match."""
+    for ok, text in conds:
+        if not ok:
+            return False, f"fails: {text}"
+    return True, "all conditions hold"
+
+
+def _is_nvfp4(a: QuantArgs | None) -> Check:
+    if a is None:
+        return False, "fails: no weight args"
+    return _all((a.strategy == "tensor_group", "strategy == tensor_group"),
+                (a.type == "float", "type == float"), (a.num_bits == 4, "num_bits == 4"),
+                (a.group_size == 16, "group_size == 16"), (a.symmetric, "symmetric"))
+
+
+def _is_mxfp4(a: QuantArgs | None) -> Check:
+    if a is None:
+        return False, "fails: no args"
+    return _all((a.strategy == "group", "strategy == group"), (a.type == "float", "type == float"),
+                (a.num_bits == 4, "num_bits == 4"), (a.group_size == 32, "group_size == 32"),
+                (a.symmetric, "symmetric"))
+
+
+def _is_mxfp4_w4a8_fp8(w, i) -> Check:
+    ok, why = _is_mxfp4(w)
+    if not ok:
+        return False, "fails: weights are not MXFP4"
+    if i is None:
+        return False, "fails: no input activations"
+    return _all((i.type == "float", "input type == float"), (i.num_bits == 8, "input num_bits == 8"),
+                (not w.dynamic, "weights static"), (bool(i.dynamic), "input dynamic"),
+                (i.strategy in ("token", "group"), "input strategy token or group"),
+                (i.symmetric, "input symmetric"))
+
+
+def _is_mxfp8(a) -> Check:
+    if a is None:
+        return False, "fails: no args"
+    return _all((a.strategy == "group", "strategy == group"), (a.type == "float", "type == float"),
+                (a.num_bits == 8, "num_bits == 8"), (a.group_size == 32, "group_size == 32"),
+                (a.symmetric, "symmetric"), (a.scale_dtype == "uint8", "scale_dtype == torch.uint8"))
+
+
+def _is_fp8_w4a8(w, i) -> Check:
+    if not w or not i:
+        return False, "fails: weights and input activations both required"
+    return _all((w.type == "int", "weight type == int"), (i.type == "float", "input type == float"),
+                (w.num_bits == 4, "weight num_bits == 4"), (i.num_bits == 8, "input num_bits == 8"),
+                (w.strategy == "group", "weight strategy == group"),
+                (i.strategy == "token", "input strategy == token"),
+                (bool(w.symmetric and i.symmetric), "weight and input symmetric"),
+                (bool(not w.dynamic and i.dynamic), "weight static, input dynamic"))
+
+
+def _cap_exact(p: Platform, cap: int) -> bool:
+    """`_check_scheme_supported(cap, error=False, match_exact=True)`: None capability fails."""
+    return p.capability is not None and p.capability == cap
+
+
+def _is_wna8o8_int(w, i, o, fmt) -> Check:
+    return _all((fmt in ("pack-quantized", "int-quantized"), "format pack-quantized or int-quantized"),
+                (w.type == "int" and not w.dynamic, "weight int and static"),
+                (w.strategy in ("channel", "group"), "weight strategy channel or group"),
+                (i is not None and i.type == "int" and i.strategy == "tensor" and i.num_bits == 8
+                 and not i.dynamic, "static per-tensor int8 input"),
+                (o is not None and o.type == "int" and o.strategy == "tensor" and o.num_bits == 8
+                 and not o.dynamic, "static per-tensor int8 output"))
+
+
+def _is_wnam_int(w, i, fmt) -> Check:
+    if i is None:
+        return False, "fails: no input activations"
+    return _all((w.type == "int" and not w.dynamic, "weight int and static"),
+                (w.strategy in ("channel", "group"), "weight strategy channel or group"),
+                (fmt == "pack-quantized", "format == pack-quantized"),
+                (i.type == "int", "input type == int"), (i.symmetric, "input symmetric"),
+                (bool(i.dynamic), "input dynamic"),
+                (i.strategy in ("token", "group"), "input strategy token or group"))
+
+
+def _is_wna16(w, i) -> Check:
+    return _all((w.strategy in ("channel", "group"), "weight strategy channel or group"),
+                (i is None, "no input activations"), (not w.dynamic, "weight static"))
+
+
+def _fp8_w8a8(w, i) -> Check:
+    if w is None or i is None:
+        return False, "fails: weights and input activations both required"
+    ok, why = _all((w.type == "float" and i.type == "float", "weight and input float"),
+                   (w.symmetric, "weight symmetric"), (not w.dynamic, "weight static"),
+                   (w.strategy in ("tensor", "channel", "block"), "weight strategy tensor/channel/block"))
+    if not ok:
+        return ok, why
+    if i.dynamic:
+        return True, "dynamic input"
+    return _all((i.symmetric, "static input symmetric"), (i.strategy == "tensor", "static input per-tensor"))
+
+
+def _fp8_w8a16(w, i) -> Check:
+    if w is None:
+        return False, "fails: no weights"
+    return _all((w.type == "float", "weight type == float"), (w.symmetric, "weight symmetric"),
+                (not w.dynamic, "weight static"),
+                (w.strategy in ("tensor", "channel", "block"), "weight strategy tensor/channel/block"))
+
+
+def _static_tensor_w8a8(w, i) -> Check:
+    return _all((w.num_bits == i.num_bits == 8, "weight and input num_bits == 8"),
+                (w.strategy in ("tensor", "channel") and i.strategy == "tensor",
+                 "weight tensor/channel, input tensor"),
+                (w.symmetric, "weight symmetric"), (not w.dynamic and not i.dynamic, "both static"))
+
+
+def _dynamic_token_w8a8(w, i) -> Check:
+    return _all((w.num_bits == i.num_bits == 8, "weight and input num_bits == 8"),
+                (w.strategy in ("tensor", "channel") and i.strategy == "token",
+                 "weight tensor/channel, input token"),
+                (bool(not w.dynamic and i.dynamic), "weight static, input dynamic"),
+                (w.symmetric, "weight symmetric"))
+
+
+def _dynamic_token_w4a8_int(w, i) -> Check:
+    if not w or not i:
+        return False, "fails: weights and input activations both required"
+    return _all((w.type == "int" and i.type == "int", "weight and input type int"),
+                (w.num_bits == 4, "weight num_bits == 4"), (i.num_bits == 8, "input num_bits == 8"),
+                (w.strategy in ("group", "channel") and i.strategy == "token",
+                 "weight group/channel, input token"),
+                (w.symmetric, "weight symmetric (input symmetry is not checked)"),
+                (bool(not w.dynamic and i.dynamic), "weight static, input dynamic"))
+
+
+# --------------------------------------------------------------------------- resolution
+
+
+@dataclass
+class Resolved:
+    scheme: str
+    build: Callable[["SchemeInput", Platform, Env, Trace], None] | None = None
+
+
+def _not_found(s: SchemeInput) -> SchemeError:
+    return SchemeError("NotImplementedError", (
+        f"No compressed-tensors compatible scheme was found for layer_name={s.layer_name!r}, "
+        f"weight_quant={s.weights!r}, input_quant={s.input_activations!r}, "
+        f"output_quant={s.output_activations!r}, format={s.format!r}"))
+
+
+def get_scheme_from_parts(s: SchemeInput, p: Platform, env: Env, preds: list[Predicate]) -> Resolved:
+    """`_get_scheme_from_parts`: test each predicate in order, record it, return the first match."""
+    w, i, o, fmt = s.weights, s.input_activations, s.output_activations, s.format
+
+    def test(name: str, check: Check, result: str) -> bool:
+        preds.append(Predicate(name, result if check[0] else "", check[0], check[1]))
+        return check[0]
+
+    if test("_is_nvfp4_format(weight)", _is_nvfp4(w), "CompressedTensorsW4A4Fp4"):
+        if i is None:
+            return Resolved("CompressedTensorsW4A4Fp4")  # use_a16=True: NVFP4A16
+        if not _is_nvfp4(i)[0]:
+            raise SchemeError("ValueError", "For NVFP4 weights, input quantization must also be "
+                              "NVFP4 format, None for NVFP4A16")
+        return Resolved("CompressedTensorsW4A4Fp4")
+    if test("_is_mxfp4_w4a8_fp8(weight, input)", _is_mxfp4_w4a8_fp8(w, i), "CompressedTensorsW4A8Mxfp4"):
+        return Resolved("CompressedTensorsW4A8Mxfp4")
+    if test("_is_mxfp4(weight)", _is_mxfp4(w), "CompressedTensorsW4A4Mxfp4"):
+        return Resolved("CompressedTensorsW4A4Mxfp4")
+    if test("_is_mxfp8(weight)", _is_mxfp8(w), "CompressedTensorsW8A8Mxfp8"):
+        return Resolved("CompressedTensorsW8A8Mxfp8")
+    sm90 = _cap_exact(p, 90)
+    check = _is_fp8_w4a8(w, i)
+    if check[0] and not sm90:
+        check = (False, f"fails: device capability is exactly 90 (current: {p.capability})")
+    if test("_is_fp8_w4a8_sm90(weight, input)", check, "CompressedTensorsW4A8Fp8"):
+        return Resolved("CompressedTensorsW4A8Fp8", _build_w4a8_fp8)
+    if test("_is_wNa8o8_int(weight, input, output, format)", _is_wna8o8_int(w, i, o, fmt),
+            "CompressedTensorsWNA8O8Int"):
+        return Resolved("CompressedTensorsWNA8O8Int", _build_wna8o8)
+    wnam = _is_wnam_int(w, i, fmt)
+    check = wnam if not wnam[0] or i.num_bits == 8 else (False, "fails: input num_bits == 8")
+    if test("_is_wNaM_int(weight, input, format) and input.num_bits == 8", check,
+            "CompressedTensorsWNA8Int"):
+        return Resolved("CompressedTensorsWNA8Int", _build_wnam("WNA8Int"))
+    check = wnam if not wnam[0] or i.num_bits == 4 else (False, "fails: input num_bits == 4")
+    if test("_is_wNaM_int(weight, input, format) and input.num_bits == 4", check,
+            "CompressedTensorsWNA4Int"):
+        return Resolved("CompressedTensorsWNA4Int", _build_wnam("WNA4Int"))
+    check = _is_wna16(w, i)
+    if check[0] and fmt != "pack-quantized":
+        check = (False, "fails: format == pack-quantized")
+    if test("_is_wNa16_group_channel(weight, input) and format == pack-quantized", check,
+            "CompressedTensorsWNA16"):
+        return Resolved("CompressedTensorsWNA16", _build_wna16)
+    if fmt not in ACT_QUANT_FORMATS:
+        preds.append(Predicate("is_activation_quantization_format(format)", "", False,
+                               f"fails: {fmt!r} is not one of {', '.join(ACT_QUANT_FORMATS)}; "
+                               "the W8A8 and W4A8-INT predicates are skipped"))
+        raise _not_found(s)
+    if test("_is_fp8_w8a8(weight, input)", _fp8_w8a8(w, i), "CompressedTensorsW8A8Fp8 or W8A16Fp8"):
+        if p.is_xpu():
+            supported = env.linear_backend in ("xpu", "torch") or w.strategy == "block"
+        else:
+            supported = p.capability is None or p.capability >= 89
+        return Resolved("CompressedTensorsW8A8Fp8" if supported else "CompressedTensorsW8A16Fp8")
+    if test("_is_fp8_w8a16(weight, input)", _fp8_w8a16(w, i), "CompressedTensorsW8A16Fp8"):
+        return Resolved("CompressedTensorsW8A16Fp8")
+    if i is not None:
+        if test("_is_static_tensor_w8a8(weight, input)", _static_tensor_w8a8(w, i),
+                "CompressedTensorsW8A8Int8"):
+            return Resolved("CompressedTensorsW8A8Int8")
+        if test("_is_dynamic_token_w8a8(weight, input)", _dynamic_token_w8a8(w, i),
+                "CompressedTensorsW8A8Int8"):
+            return Resolved("CompressedTensorsW8A8Int8")
+    else:
+        # vLLM reads input_quant.num_bits here and would crash on None; a weight-only INT layer in
+        # an activation format never gets this far in practice (the loader asserts first).
+        raise SchemeError("AttributeError", "'NoneType' object has no attribute 'num_bits'")
+    if test("_is_dynamic_token_w4a8_int(weight, input)", _dynamic_token_w4a8_int(w, i),
+            "CompressedTensorsW4A8Int"):
+        return Resolved("CompressedTensorsW4A8Int", _build_w4a8_int)
+    raise _not_found(s)
+
+
+# --------------------------------------------------------------------------- create_weights
+
+
+def _verify_groups(k_part: int, group: int, layer_name: str | None) -> None:
+    """`verify_group_size_divides_partition` (vllm/distributed/utils.py)."""
+    if k_part % group == 0:
+        return
+    where = f" for layer '{layer_name}'" if layer_name else ""
+    raise SchemeError("ValueError", (
+        f"Weight input_size_per_partition={k_part}{where} is not divisible by group_size={group}. "
+        "This happens when tensor_parallel_size splits the layer input into shards that are not "
+        "a whole number of quant groups. Consider reducing tensor_parallel_size."))
+
+
+def _mp_config(s: SchemeInput, weight_type: str, act, group: int, zp: bool, out=None) -> MPConfig:
+    return MPConfig(full_weight_shape=(s.in_features, s.out_features),
+                    partition_weight_shape=(s.input_size_per_partition, s.output_size_per_partition),
+                    weight_type=ST[weight_type], act_type=act, group_size=group, zero_points=zp,
+                    out_type=out)
+
+
+def _select(config: MPConfig, p: Platform, env: Env, t: Trace) -> bool:
+    """Run the MP loop into `t`; False when it raised (the error is recorded)."""
+    k = choose_mp_linear_kernel(config, p, env)
+    t.steps, t.selected, t.reasons = k.steps, k.selected, k.reasons
+    t.error, t.error_type, t.candidates = k.error, k.error_type, k.candidates
+    t.notes.extend(k.notes)
+    return k.error is None
+
+
+def _group(a: QuantArgs) -> int:
+    return -1 if a.group_size is None else a.group_size
+
+
+def _row_parallel(s: SchemeInput) -> bool:
+    return s.in_features != s.input_size_per_partition
+
+
+def _build_w4a8_int(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+    """schemes/compressed_tensors_w4a8_int.py: effective group, verify, then select."""
+    if s.weights.num_bits != 4:
+        raise SchemeError("ValueError", f"Unsupported num_bits = {s.weights.num_bits}."
+                          "Supported num_bits = dict_keys([4])")
+    group = _group(s.weights)
+    if group == -1:
+        group = s.input_size_per_partition if _row_parallel(s) else s.in_features
+    _verify_groups(s.input_size_per_partition, group, None)
+    t.mp_config = _mp_config(s, "int4", dtype(s.params_dtype), group, False)
+    if _select(t.mp_config, p, env, t):
+        t.notes.append(f"Using {t.selected} for CompressedTensorsW4A8Int")
+
+
+def _build_w4a8_fp8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+    """schemes/compressed_tensors_w4a8_fp8.py: group 128 required; select, then verify."""
+    group = _group(s.weights)
+    if group != 128 or s.weights.strategy != "group":
+        raise SchemeError("ValueError", "W4A8 kernels require group quantization with group size 128")
+    t.mp_config = _mp_config(s, "int4", FP8_E4M3, group, not s.weights.symmetric,
+                             dtype(s.params_dtype))
+    if _select(t.mp_config, p, env, t):
+        t.notes.append(f"Using {t.selected} for CompressedTensorsW4A8Fp8")
+        _verify_groups(s.input_size_per_partition, group, None)
+
+
+def _wna16_type(a: QuantArgs, table: dict, what: str) -> str:
+    bits = a.num_bits
+    if bits not in table:
+        raise SchemeError("ValueError", what.format(bits=bits))
+    if not a.symmetric:
+        return WNA16_ZP_TYPES[bits]
+    return table[bits]
+
+
+def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+    """schemes/compressed_tensors_wNa16.py: select (unless batch-invariant), then verify."""
+    w = s.weights
+    group = _group(w)
+    if group == -1 and w.strategy != "channel":
+        raise SchemeError("ValueError", "Pack-quantized format requires group quantization or "
+                          "channelwise quantization, but found no group size and strategy is not "
+                          "channelwise.")
+    wt = _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits}. Supported num_bits = "
+                     + str(list(WNA16_TYPES)))
+    t.mp_config = _mp_config(s, wt, dtype(s.params_dtype), group, not w.symmetric)
+    if env.batch_invariant:
+        t.notes.append("Using dequantize + batch-invariant matmul for CompressedTensorsWNA16 "
+                       "(VLLM_BATCH_INVARIANT=1 skips choose_mp_linear_kernel)")
+    elif _select(t.mp_config, p, env, t):
+        t.notes.append(f"Using {t.selected} for CompressedTensorsWNA16")
+        if t.selected == "MarlinLinearKernel" and env.marlin_input_dtype:
+            # get_marlin_input_dtype (layers/quantization/utils/marlin_utils.py)
+            cap = p.capability or 0
+            if env.marlin_input_dtype == "fp8" and cap != 89 and cap // 10 != 12:
+                raise SchemeError("ValueError", (
+                    "Marlin W4A8-FP8 only support SM89 or SM12x device (It is slower than Marlin "
+                    "W4A16 on other devices). You can consider using W4A8-INT8 instead(set "
+                    "VLLM_MARLIN_INPUT_DTYPE=int8)."))
+            t.notes.append(f"VLLM_MARLIN_INPUT_DTYPE={env.marlin_input_dtype}: act_type becomes "
+                           f"{env.marlin_input_dtype} after selection (Marlin W4A8)")
+    else:
+        return
+    if not (group == -1 and _row_parallel(s)):
+        _verify_groups(s.input_size_per_partition, group if group != -1 else s.in_features,
+                       s.layer_name)
+
+
+def _build_wnam(short: str) -> Callable:
+    """schemes/compressed_tensors_wNa8.py and wNa4.py: select, then assert whole groups."""
+    def build(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+        w, i = s.weights, s.input_activations
+        wt = _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits} for " + short
+                         + "; supported = " + str(sorted(WNA16_TYPES)))
+        group = _group(w)
+        t.mp_config = _mp_config(s, wt, dtype(s.params_dtype), group, not w.symmetric)
+        if _select(t.mp_config, p, env, t):
+            t.notes.append(f"Using {t.selected} for CompressedTensors{short}")
+            if t.selected == "HummingLinearKernel":
+                t.notes.append(f"Humming reads the layer's int{i.num_bits} activation schema: "
+                               "real per-token activation quantization")
+            else:
+                t.notes.append(f"{t.selected} ignores the int{i.num_bits} activation schema "
+                               "(only HummingLinearKernel reads it): this layer runs weight-only")
+            g = group if group != -1 else s.in_features
+            if not (group == -1 and _row_parallel(s)) and s.input_size_per_partition % g:
+                raise SchemeError("AssertionError", "")
+    return build
+
+
+def _build_wna8o8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+    """schemes/compressed_tensors_wNa8o8.py: select, then register weights (verify)."""
+    w = s.weights
+    if w.num_bits not in WNA8O8_TYPES:
+        raise SchemeError("ValueError", f"Unsupported num_bits = {w.num_bits} for WNA8O8Int; "
+                          f"supported = {sorted(WNA8O8_TYPES)}")
+    group = _group(w)
+    t.mp_config = _mp_config(s, WNA8O8_TYPES[w.num_bits], dtype(s.params_dtype), group, False)
+    if _select(t.mp_config, p, env, t):
+        if not (group == -1 and _row_parallel(s)):
+            _verify_groups(s.input_size_per_partition, group if group != -1 else s.in_features,
+                           s.layer_name)
+
+
+def _constructor_checks(r: Resolved, s: SchemeInput) -> None:
+    """Checks the scheme classes run in `__init__`, before the capability gate."""
+    w, i = s.weights, s.input_activations
+    if r.scheme in ("CompressedTensorsWNA8Int", "CompressedTensorsWNA4Int"):
+        short = r.scheme.removeprefix("CompressedTensors")
+        _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits} for " + short + "; supported = "
+                    + str(sorted(WNA16_TYPES)))
+        # The predicate already required a symmetric, dynamic, token/group input.
+    elif r.scheme == "CompressedTensorsWNA16":
+        if _group(w) == -1 and w.strategy != "channel":
+            raise SchemeError("ValueError", "Pack-quantized format requires group quantization or "
+                              "channelwise quantization, but found no group size and strategy is "
+                              "not channelwise.")
+        _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits}. Supported num_bits = "
+                    + str(list(WNA16_TYPES)))
+    elif r.scheme == "CompressedTensorsWNA8O8Int" and w.num_bits not in WNA8O8_TYPES:
+        raise SchemeError("ValueError", f"Unsupported num_bits = {w.num_bits} for WNA8O8Int; "
+                          f"supported = {sorted(WNA8O8_TYPES)}")
+    elif r.scheme == "CompressedTensorsW4A8Fp8":
+        if _group(w) != 128 or w.strategy != "group":
+            raise SchemeError("ValueError", "W4A8 kernels require group quantization with group size 128")
+    elif r.scheme == "CompressedTensorsW4A8Int" and w.num_bits != 4:
+        raise SchemeError("ValueError", f"Unsupported num_bits = {w.num_bits}."
+                          "Supported num_bits = dict_keys([4])")
+
+
+def trace_compressed_tensors(s: SchemeInput, p: Platform, env: Env) -> Trace:
+    """Resolve the scheme, apply its gate, then run the kernel selection its weights need."""
+    t = Trace(level="scheme")
+    try:
+        if s.weights is None:
+            t.gates.append("no weight quantization: vLLM falls back to UnquantizedLinearMethod")
+            return t
+        resolved = get_scheme_from_parts(s, p, env, t.predicates)
+        _constructor_checks(resolved, s)
+        min_cap = MIN_CAPABILITY[resolved.scheme]
+        # get_scheme -> _check_scheme_supported(min): no capability (CPU, XPU) always passes.
+        if p.capability is not None and p.capability < min_cap:
+            raise SchemeError("RuntimeError", (
+                "Quantization scheme is not supported for the current GPU. "
+                f"Min capability: {min_cap}. Current capability: {p.capability}."))
+        t.gates.append(f"{resolved.scheme}.get_min_capability() = {min_cap}: "
+                       + ("no device capability, gate skipped" if p.capability is None
+                          else f"current capability {p.capability} passes"))
+        t.scheme = resolved.scheme
+    except SchemeError as exc:
+        t.error, t.error_type = exc.message, exc.error_type
+        return t
+    if resolved.build is None:
+        t.notes.append(f"{resolved.scheme} does not use the mixed-precision kernel list "
+                       "(it selects from the scaled-mm / FP8 / NVFP4 / MX lists)")
+        return t
+    t.kernel_stage = True
+    try:
+        resolved.build(s, p, env, t)
+    except SchemeError as exc:
+        t.error, t.error_type = exc.message, exc.error_type
+    return t

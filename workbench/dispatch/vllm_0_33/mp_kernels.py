@@ -1,0 +1,447 @@
+"""The 14 mixed-precision kernels of vLLM 0.33.0, one class each, named as in vLLM.
+
+Each class holds `min_capability` and `can_implement(c, p) -> (ok, reason)`, with the checks
+in vLLM's order and reason strings byte-identical to vLLM's, quirks included (the two spaces
+in "supported by  Marlin", "supportedgot", and so on). `vllm_file` names the file modelled,
+relative to `vllm/model_executor/kernels/linear/mixed_precision/` unless it says otherwise.
+
+Python's own semantics are kept where vLLM relies on them: `x % -1 == 0`, and `x % 0` raises
+ZeroDivisionError (a group size of 0 crashes vLLM's Dynamic4bit check; so does ours).
+"""
+from __future__ import annotations
+
+from typing import ClassVar
+
+from workbench.dispatch.types import BF16, FP16, FP32, FP8_E4M3, INT8, ST, MPConfig
+from workbench.platforms import (DYN_QUANT_OP, RDNA3_OP, ZENTORCH_WOQ_OPS, Platform)
+
+Result = tuple[bool, "str | None"]
+
+
+class MPKernel:
+    """Base: vLLM's `MPLinearKernel` classmethods."""
+
+    vllm_file: ClassVar[str]
+    min_capability: ClassVar[int]
+    # What the kernel computes once selected, for the trace's runtime note.
+    computes: ClassVar[str] = ""
+
+    @classmethod
+    def can_implement(cls, c: MPConfig, p: Platform) -> Result:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def _fmt(types) -> str:
+    """Lists print `[ScalarType.a, ...]`, tuples `(ScalarType.a, ...)`, as Python prints them."""
+    return repr(types)
+
+
+# --------------------------------------------------------------------------- CUDA
+
+
+class CutlassW4A8LinearKernel(MPKernel):
+    vllm_file = "cutlass.py"
+    min_capability = 90
+    computes = "int4 x fp8(e4m3) per-token activations on Hopper (ops.cutlass_w4a8_mm)"
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_cuda():
+            return False, "CUTLASS only supported on CUDA"
+        if not p.is_device_capability(90):
+            return False, "CUTLASS W4A8 requires compute capability of 90 (Hopper)"
+        if c.act_type != FP8_E4M3:
+            return False, "CUTLASS W4A8 only supports FP8 (e4m3) activations"
+        if c.zero_points:
+            return False, "Zero points not supported by CUTLASS W4A8"
+        if c.weight_type != ST["int4"]:
+            return False, f"Quant type ({c.weight_type}) not supported by CUTLASS W4A8, only supported int4"
+        if c.group_size != 128:
+            return False, "Only group_size 128 is supported"
+        k, n = c.partition_weight_shape
+        if k % 128 or n % 128:
+            return False, f"K and N must be divisible by 128, got {c.partition_weight_shape}"
+        if c.out_type != BF16:
+            return False, f"Only bfloat16 output type currently supportedgot c.out_type={c.out_type}"
+        return True, None
+
+
+def machete_types(zero_points: bool) -> list:
+    """`query_machete_supported_quant_types` (layers/quantization/utils/machete_utils.py)."""
+    return [ST["uint4"], ST["uint8"]] if zero_points else [ST["uint4b8"], ST["uint8b128"]]
+
+
+def machete_group_sizes(act_type) -> list[int]:
+    """`query_machete_supported_group_sizes`: 16-bit acts allow 64 too."""
+    return [-1, 64, 128] if act_type in (FP16, BF16) else [-1, 128]
+
+
+class MacheteLinearKernel(MPKernel):
+    vllm_file = "machete.py"
+    min_capability = 90
+    computes = "weight-only W4A16 on Hopper (CUTLASS mixed-input GEMM, 16-bit activations)"
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_cuda():
+            return False, "Machete only supported on CUDA"
+        if not p.is_device_capability(90):
+            return False, "Machete requires compute capability of 90 (Hopper)"
+        types = machete_types(c.zero_points)
+        if c.weight_type not in types:
+            return False, f"Quant type ({c.weight_type}) not supported by Machete, supported types are: {_fmt(types)}"
+        groups = machete_group_sizes(c.act_type)
+        if c.group_size not in groups:
+            return False, f"Group size ({c.group_size}) not supported by Machete, supported group sizes are: {groups}"
+        # check_machete_supports_shape: prepacked block shape [64, 128].
+        k, n = c.partition_weight_shape
+        if k % 64 != 0:
+            return False, "Input features size must be divisible by 64"
+        if n % 128 != 0:
+            return False, "Output features size must be divisible by 128"
+        return True, None
+
+
+MARLIN_SUPPORTED_GROUP_SIZES = [-1, 32, 64, 128]
+
+
+def marlin_types(zero_points: bool, p: Platform) -> list:
+    """`query_marlin_supported_quant_types(has_zp)` (layers/quantization/utils/marlin_utils.py).
+
+    It reads the platform's own capability (not the loop's): below 75, or unknown, gives [].
+    """
+    if p.is_cpu():
+        return [ST["uint4"]] if zero_points else [ST["uint4b8"]]
+    if p.is_xpu():
+        return [ST["uint4"], ST["uint4b8"]]
+    if not p.is_rocm() and (p.capability if p.capability is not None else -1) < 75:
+        return []
+    if zero_points:
+        return [ST["uint4"]]
+    return [ST["uint4b8"], ST["uint8b128"], ST["float8_e4m3fn"], ST["float4_e2m1f"]]
+
+
+class MarlinLinearKernel(MPKernel):
+    vllm_file = "marlin.py"
+    min_capability = 75
+    computes = ("weight-only W4A16 (16-bit activations); int8/fp8 activations only with "
+                "VLLM_MARLIN_INPUT_DTYPE")
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_cuda():
+            return False, "Marlin only supported on CUDA"
+        types = marlin_types(c.zero_points, p)
+        if c.weight_type not in types:
+            return False, f"Quant type ({c.weight_type}) not supported by  Marlin, supported types are: {_fmt(types)}"
+        if c.group_size not in MARLIN_SUPPORTED_GROUP_SIZES:
+            return False, (f"Group size ({c.group_size}) not supported by Marlin, supported group "
+                           f"sizes are: {MARLIN_SUPPORTED_GROUP_SIZES}")
+        # A group straddling TP ranks cannot be fixed by padding; tile misalignment can.
+        k = c.partition_weight_shape[0]
+        if c.group_size != -1 and c.group_size < c.full_weight_shape[0] and k % c.group_size != 0:
+            return False, f"in_features per partition {k} is not divisible by group_size = {c.group_size}."
+        return True, None
+
+
+_CONCH_TYPES = [ST["uint4"], ST["uint8"], ST["uint4b8"], ST["uint8b128"]]
+_CONCH_GROUPS = [-1, 128]
+
+
+class ConchLinearKernel(MPKernel):
+    vllm_file = "conch.py"
+    min_capability = 80
+    computes = "weight-only W4A16 Triton kernel from conch-triton-kernels"
+
+    @classmethod
+    def can_implement(cls, c, p):
+        # No platform check in vLLM: only the package decides.
+        if c.weight_type not in _CONCH_TYPES:
+            return False, f"Weight type ({c.weight_type}) not supported by ConchLinearKernel, supported types are: {_fmt(_CONCH_TYPES)}"
+        if c.group_size not in _CONCH_GROUPS:
+            return False, f"Group size ({c.group_size}) not supported by ConchLinearKernel, supported group sizes are: {_CONCH_GROUPS}"
+        if not p.has_package("conch"):
+            return False, ("conch-triton-kernels is not installed, please install it via "
+                           "`pip install conch-triton-kernels` and try again!")
+        return True, None
+
+
+_EXLLAMA_TYPES = [ST["uint4b8"], ST["uint8b128"]]
+
+
+class ExllamaLinearKernel(MPKernel):
+    vllm_file = "exllama.py"
+    min_capability = 60
+    computes = "weight-only GPTQ exllama kernel (fp16 activations)"
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_cuda_alike():
+            return False, "Exllama is only supported on CUDA and ROCm"
+        if c.partition_weight_shape[1] % (32 // c.weight_type.size_bits) != 0:
+            return False, ("Output features must be a multiple of the pack factor (32 / num_bits) "
+                           "so that we can correctly pack the zero points")
+        if c.act_type != FP16:
+            return False, "Exllama only supports float16 activations"
+        if c.weight_type not in _EXLLAMA_TYPES:
+            return False, f"Quant type ({c.weight_type}) not supported by Exllama, supported types are: {_fmt(_EXLLAMA_TYPES)}"
+        if c.group_size <= 0:
+            return False, f"Group size ({c.group_size}) must be positive, Exllama does not support channelwise quantization"
+        if c.full_weight_shape[0] % c.group_size != 0:
+            return False, (f"Group size ({c.group_size}) does not evenly divide the number of input "
+                           f"features ({c.full_weight_shape[0]})")
+        return True, None
+
+
+_TRITON_TYPES = [ST["uint4b8"], ST["uint4"]]
+_TRITON_GROUPS = [-1, 32, 64, 128, 256]
+
+
+class TritonW4A16LinearKernel(MPKernel):
+    vllm_file = "triton_w4a16.py"
+    min_capability = 0
+    computes = "weight-only W4A16 Triton kernel"
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not (p.is_rocm() or p.is_cuda()):
+            return False, "TritonW4A16LinearKernel requires CUDA or ROCm"
+        if c.weight_type not in _TRITON_TYPES:
+            return False, f"Quant type {c.weight_type} not supported; supported: {_fmt(_TRITON_TYPES)}"
+        if c.act_type not in (FP16, BF16):
+            return False, "Only float16/bfloat16 activations are supported"
+        n = c.partition_weight_shape[1]
+        if n % 8 != 0:
+            return False, f"Output features ({n}) must be divisible by 8 (8 int4 values packed per int32)"
+        gs = c.group_size
+        if gs not in _TRITON_GROUPS and gs != c.full_weight_shape[0]:
+            return False, (f"Group size {gs} not supported; supported: {_TRITON_GROUPS} "
+                           f"or full K ({c.full_weight_shape[0]})")
+        k = c.partition_weight_shape[0]
+        eff = gs if gs != -1 else k
+        if k % eff != 0:
+            return False, f"Input features {k} not divisible by group size {eff}"
+        return True, None
+
+
+class HummingLinearKernel(MPKernel):
+    vllm_file = "humming.py"
+    min_capability = 75
+    computes = ("Humming: per-token int8/fp8 activation quantization when act_type is int8/fp8 "
+                "or the layer carries an input schema (CompressedTensorsWNA8Int/WNA4Int); "
+                "otherwise weight-only")
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_cuda():
+            return False, "Humming is only supported on CUDA"
+        if not p.has_package("humming"):
+            return False, "Humming is not installed"
+        if c.act_type.itemsize == 1 and c.act_type not in (INT8, FP8_E4M3):
+            return False, f"Activation type ({c.act_type}) not supported by Humming"
+        return True, None
+
+
+# --------------------------------------------------------------------------- ROCm
+
+
+class RDNA3W4A16LinearKernel(MPKernel):
+    vllm_file = "rdna3_w4a16.py"
+    min_capability = 60
+    computes = "weight-only W4A16 HIP kernel for gfx1100 (gptq_gemm_rdna3)"
+    _types = [ST["uint4b8"]]
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_rocm():
+            return False, "RDNA3 W4A16 kernel is ROCm-only"
+        if "gfx1100" not in (p.gfx or ""):  # vllm/platforms/rocm.py on_gfx1100()
+            return False, "RDNA3 W4A16 kernel requires gfx1100"
+        if not p.has_op(RDNA3_OP):
+            return False, "torch.ops._rocm_C.gptq_gemm_rdna3 missing — rebuild C++ extension"
+        if c.act_type not in (FP16, BF16):
+            return False, "RDNA3 W4A16 kernel only supports fp16 and bf16"
+        if c.weight_type not in cls._types:
+            return False, f"Quant type ({c.weight_type}) not supported by RDNA3 W4A16 kernel; supported: {_fmt(cls._types)}"
+        if c.group_size <= 0:
+            return False, "RDNA3 W4A16 kernel does not support channelwise quantization"
+        if c.full_weight_shape[0] % c.group_size != 0:
+            return False, f"Group size ({c.group_size}) does not evenly divide K ({c.full_weight_shape[0]})"
+        if c.partition_weight_shape[1] % 8 != 0:
+            return False, "Output features must be a multiple of 8 for the RDNA3 W4A16 kernel (qzeros packing)"
+        return True, None
+
+
+def on_gfx1x(p: Platform) -> bool:
+    """`on_gfx1x()` in vllm/platforms/rocm.py: gfx11/gfx12 and not CDNA (gfx9, gfx1250)."""
+    gfx = p.gfx or ""
+    rdna = any(a in gfx for a in ("gfx11", "gfx12"))
+    cdna = any(a in gfx for a in ("gfx9", "gfx1250"))
+    return p.is_rocm() and rdna and not cdna
+
+
+class RDNAHybridW4A16LinearKernel(MPKernel):
+    vllm_file = "rdna_hybrid_w4a16.py"
+    min_capability = 0
+    computes = "weight-only W4A16 hybrid kernel for RDNA gfx11/gfx12"
+    _types = [ST["uint4b8"], ST["uint4"]]
+    _groups = [32, 64, 128]
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_rocm():
+            return False, "RDNAHybridW4A16LinearKernel only targets ROCm"
+        if not on_gfx1x(p):
+            return False, "RDNAHybridW4A16LinearKernel only targets gfx11/gfx12"
+        if c.weight_type not in cls._types:
+            return False, f"Quant type {c.weight_type} not supported; supported: {_fmt(cls._types)}"
+        if c.act_type not in (FP16, BF16):
+            return False, "requires float16 or bfloat16 activations"
+        gs = c.group_size
+        if gs not in cls._groups:
+            return False, f"Group size {gs} not supported; supported: {cls._groups}"
+        k = c.partition_weight_shape[0]
+        if k % 16 != 0:
+            return False, f"K={k} must be divisible by 16"
+        if k % gs != 0:
+            return False, f"K={k} must be divisible by group_size={gs}"
+        return True, None
+
+
+# --------------------------------------------------------------------------- XPU
+
+
+class XPUW4A8IntLinearKernel(MPKernel):
+    vllm_file = "xpu.py"
+    min_capability = -1
+    computes = ("real W4A8: symmetric per-token int8 activations x int4 weights "
+                "(torch.ops._xpu_C.int4_gemm_w4a8, fp16 output)")
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_xpu():
+            return False, "XPUW4A8Int only supported on XPU"
+        if c.act_type not in (BF16, FP16):
+            return False, "XPUW4A8Int requires BF16/FP16 activations"
+        if c.weight_type != ST["int4"]:
+            return False, f"XPUW4A8Int requires int4 weights, got {c.weight_type}"
+        if c.zero_points:
+            return False, "XPUW4A8Int only supports symmetric weight quantization"
+        if c.group_size != -1 and c.group_size % 32 != 0:
+            return False, f"Group size ({c.group_size}) not supported by XPUW4A8Int, must be a multiple of 32"
+        k, n = c.partition_weight_shape
+        if k % 8 != 0 or n % 8 != 0:
+            return False, f"in/out sizes ({k}, {n}) must be multiples of 8"
+        return True, None
+
+
+_XPU_WNA16_TYPES = (ST["uint4"], ST["uint4b8"])
+
+
+class XPUwNa16LinearKernel(MPKernel):
+    vllm_file = "xpu.py"
+    min_capability = -1
+    computes = "weight-only W4A16 (torch.ops._xpu_C.int4_gemm_w4a16)"
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_xpu():
+            return False, "XPUwNa16 only supported on XPU"
+        if c.act_type != BF16 and c.act_type != FP16:
+            return False, "XPUwNa16 only supports BF16/FP16 activations"
+        if c.weight_type not in _XPU_WNA16_TYPES:
+            return False, f"Quant type ({c.weight_type}) not supported by XPUwNa16, supported types are: {_fmt(_XPU_WNA16_TYPES)}"
+        if c.group_size != -1 and c.group_size % 32 != 0:
+            return False, f"Group size ({c.group_size}) not supported by XPUwNa16, supported group sizes are multiples of 32"
+        if c.partition_weight_shape[0] % 32 != 0:
+            return False, f"Input size ({c.partition_weight_shape[0]}) not supported by XPUwNa16, supported sizes are multiples of 32"
+        return True, None
+
+
+# --------------------------------------------------------------------------- CPU
+
+# The torch version the simulated Arm host reports when the aten op is missing. vLLM prints
+# `torch.__version__` of the machine it runs on; the oracle was recorded on 2.13.0+cpu.
+SIMULATED_TORCH_VERSION = "2.13.0+cpu"
+
+
+class Dynamic4bitLinearKernel(MPKernel):
+    vllm_file = "dynamic_4bit.py"
+    min_capability = 1
+    computes = ("real W4A8: torch.ops.aten._dyn_quant_matmul_4bit quantizes activations to int8 "
+                "per token (KleidiAI on Arm; torch's generic reference loop elsewhere)")
+    _types = [ST["int4"]]
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_cpu():
+            return False, "Only CPU is supported"
+        if c.weight_type not in cls._types:
+            return False, f"Unsupported quant type {c.weight_type}"
+        arm = p.cpu_arch == "arm"
+        if arm and c.act_type not in (FP32, BF16, FP16):
+            return False, "Dynamic4bitLinearKernel on Arm requires Float32 or BFloat16 or Float16 activations"
+        if c.full_weight_shape[0] % c.group_size != 0:  # x % -1 == 0: channelwise passes
+            return False, (f"Group size ({c.group_size}) does not evenly divide the number of input "
+                           f"features ({c.full_weight_shape[0]})")
+        if arm and not p.has_op(DYN_QUANT_OP):
+            return False, (f"PyTorch {SIMULATED_TORCH_VERSION} does not support "
+                           "_dyn_quant_matmul_4bit. Install a newer version")
+        return True, None
+
+
+_CPUWNA16_TYPES = (ST["uint4"], ST["uint4b8"])
+
+
+class ZentorchWNA16LinearKernel(MPKernel):
+    vllm_file = "zentorch.py"
+    min_capability = -1  # inherited from CPUWNA16LinearKernel
+    computes = ("zentorch: DA8W4 (int8 dynamic activations) for symmetric bf16 layers when "
+                "VLLM_CPU_INT4_W4A8=1, else W4A16 zentorch_woq_linear")
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_zen_cpu():
+            return False, "ZentorchWNA16 requires an AMD Zen CPU."
+        if c.weight_type not in _CPUWNA16_TYPES:
+            # The text says CPUWNA16: vLLM shares the parent's message.
+            return False, f"Quant type ({c.weight_type}) not supported by CPUWNA16, supported types are: {_fmt(_CPUWNA16_TYPES)}"
+        if c.group_size != -1:
+            k = c.partition_weight_shape[0]
+            if c.group_size <= 0 or k % c.group_size != 0:
+                return False, f"Group size ({c.group_size}) must divide input size ({k})"
+        # has_zentorch_op (kernels/linear/zentorch_utils.py) also requires the Zen platform.
+        if not all(p.has_op(op) for op in ZENTORCH_WOQ_OPS):
+            return False, "torch.ops.zentorch.{zentorch_woq_repack_weight, zentorch_woq_linear} are not registered."
+        return True, None
+
+
+class CPUWNA16LinearKernel(MPKernel):
+    vllm_file = "cpu.py"
+    min_capability = -1
+    computes = ("W4A16 cpu_gemm_wna16, or int4_scaled_mm_cpu W4A8 (uint8 activations, zp 128) "
+                "with AMX or RISC-V, bf16 and VLLM_CPU_INT4_W4A8=1")
+
+    @classmethod
+    def can_implement(cls, c, p):
+        if not p.is_cpu():
+            return False, "CPUWNA16 only supported on CPU"
+        if c.weight_type not in _CPUWNA16_TYPES:
+            return False, f"Quant type ({c.weight_type}) not supported by CPUWNA16, supported types are: {_fmt(_CPUWNA16_TYPES)}"
+        if c.group_size != -1 and c.group_size % 2 != 0:
+            return False, f"Group size ({c.group_size}) not supported by CPUWNA16, supported group sizes are multiples of 2"
+        k, n = c.partition_weight_shape
+        if k % 32 != 0:
+            return False, f"Input size ({k}) not supported by CPUWNA16, supported sizes are multiples of 32"
+        if n % 32 != 0:
+            return False, f"Output size ({n}) not supported by CPUWNA16, supported sizes are multiples of 32"
+        return True, None
+
+
+ALL_KERNELS: tuple[type[MPKernel], ...] = (
+    CutlassW4A8LinearKernel, MacheteLinearKernel, MarlinLinearKernel, ConchLinearKernel,
+    ExllamaLinearKernel, TritonW4A16LinearKernel, HummingLinearKernel, RDNA3W4A16LinearKernel,
+    RDNAHybridW4A16LinearKernel, XPUW4A8IntLinearKernel, XPUwNa16LinearKernel,
+    Dynamic4bitLinearKernel, ZentorchWNA16LinearKernel, CPUWNA16LinearKernel,
+)
+KERNELS_BY_NAME = {k.__name__: k for k in ALL_KERNELS}
