@@ -1,0 +1,37 @@
+"""`python -m workbench matrix`: vLLM's documented hardware table against the computed one."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("matrix", help="docs hardware table versus what the dispatch code does")
+    p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.cli.trace import _env_mapping
+    from workbench.dispatch.docs_matrix import HARDWARE, compute_matrix
+
+    rows = compute_matrix(_env_mapping(args.env))
+    if args.json:
+        print(json.dumps({"hardware": list(HARDWARE), "rows": rows}, indent=1))
+        return 0
+    print(f"{'implementation':30s} " + " ".join(f"{h[:9]:>9s}" for h in HARDWARE))
+    for row in rows:
+        cells = []
+        for c in row["cells"]:
+            docs = "Y" if c["docs"] else "N"
+            code = "?" if c["code"] is None else ("N" if not c["code"] else
+                                                  "y" if c["weight_only"] else "Y")
+            cells.append(f"{docs}/{code}{'!' if c['disagrees'] else ' '}".rjust(9))
+        print(f"{row['implementation'][:30]:30s} " + " ".join(cells))
+    print("\ncells: docs/code; code 'y' runs weight-only, '!' marks a disagreement, '?' a row not modelled")
+    for row in rows:
+        for c in row["cells"]:
+            if c["disagrees"]:
+                print(f"- {row['implementation']} on {c['hardware']}: {c['explanation']}")
+    return 0

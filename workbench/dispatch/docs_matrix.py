@@ -1,0 +1,119 @@
+"""vLLM's documented Implementation x Hardware table next to what the 0.33.0 rules compute.
+
+The docs table is `docs/features/quantization/README.md`, "Supported Hardware" (facts §6),
+reproduced cell by cell. For the rows this workbench models, each cell is recomputed by
+tracing a representative layer on a preset of that hardware; a cell where the docs and the
+code disagree names the kernel (or the error) that makes the difference.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from workbench.dispatch import trace_scheme
+from workbench.dispatch.trace import Trace
+
+HARDWARE = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "AMD GPU", "Intel GPU", "x86 CPU",
+            "Arm CPU")
+# The preset each documented hardware column is computed on.
+HARDWARE_PRESET = {"Volta": "sm70-v100", "Turing": "sm75-t4", "Ampere": "sm80-a100",
+                   "Ada": "sm89-l40s", "Hopper": "sm90-h200", "AMD GPU": "rocm-mi300x",
+                   "Intel GPU": "xpu", "x86 CPU": "x86-avx512", "Arm CPU": "arm-kleidiai"}
+
+_Y, _N = True, False
+DOCS_TABLE: dict[str, tuple[bool, ...]] = {
+    "AWQ": (_N, _Y, _Y, _Y, _Y, _N, _Y, _Y, _N),
+    "GPTQ": (_Y, _Y, _Y, _Y, _Y, _N, _Y, _Y, _N),
+    "Marlin (GPTQ/AWQ/FP8/FP4)": (_N, _Y, _Y, _Y, _Y, _N, _N, _N, _N),
+    "llm-compressor INT8 (W8A8)": (_N, _Y, _Y, _Y, _Y, _N, _N, _Y, _Y),
+    "llm-compressor INT8 (W4A8)": (_N, _N, _N, _N, _N, _N, _N, _N, _Y),
+    "llm-compressor FP8 (W8A8)": (_N, _N, _N, _Y, _Y, _Y, _N, _N, _N),
+    "bitsandbytes": (_Y, _Y, _Y, _Y, _Y, _N, _N, _N, _N),
+    "DeepSpeedFP": (_Y, _Y, _Y, _Y, _Y, _N, _N, _N, _N),
+    "GGUF": (_Y, _Y, _Y, _Y, _Y, _Y, _N, _N, _N),
+}
+
+_INT4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "dynamic": False}
+_TOKEN_INT8 = {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True, "symmetric": True}
+
+
+def _layer(weights: dict, inputs: dict | None, fmt: str) -> dict:
+    return {"weights": weights, "input_activations": inputs, "output_activations": None,
+            "format": fmt, "layer_name": "model.layers.0.mlp.down_proj", "in_features": 4096,
+            "out_features": 4096, "params_dtype": "bfloat16"}
+
+
+# Rows the rules model, with the compressed-tensors layer that stands for each.
+MODELLED_ROWS: dict[str, tuple[dict, str]] = {
+    "llm-compressor INT8 (W4A8)": (
+        _layer({**_INT4, "symmetric": True}, _TOKEN_INT8, "int-quantized"),
+        "llm-compressor preset W4A8: int4 g128 symmetric weights, dynamic per-token int8 input, "
+        "int-quantized"),
+    "GPTQ": (_layer({**_INT4, "symmetric": True}, None, "pack-quantized"),
+             "symmetric int4 g128 weight-only (GPTQ-style, uint4b8), pack-quantized"),
+    "AWQ": (_layer({**_INT4, "symmetric": False}, None, "pack-quantized"),
+            "asymmetric int4 g128 weight-only (AWQ-style, uint4 + zero points), pack-quantized"),
+    "Marlin (GPTQ/AWQ/FP8/FP4)": (_layer({**_INT4, "symmetric": True}, None, "pack-quantized"),
+                                  "symmetric int4 g128 weight-only; YES only when Marlin is chosen"),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    hardware: str
+    preset: str
+    docs: bool
+    code: bool | None  # None: row not modelled
+    selected: str | None
+    weight_only: bool
+    error: str | None
+    explanation: str
+
+    @property
+    def disagrees(self) -> bool:
+        return self.code is not None and self.code != self.docs
+
+    def to_json(self) -> dict:
+        return {"hardware": self.hardware, "preset": self.preset, "docs": self.docs,
+                "code": self.code, "selected": self.selected, "weight_only": self.weight_only,
+                "error": self.error, "disagrees": self.disagrees, "explanation": self.explanation}
+
+
+def _explain(row: str, t: Trace, docs: bool, code: bool) -> str:
+    if t.selected:
+        what = f"{t.scheme} -> {t.selected}" + (f": {t.runtime}" if t.runtime else "")
+        if row.startswith("Marlin") and not code:
+            return f"Docs say YES, but {t.selected} is chosen ahead of Marlin ({what})"
+        return f"Docs say NO, but the code selects {what}" if code and not docs else what
+    if not t.steps:  # the scheme itself was refused before any kernel was tried
+        return (("Docs say YES, but " if docs else "") + f"{t.error_type}: {t.error}")
+    last = t.reasons[-1].strip() if t.reasons else t.error
+    return (("Docs say YES, but " if docs else "")
+            + f"{t.error_type}: every candidate rejects; last: {last}")
+
+
+def _weight_only(t: Trace) -> bool:
+    return bool(t.runtime) and ("weight-only" in t.runtime.lower() or "W4A16" in t.runtime)
+
+
+def compute_matrix(env: dict | None = None) -> list[dict]:
+    """Every row of the docs table with, where modelled, the computed cell beside it."""
+    rows = []
+    for row, docs_cells in DOCS_TABLE.items():
+        cells = []
+        for hw, docs in zip(HARDWARE, docs_cells):
+            preset = HARDWARE_PRESET[hw]
+            if row not in MODELLED_ROWS:
+                cells.append(Cell(hw, preset, docs, None, None, False, None,
+                                  "not modelled by this workbench"))
+                continue
+            t = trace_scheme(MODELLED_ROWS[row][0], preset, env)
+            code = t.selected is not None
+            if row.startswith("Marlin"):
+                code = t.selected == "MarlinLinearKernel"
+            cells.append(Cell(hw, preset, docs, code, t.selected, _weight_only(t),
+                              t.error, _explain(row, t, docs, code)))
+        rows.append({"implementation": row,
+                     "layer": MODELLED_ROWS[row][1] if row in MODELLED_ROWS else None,
+                     "cells": [c.to_json() for c in cells],
+                     "disagreements": sum(c.disagrees for c in cells)})
+    return rows
