@@ -99,7 +99,7 @@ def capability_from_gfx(gfx: str | None) -> int | None:
     if not match:
         return None
     digits = match.group(1)
-    if len(digits) == 3:  # gfx9xx: one-digit major
+    if len(digits) in (2, 3):  # gfx9x / gfx9xx: one-digit major (gfx90a -> "90")
         return int(digits[0]) * 10 + int(digits[1])
     if len(digits) == 4:  # gfx1xxx: two-digit major
         return int(digits[:2]) * 10 + int(digits[2])

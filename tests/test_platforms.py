@@ -1,0 +1,51 @@
+"""Platform presets, JSON overrides and detection of this machine."""
+from __future__ import annotations
+
+import pytest
+
+from workbench.errors import InvalidInputError, UnknownPresetError
+from workbench.platforms import PRESETS, capability_from_gfx, detect_host, resolve_platform
+
+
+def test_presets_state_their_packages():
+    assert PRESETS["sm90-h200"].packages == ("humming",)
+    assert PRESETS["rocm-mi300x"].packages == ("conch",) and PRESETS["rocm-mi300x"].capability == 94
+    assert PRESETS["zen4-zentorch"].zen and "zentorch" in PRESETS["zen4-zentorch"].packages
+    assert PRESETS["x86-spr-amx"].amx and not PRESETS["x86-avx512"].amx
+    assert "aten._dyn_quant_matmul_4bit" not in PRESETS["arm-no-dyn-quant"].torch_ops
+
+
+def test_json_overrides_every_field_on_a_preset():
+    p = resolve_platform('{"preset": "sm90-h200", "capability": 100, "packages": ["conch"]}')
+    assert (p.device, p.capability, p.packages) == ("cuda", 100, ("conch",))
+    r = resolve_platform({"device": "rocm", "gfx": "gfx1101"})
+    assert r.capability == 110 and r.packages == ()
+
+
+def test_gfx_capabilities_as_hip_derives_them():
+    assert [capability_from_gfx(g) for g in ("gfx90a", "gfx942", "gfx950", "gfx1100", "gfx1200")] == \
+        [90, 94, 95, 110, 120]
+
+
+@pytest.mark.parametrize("spec,err", [("sm42-unknown", UnknownPresetError),
+                                      ('{"device": "tpu"}', InvalidInputError),
+                                      ('{"preset": "xpu", "amx": "yes"}', InvalidInputError),
+                                      ('{"device": "cpu", "cpu_arch": "mips"}', InvalidInputError),
+                                      ("{oops", InvalidInputError)])
+def test_bad_platforms_are_named_errors(spec, err):
+    with pytest.raises(err):
+        resolve_platform(spec)
+
+
+def test_detect_host_reads_this_machine():
+    host = detect_host()
+    flags = open("/proc/cpuinfo").read()
+    assert host.device in ("cpu", "cuda", "rocm", "xpu")
+    if host.device == "cpu":
+        assert host.avx512 == (" avx512f" in flags)
+        assert host.avx512_bf16 == ("avx512_bf16" in flags)
+        assert host.amx == (" amx_tile" in flags)
+    import torch
+
+    has_op = hasattr(torch.ops.aten, "_dyn_quant_matmul_4bit")
+    assert ("aten._dyn_quant_matmul_4bit" in host.torch_ops) == has_op
