@@ -1,0 +1,391 @@
+"""compressed-tensors (llm-compressor) checkpoints: config groups and layer tensors.
+
+The config is parsed with compressed-tensors' own pydantic models (what vLLM does),
+imported lazily because the library pulls transformers. Layers are found from tensor
+names (a prefix with `weight_packed` or `weight_scale`), matched to a config group the
+way vLLM 0.33.0 matches them (`find_matched_target`: the layer name exactly or by a
+`re:` pattern, then the module class name by substring, e.g. "Linear"), after the
+`ignore` list.
+
+Tensor layouts read here (compressed-tensors 0.17.0):
+- int-quantized / naive-quantized: `weight` int8 [N, K] holding signed int values,
+  `weight_scale` [N, K/g] (group), [N, 1] (channel) or [1] (tensor), `weight_zero_point`
+  int8 like the scale when asymmetric, `weight_g_idx` int32 [K] with group actorder.
+- pack-quantized: `weight_packed` int32 [N, ceil(K * bits / 32)] packed along K with
+  value + 2^(bits-1), `weight_shape` [2] = (N, K), `weight_scale`, `weight_zero_point`
+  int32 [ceil(N * bits / 32), K/g] packed along N the same way, `weight_g_idx`.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels import packing
+from workbench.checkpoints.errors import (
+    BadScalesError, GroupSizeError, InvalidConfigError, MissingTensorError,
+    TensorMismatchError, UnknownFormatError, UnsupportedLayerError,
+)
+from workbench.checkpoints.safetensors_file import TensorInfo, read_small_tensor, read_tensor
+from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
+
+__all__ = ["CTGroup", "CTConfig", "parse_ct_config", "ct_layer_specs", "load_ct_layer",
+           "check_scales", "KNOWN_FORMATS", "READABLE_FORMATS"]
+
+# compressed-tensors 0.17.0 CompressionFormat values.
+KNOWN_FORMATS = ("dense", "sparse-bitmask", "sparse-24-bitmask", "int-quantized",
+                 "float-quantized", "naive-quantized", "pack-quantized", "marlin-24",
+                 "mixed-precision", "nvfp4-pack-quantized", "mxfp4-pack-quantized",
+                 "mxfp8-quantized")
+# Formats whose layers the workbench loads (integer weights).
+READABLE_FORMATS = ("int-quantized", "naive-quantized", "pack-quantized")
+_SCALE_DTYPES = ("F16", "BF16", "F32")
+# vLLM matches class-name targets against its linear classes; their names all contain "Linear".
+_MODULE_CLASS = "Linear"
+
+
+@dataclass(frozen=True)
+class CTGroup:
+    """One config group, its args normalized by compressed-tensors' QuantizationArgs."""
+
+    name: str
+    targets: tuple[str, ...]
+    weights: dict | None
+    input_activations: dict | None
+    output_activations: dict | None
+    format: str | None
+
+
+@dataclass(frozen=True)
+class CTConfig:
+    groups: tuple[CTGroup, ...]
+    ignore: tuple[str, ...]
+    format: str | None
+    notes: tuple[str, ...] = field(default=())
+
+    def target_map(self) -> dict[str, CTGroup]:
+        """target -> group, in config order; a later group's equal target replaces an
+        earlier one, as in vLLM's target_scheme_map dict."""
+        out: dict[str, CTGroup] = {}
+        for g in self.groups:
+            for t in g.targets:
+                out[t] = g
+        return out
+
+
+def _args(raw: object, where: str) -> dict | None:
+    """Normalize QuantizationArgs through compressed-tensors (its defaults and validators)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise InvalidConfigError(f"{where}: expected an object of QuantizationArgs fields, "
+                                 f"got {type(raw).__name__}")
+    from compressed_tensors.quantization import QuantizationArgs
+    from pydantic import ValidationError
+
+    try:
+        return QuantizationArgs.model_validate(raw).model_dump(mode="json")
+    except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        first = str(exc).strip().splitlines()
+        detail = "; ".join(line.strip() for line in first[:3])
+        raise InvalidConfigError(f"{where}: not valid QuantizationArgs: {detail}") from None
+
+
+def _targets(raw: object, where: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not raw or not all(isinstance(t, str) and t for t in raw):
+        raise InvalidConfigError(f"{where}: 'targets' must be a non-empty list of strings "
+                                 "(layer names, 're:' patterns or module class names)")
+    for t in raw:
+        if t.startswith("re:"):
+            try:
+                re.compile(t[3:])
+            except re.error as exc:
+                raise InvalidConfigError(f"{where}: target {t!r} is not a valid regex ({exc})") from None
+    return tuple(raw)
+
+
+def _format(raw: object, where: str) -> str | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, str) or raw not in KNOWN_FORMATS:
+        raise UnknownFormatError(f"{where}: format {raw!r} is not a compressed-tensors 0.17.0 "
+                                 f"format; accepted: {', '.join(KNOWN_FORMATS)}")
+    return raw
+
+
+def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
+    """Parse a compressed-tensors quantization_config dict."""
+    notes: list[str] = []
+    groups_raw = qc.get("config_groups")
+    if not isinstance(groups_raw, dict) or not groups_raw:
+        raise InvalidConfigError(f"{where}.config_groups: must be a non-empty object of "
+                                 "config groups")
+    global_format = _format(qc.get("format"), f"{where}.format")
+    groups: list[CTGroup] = []
+    for gname, graw in groups_raw.items():
+        gwhere = f"{where}.config_groups.{gname}"
+        if isinstance(graw, list):
+            # The preset form {"W4A8": ["Linear"]}: compressed-tensors expands it.
+            from compressed_tensors.quantization import is_preset_scheme, preset_name_to_scheme
+
+            if not is_preset_scheme(gname):
+                raise InvalidConfigError(f"{gwhere}: a list of targets needs the group to be named "
+                                         "after a compressed-tensors preset (e.g. W4A8, W4A16)")
+            targets = _targets(graw, gwhere)
+            scheme = preset_name_to_scheme(gname, list(targets))
+            dump = scheme.model_dump(mode="json")
+            groups.append(CTGroup(gname, targets, dump.get("weights"), dump.get("input_activations"),
+                                  dump.get("output_activations"), dump.get("format")))
+            notes.append(f"config group {gname!r} is a preset reference; vLLM 0.33.0 reads each "
+                         "group's 'targets' and 'weights' directly and does not expand presets")
+            continue
+        if not isinstance(graw, dict):
+            raise InvalidConfigError(f"{gwhere}: expected an object (targets, weights, ...) or a "
+                                     f"preset's target list, got {type(graw).__name__}")
+        groups.append(CTGroup(
+            gname, _targets(graw.get("targets"), gwhere),
+            _args(graw.get("weights"), f"{gwhere}.weights"),
+            _args(graw.get("input_activations"), f"{gwhere}.input_activations"),
+            _args(graw.get("output_activations"), f"{gwhere}.output_activations"),
+            _format(graw.get("format"), f"{gwhere}.format"),
+        ))
+    ignore = qc.get("ignore") or []
+    if not isinstance(ignore, list) or not all(isinstance(i, str) for i in ignore):
+        raise InvalidConfigError(f"{where}.ignore: must be a list of layer names or 're:' patterns")
+    for pat in ignore:
+        if pat.startswith("re:"):
+            try:
+                re.compile(pat[3:])
+            except re.error as exc:
+                raise InvalidConfigError(f"{where}.ignore: {pat!r} is not a valid regex ({exc})") from None
+    if qc.get("sparsity_config"):
+        notes.append("sparsity_config is set: vLLM 0.33.0 refuses it (sparsity support was removed)")
+    return CTConfig(tuple(groups), tuple(ignore), global_format, tuple(notes))
+
+
+def _match(value: str, target: str, contains: bool = False) -> bool:
+    # vLLM's is_equal_or_regex_match: 're:' is re.match, else equality (or substring,
+    # case-insensitive, for class names).
+    if target.startswith("re:"):
+        return re.match(target[3:], value) is not None
+    if contains:
+        return target.lower() in value.lower()
+    return target == value
+
+
+def match_group(cfg: CTConfig, layer_name: str) -> CTGroup | None:
+    """The group vLLM would pick for a layer, or None when ignored or unmatched."""
+    if any(_match(layer_name, pat) for pat in cfg.ignore):
+        return None
+    tmap = cfg.target_map()
+    for target, group in tmap.items():
+        if _match(layer_name, target):
+            return group
+    for target, group in tmap.items():
+        if _match(_MODULE_CLASS, target, contains=True):
+            return group
+    return None
+
+
+def quantized_prefixes(tensors: dict[str, TensorInfo]) -> list[str]:
+    """Layer names that hold compressed-tensors quantized weights, in tensor order."""
+    seen: dict[str, None] = {}
+    for name in tensors:
+        for suffix in (".weight_packed", ".weight_scale"):
+            if name.endswith(suffix):
+                seen[name[: -len(suffix)]] = None
+    return list(seen)
+
+
+def _need(tensors: dict[str, TensorInfo], name: str, layer: str, why: str) -> TensorInfo:
+    info = tensors.get(name)
+    if info is None:
+        raise MissingTensorError(f"layer {layer}: tensor {name!r} is missing ({why})")
+    return info
+
+
+def _shape_error(info: TensorInfo, want: str, layer: str) -> TensorMismatchError:
+    return TensorMismatchError(f"layer {layer}: {info.name} is {info.dtype} {list(info.shape)} "
+                               f"in {info.file.name}; expected {want}")
+
+
+def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
+                    fmt: str) -> tuple[int, int, int, dict[str, str]]:
+    """(N, K, group_size, tensor role -> name), from headers and `weight_shape` only."""
+    w = group.weights
+    bits = w["num_bits"]
+    names: dict[str, str] = {}
+    if fmt == "pack-quantized":
+        packed = _need(tensors, f"{prefix}.weight_packed", prefix, "pack-quantized layout")
+        shape_t = _need(tensors, f"{prefix}.weight_shape", prefix, "pack-quantized layout")
+        if packed.dtype != "I32" or len(packed.shape) != 2:
+            raise _shape_error(packed, "I32 [N, ceil(K * bits / 32)]", prefix)
+        if shape_t.dtype not in ("I64", "I32") or shape_t.shape != (2,):
+            raise _shape_error(shape_t, "I64 [2] holding (N, K)", prefix)
+        n, k = (int(v) for v in read_small_tensor(shape_t).tolist())
+        if n != packed.shape[0] or k <= 0 or -(-k * bits // 32) != packed.shape[1]:
+            raise TensorMismatchError(
+                f"layer {prefix}: weight_shape says (N, K) = ({n}, {k}) but weight_packed is "
+                f"{list(packed.shape)}; {bits}-bit packing needs [{n}, ceil({k} * {bits} / 32)]")
+        names.update(weight=packed.name, weight_shape=shape_t.name)
+    else:
+        weight = _need(tensors, f"{prefix}.weight", prefix, f"{fmt} layout")
+        want_dtype = "I8" if w["type"] == "int" else "F8_E4M3"
+        if weight.dtype != want_dtype or len(weight.shape) != 2:
+            raise _shape_error(weight, f"{want_dtype} [N, K] ({fmt} {w['type']}{bits})", prefix)
+        n, k = weight.shape
+        names["weight"] = weight.name
+    strategy = w.get("strategy")
+    if strategy == "group":
+        g = w["group_size"]
+        if k % g:
+            raise GroupSizeError(f"layer {prefix}: group_size {g} does not divide in_features "
+                                 f"K = {k}; accepted: a divisor of K (or strategy 'channel')")
+        want_scale = (n, k // g)
+    elif strategy == "channel":
+        g, want_scale = -1, (n, 1)
+    elif strategy == "tensor":
+        g, want_scale = -1, (1,)
+    else:
+        raise UnsupportedLayerError(f"layer {prefix}: weight strategy {strategy!r}; the workbench "
+                                    "reads 'group', 'channel' and 'tensor'")
+    scale = _need(tensors, f"{prefix}.weight_scale", prefix, "every quantized layer has one")
+    ok_shapes = ((1,), (), (1, 1)) if strategy == "tensor" else (want_scale,)
+    if scale.dtype not in _SCALE_DTYPES or scale.shape not in ok_shapes:
+        raise _shape_error(scale, f"float {list(want_scale)} for strategy {strategy!r}"
+                           + (f" and group_size {g}" if strategy == "group" else ""), prefix)
+    names["scales"] = scale.name
+    if not w["symmetric"]:
+        zp = _need(tensors, f"{prefix}.weight_zero_point", prefix, "asymmetric weights")
+        if fmt == "pack-quantized":
+            want = ("I32", (-(-n * bits // 32), want_scale[-1]))
+        else:
+            want = ("I8", tuple(scale.shape))
+        if (zp.dtype, zp.shape) != want:
+            raise _shape_error(zp, f"{want[0]} {list(want[1])}", prefix)
+        names["zeros"] = zp.name
+    gidx = tensors.get(f"{prefix}.weight_g_idx")
+    if gidx is not None:
+        if gidx.dtype not in ("I32", "I64") or gidx.shape != (k,):
+            raise _shape_error(gidx, f"I32 [{k}]", prefix)
+        names["g_idx"] = gidx.name
+    return n, k, g, names
+
+
+def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtype: str,
+                   source: str) -> list[LayerSpec]:
+    """Every quantized layer of a compressed-tensors checkpoint, from headers only."""
+    specs: list[LayerSpec] = []
+    for prefix in quantized_prefixes(tensors):
+        group = match_group(cfg, prefix)
+        if group is None or group.weights is None:
+            continue  # ignored, unmatched or activation-only: not a quantized weight
+        fmt = group.format or cfg.format
+        if fmt is None or fmt == "mixed-precision":
+            raise InvalidConfigError(
+                f"layer {prefix}: config group {group.name!r} has no 'format' and the global "
+                f"format is {cfg.format!r}; a mixed-precision checkpoint names a format per group")
+        w = group.weights
+        notes = list(cfg.notes)
+        if w.get("actorder") in ("group", "dynamic"):
+            notes.append(f"weights.actorder = {w['actorder']!r}: vLLM 0.33.0 raises ValueError "
+                         "(group/dynamic activation ordering is no longer supported)")
+        if fmt not in READABLE_FORMATS or w["type"] != "int":
+            n, k, g, names = _header_geometry_loose(tensors, prefix)
+            readable = False
+        else:
+            n, k, g, names = _layer_geometry(tensors, prefix, group, fmt)
+            readable = True
+        if not readable:
+            notes.append(f"format {fmt!r} with {w['type']} weights: listed, not loadable")
+        scale = tensors.get(f"{prefix}.weight_scale")
+        files = sorted({tensors[t].file.name for t in names.values() if t in tensors})
+        specs.append(LayerSpec(
+            name=prefix, in_features=k, out_features=n, num_bits=w["num_bits"], group_size=g,
+            symmetric=bool(w["symmetric"]), format=CheckpointFormat.COMPRESSED_TENSORS,
+            weight_args=w, input_args=group.input_activations,
+            output_args=group.output_activations, ct_format=fmt, params_dtype=params_dtype,
+            scale_dtype=_DTYPE_NAME.get(scale.dtype, scale.dtype) if scale else "none",
+            has_g_idx="g_idx" in names, quant_config={"config_group": group.name,
+                                                      "readable": readable},
+            provenance=Provenance(source, tuple(files), names), notes=tuple(notes),
+        ))
+    return specs
+
+
+_DTYPE_NAME = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F8_E4M3": "float8_e4m3fn",
+               "F8_E8M0": "float8_e8m0fnu", "U8": "uint8"}
+
+
+def _header_geometry_loose(tensors: dict[str, TensorInfo], prefix: str) -> tuple[int, int, int, dict[str, str]]:
+    """Best-effort (N, K) of a layer in a format the workbench lists but does not load."""
+    names = {role: f"{prefix}.{t}" for role, t in (("weight", "weight_packed"), ("weight", "weight"),
+                                                     ("scales", "weight_scale")) if f"{prefix}.{t}" in tensors}
+    info = tensors.get(names.get("weight", ""))
+    n, k = (info.shape[0], info.shape[-1]) if info is not None and len(info.shape) == 2 else (0, 0)
+    return n, k, -1, names
+
+
+def check_scales(scales: torch.Tensor, tensor_name: str, layer: str) -> None:
+    """NaN, Inf or zero scales make a layer garbage: refuse, naming the first bad entry."""
+    bad = ~torch.isfinite(scales) | (scales == 0)
+    if bool(bad.any()):
+        count = int(bad.sum())
+        first = tuple(int(i) for i in bad.nonzero()[0].tolist())
+        value = float(scales[first])
+        raise BadScalesError(
+            f"layer {layer}: {tensor_name} holds {count} NaN, Inf or zero value(s), first "
+            f"{value} at index {list(first)}; scales must be finite and non-zero")
+
+
+def _check_range(t: torch.Tensor, lo: int, hi: int, what: str, layer: str) -> None:
+    if t.numel() and (int(t.min()) < lo or int(t.max()) > hi):
+        raise TensorMismatchError(f"layer {layer}: {what} holds values in [{int(t.min())}, "
+                                  f"{int(t.max())}], outside the {hi - lo + 1}-level range [{lo}, {hi}] "
+                                  "its num_bits allows")
+
+
+def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedLayer:
+    """Read one compressed-tensors layer's tensors (only those bytes) into a QuantizedLayer."""
+    if not spec.quant_config.get("readable"):
+        raise UnsupportedLayerError(
+            f"layer {spec.name}: format {spec.ct_format!r} with {spec.weight_args['type']} weights "
+            f"is listed but not loaded; the workbench loads integer weights in "
+            f"{', '.join(READABLE_FORMATS)}")
+    names = spec.provenance.tensors
+    bits, n, k = spec.num_bits, spec.out_features, spec.in_features
+    lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+    scales = read_tensor(tensors[names["scales"]])
+    check_scales(scales, names["scales"], spec.name)
+    scales = scales.reshape(-1, 1).expand(n, 1).contiguous() if scales.numel() == 1 else scales
+    zeros = None
+    if "zeros" in names and bits != 4:
+        raise UnsupportedLayerError(f"layer {spec.name}: asymmetric {bits}-bit weights; the "
+                                    "workbench loads asymmetric layers of 4 bits only")
+    if "zeros" in names:
+        zp = read_tensor(tensors[names["zeros"]])
+        if spec.ct_format == "pack-quantized":
+            if bits != 4:
+                raise UnsupportedLayerError(f"layer {spec.name}: {bits}-bit packed zero points; "
+                                            "the workbench unpacks 4-bit pack-quantized layers")
+            # Packed along N: its transpose is the weight layout of a [G, N] tensor.
+            zp = packing.unpack_int4_ct(zp.t().contiguous(), n).t().contiguous()
+        _check_range(zp, lo, hi, names["zeros"], spec.name)
+        zeros = (zp.to(torch.int16) - lo).to(torch.int8)  # signed -> unsigned convention
+    g_idx = read_tensor(tensors[names["g_idx"]]).to(torch.int32) if "g_idx" in names else None
+    if g_idx is not None:
+        _check_range(g_idx, 0, spec.n_groups - 1, names["g_idx"], spec.name)
+    if spec.ct_format == "pack-quantized":
+        if bits != 4:
+            raise UnsupportedLayerError(f"layer {spec.name}: {bits}-bit pack-quantized weights; "
+                                        "the workbench unpacks 4-bit layers")
+        qweight, pack = read_tensor(tensors[names["weight"]]), WeightPacking.COMPRESSED_TENSORS
+    else:
+        qweight, pack = read_tensor(tensors[names["weight"]]), WeightPacking.INT8
+        _check_range(qweight, lo, hi, names["weight"], spec.name)
+        if zeros is not None:
+            qweight = (qweight.to(torch.int16) - lo).to(torch.int8)
+    fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+    return QuantizedLayer(**fields, qweight=qweight, packing=pack, scales=scales, zeros=zeros,
+                          g_idx=g_idx)

@@ -1,0 +1,160 @@
+"""Finding a checkpoint's files: config JSON, safetensors shards, the shard index.
+
+Nothing here reads tensor data. Pickle weights (`pytorch_model.bin`, `*.pt`, ...) are
+refused by name, unopened.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from workbench.checkpoints.errors import (
+    CorruptFileError, InvalidConfigError, MissingConfigError, MissingTensorError,
+    MissingWeightsError, PickleRefusedError,
+)
+from workbench.checkpoints.safetensors_file import TensorInfo, read_header
+
+__all__ = ["CheckpointFiles", "find_files", "read_json", "PICKLE_SUFFIXES", "INDEX_NAME"]
+
+INDEX_NAME = "model.safetensors.index.json"
+# Suffixes of weight files that only a pickle loader can read.
+PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt")
+# A config file bigger than this is not a config; refuse before reading it all.
+_MAX_JSON_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CheckpointFiles:
+    """The checkpoint directory, its safetensors files and every tensor's header entry."""
+
+    root: Path
+    weight_files: tuple[Path, ...]
+    tensors: dict[str, TensorInfo]
+    sharded: bool
+
+
+def read_json(path: Path, what: str) -> dict:
+    """A JSON object from `path`; InvalidConfigError says where the JSON breaks."""
+    try:
+        if path.stat().st_size > _MAX_JSON_BYTES:
+            raise InvalidConfigError(f"{path}: {what} is over {_MAX_JSON_BYTES} bytes")
+        text = path.read_bytes().decode("utf-8")
+        data = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise InvalidConfigError(f"{path}: {what} is not UTF-8 text ({exc.reason})") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidConfigError(
+            f"{path}: {what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    except RecursionError:
+        raise InvalidConfigError(f"{path}: {what} nests too deeply to be a config") from None
+    except OSError as exc:
+        raise MissingConfigError(f"{path}: {what} cannot be read: {exc.strerror or exc}") from None
+    if not isinstance(data, dict):
+        raise InvalidConfigError(f"{path}: {what} must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _refuse_pickles(root: Path, names: list[str]) -> None:
+    pickles = sorted(n for n in names if n.endswith(PICKLE_SUFFIXES))
+    if pickles:
+        raise PickleRefusedError(
+            f"{root}: holds only pickle weights ({', '.join(pickles[:4])}); refused unread. "
+            "The workbench reads safetensors only (never unpickles); save the model with "
+            "safe_serialization=True.")
+    raise MissingWeightsError(f"{root}: no *.safetensors file and no {INDEX_NAME}")
+
+
+def _index_files(root: Path) -> dict[str, Path]:
+    """tensor name -> shard path, from model.safetensors.index.json."""
+    index = read_json(root / INDEX_NAME, INDEX_NAME)
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise InvalidConfigError(f"{root / INDEX_NAME}: 'weight_map' must be a non-empty object "
+                                 "mapping tensor names to shard file names")
+    out: dict[str, Path] = {}
+    for name, shard in weight_map.items():
+        # Shard names are plain file names beside the index; anything else could point
+        # outside the checkpoint.
+        if (not isinstance(shard, str) or not shard.endswith(".safetensors")
+                or os.path.basename(shard) != shard or shard in (".", "..")):
+            raise InvalidConfigError(
+                f"{root / INDEX_NAME}: weight_map[{name!r}] = {shard!r}; accepted: the file "
+                "name of a .safetensors shard in the same directory")
+        out[name] = root / shard
+    return out
+
+
+def find_files(path: str | os.PathLike) -> CheckpointFiles:
+    """Locate the safetensors files of a checkpoint directory (or one file) and read
+    their headers."""
+    p = Path(path)
+    if not p.exists():
+        raise MissingWeightsError(f"{p}: no such file or directory")
+    if p.is_file():
+        if p.name.endswith(PICKLE_SUFFIXES):
+            raise PickleRefusedError(
+                f"{p}: a pickle weight file; refused unread (the workbench reads safetensors "
+                "only and never unpickles)")
+        if not p.name.endswith(".safetensors"):
+            raise MissingWeightsError(f"{p}: not a .safetensors file or a checkpoint directory")
+        root, files, index = p.parent, [p], None
+    else:
+        root = p
+        names = sorted(os.listdir(root))
+        if INDEX_NAME in names:
+            index = _index_files(root)
+            files = sorted(set(index.values()))
+            absent = [f.name for f in files if not f.is_file()]
+            if absent:
+                raise MissingWeightsError(
+                    f"{root / INDEX_NAME} names shard(s) that are absent: {', '.join(absent[:4])}")
+        else:
+            index = None
+            files = [root / n for n in names if n.endswith(".safetensors")]
+            if not files:
+                _refuse_pickles(root, names)
+    tensors: dict[str, TensorInfo] = {}
+    for f in files:
+        found, _ = read_header(f)
+        for name, info in found.items():
+            if name in tensors:
+                raise CorruptFileError(f"tensor {name!r} appears in both {tensors[name].file.name} "
+                                       f"and {f.name}")
+            tensors[name] = info
+    if index is not None:
+        for name, shard in index.items():
+            info = tensors.get(name)
+            if info is None or info.file != shard:
+                where = f"is in {info.file.name}" if info else "is in no shard"
+                raise MissingTensorError(
+                    f"{root / INDEX_NAME} maps tensor {name!r} to {shard.name}, but it {where}")
+    return CheckpointFiles(root, tuple(files), tensors, index is not None)
+
+
+def find_config(root: Path) -> tuple[dict, dict, str]:
+    """(config.json, its quantization config, the file that held it).
+
+    The quantization config comes from config.json's `quantization_config`, else from a
+    standalone `quantize_config.json` (AutoGPTQ) or `quantization_config.json` (INC).
+    """
+    config_path = root / "config.json"
+    config = read_json(config_path, "config.json") if config_path.is_file() else None
+    qc = config.get("quantization_config") if config is not None else None
+    if qc is not None:
+        if not isinstance(qc, dict):
+            raise InvalidConfigError(f"{config_path}: 'quantization_config' must be an object, "
+                                     f"got {type(qc).__name__}")
+        return config, qc, "config.json"
+    for name in ("quantize_config.json", "quantization_config.json"):
+        if (root / name).is_file():
+            return config or {}, read_json(root / name, name), name
+    if config is None:
+        raise MissingConfigError(
+            f"{root}: no config.json (nor quantize_config.json); a quantized checkpoint needs "
+            "one to say how its tensors are quantized")
+    raise MissingConfigError(
+        f"{config_path}: has no 'quantization_config' and there is no quantize_config.json; "
+        "this is not a quantized checkpoint the workbench can read")

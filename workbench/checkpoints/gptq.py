@@ -1,0 +1,337 @@
+"""GPTQ, AWQ and AutoRound / INC checkpoints: `qweight`, `qzeros`, `scales`, `g_idx`.
+
+Layouts (4-bit; K = in_features, N = out_features, G = K / group_size):
+- GPTQ (AutoGPTQ, GPTQModel, AutoRound `auto_round:auto_gptq`): `qweight` int32 [K/8, N]
+  packed along K; `qzeros` int32 [G, N/8] packed along N; `scales` [G, N] (fp16 as the
+  tools write it); `g_idx` int32 [K] (group of each input row). The classic format
+  (`checkpoint_format: gptq`, and AutoRound's export) stores zero point - 1 in `qzeros`;
+  `gptq_v2` stores the zero point itself. vLLM 0.33.0 reads symmetric GPTQ only and then
+  ignores `qzeros` (uint4b8: zero point 8), so a symmetric checkpoint whose `qzeros` say
+  otherwise is refused rather than loaded as a layer vLLM would compute differently.
+- AWQ (AutoAWQ, AutoRound `auto_round:auto_awq`): `qweight` int32 [K, N/8] packed along N
+  in nibble order 0,2,4,6,1,3,5,7; `qzeros` the same order, zero points stored as is.
+
+Config fields follow vLLM's readers: AutoGPTQConfig.from_config (bits, group_size,
+desc_act, sym required; lm_head, dynamic, checkpoint_format), INCConfig.from_config
+(bits, group_size required; sym, data_type, packing_format, backend / vllm_backend,
+block_name_to_quantize / to_quant_block_names, extra_config), AWQConfig (w_bit / bits,
+q_group_size / group_size, zero_point, modules_to_not_convert).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels import packing
+from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales
+from workbench.checkpoints.errors import (
+    GroupSizeError, InvalidConfigError, MissingTensorError, TensorMismatchError,
+    UnknownFormatError, UnsupportedLayerError,
+)
+from workbench.checkpoints.safetensors_file import TensorInfo, read_tensor
+from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
+
+__all__ = ["GPTQFamilyConfig", "parse_gptq_config", "parse_inc_config", "parse_awq_config",
+           "gptq_layer_specs", "load_gptq_layer", "INC_PACKING_FORMATS", "INC_BACKENDS"]
+
+# vLLM 0.33.0 INCConfig accepted values.
+INC_SUPPORTED_BITS = (2, 3, 4, 5, 6, 7, 8)
+INC_PACKING_FORMATS = ("auto_round:auto_gptq", "auto_round:auto_awq", "auto_round:fp8",
+                       "auto_round:llm_compressor")
+INC_BACKENDS = ("auto", "gptq", "gptq:marlin", "awq", "awq:marlin", "marlin")
+GPTQ_CHECKPOINT_FORMATS = ("gptq", "gptq_v2")
+_SCALE_DTYPES = ("F16", "BF16", "F32")
+_REGEX_CHARS = set(r"*+?^$()[]{}|\\")
+
+
+@dataclass(frozen=True)
+class GPTQFamilyConfig:
+    """The parsed quantization config of a GPTQ, AWQ or INC checkpoint."""
+
+    method: CheckpointFormat
+    bits: int
+    group_size: int
+    sym: bool
+    layout: str  # "gptq" or "awq": how the tensors are packed
+    zeros_minus_one: bool  # classic GPTQ stores zero point - 1 in qzeros
+    fields: dict  # what vLLM's resolution reads, as the config wrote it (normalized)
+    extra_config: dict = field(default_factory=dict)
+    block_names: tuple[str, ...] = ()
+    dynamic: dict = field(default_factory=dict)
+    skip_modules: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+
+def _get(qc: dict, keys: tuple[str, ...], where: str, default: object = ..., types: tuple = ()) -> object:
+    for key in keys:
+        if key in qc:
+            value = qc[key]
+            # bool is an int subclass: an int field must not accept true/false.
+            ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
+            if types and not ok:
+                names = " or ".join(t.__name__ for t in types)
+                raise InvalidConfigError(f"{where}.{key}: {value!r}; expected {names}")
+            return value
+    if default is ...:
+        raise InvalidConfigError(f"{where}: missing required field {' / '.join(repr(k) for k in keys)}")
+    return default
+
+
+def _bits_group(qc: dict, where: str, bit_keys: tuple[str, ...], group_keys: tuple[str, ...]) -> tuple[int, int]:
+    bits = _get(qc, bit_keys, where, types=(int,))
+    group = _get(qc, group_keys, where, types=(int,))
+    if not 1 <= bits <= 8:
+        raise InvalidConfigError(f"{where}.{bit_keys[0]}: {bits}; accepted: 1..8")
+    if group != -1 and group <= 0:
+        raise InvalidConfigError(f"{where}.{group_keys[0]}: {group}; accepted: -1 or a positive integer")
+    return bits, group
+
+
+def parse_gptq_config(qc: dict, where: str) -> GPTQFamilyConfig:
+    bits, group = _bits_group(qc, where, ("bits",), ("group_size",))
+    desc_act = _get(qc, ("desc_act",), where, types=(bool,))
+    sym = _get(qc, ("sym",), where, types=(bool,))
+    fmt = _get(qc, ("checkpoint_format",), where, "gptq", (str,))
+    if fmt not in GPTQ_CHECKPOINT_FORMATS:
+        raise UnknownFormatError(f"{where}.checkpoint_format: {fmt!r}; accepted: "
+                                 f"{', '.join(GPTQ_CHECKPOINT_FORMATS)}")
+    dynamic = _get(qc, ("dynamic",), where, {}, (dict, type(None))) or {}
+    for pat in dynamic:
+        try:
+            re.compile(pat[2:] if pat[:2] in ("+:", "-:") else pat)
+        except (re.error, TypeError) as exc:
+            raise InvalidConfigError(f"{where}.dynamic: key {pat!r} is not a valid regex ({exc})") from None
+    lm_head = _get(qc, ("lm_head",), where, False, (bool,))
+    fields_ = {"bits": bits, "group_size": group, "sym": sym, "desc_act": desc_act,
+               "checkpoint_format": fmt, "lm_head": lm_head, "dynamic": dynamic,
+               "autoround_version": qc.get("autoround_version", "")}
+    return GPTQFamilyConfig(CheckpointFormat.GPTQ, bits, group, sym, "gptq", fmt == "gptq",
+                            fields_, dynamic=dynamic)
+
+
+def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
+    bits, group = _bits_group(qc, where, ("bits",), ("group_size",))
+    data_type = _get(qc, ("data_type",), where, "int", (str,))
+    data_type = "fp" if data_type == "fp8" else data_type
+    sym = _get(qc, ("sym",), where, True, (bool,))
+    packing_format = _get(qc, ("packing_format",), where, "auto_round:auto_gptq", (str,))
+    backend = _get(qc, ("backend", "vllm_backend"), where, "auto", (str,))
+    notes: list[str] = []
+    if packing_format not in INC_PACKING_FORMATS:
+        raise UnknownFormatError(f"{where}.packing_format: {packing_format!r}; accepted: "
+                                 f"{', '.join(INC_PACKING_FORMATS)}")
+    if backend not in INC_BACKENDS:
+        notes.append(f"backend {backend!r}: vLLM 0.33.0 raises ValueError (accepted: "
+                     f"{', '.join(INC_BACKENDS)})")
+    if bits not in INC_SUPPORTED_BITS:
+        notes.append(f"bits {bits}: vLLM 0.33.0 raises ValueError (accepted: {INC_SUPPORTED_BITS})")
+    if data_type != "int":
+        raise UnknownFormatError(f"{where}.data_type: {data_type!r}; the workbench reads INC "
+                                 "integer weights ('int') only")
+    if packing_format not in ("auto_round:auto_gptq", "auto_round:auto_awq"):
+        raise UnknownFormatError(f"{where}.packing_format: {packing_format!r} holds no integer "
+                                 "GPTQ/AWQ tensors; accepted: auto_round:auto_gptq, auto_round:auto_awq")
+    blocks = _get(qc, ("block_name_to_quantize", "to_quant_block_names"), where, None, (str, list, type(None)))
+    if isinstance(blocks, str):
+        blocks = blocks.split(",")
+    if blocks is not None and not all(isinstance(b, str) for b in blocks):
+        raise InvalidConfigError(f"{where}.block_name_to_quantize: must be a string or a list of strings")
+    extra = _get(qc, ("extra_config",), where, None, (dict, type(None))) or {}
+    for name, cfg in extra.items():
+        if not isinstance(cfg, dict):
+            raise InvalidConfigError(f"{where}.extra_config[{name!r}]: must be an object "
+                                     "(bits, group_size, sym)")
+    layout = "awq" if "awq" in packing_format else "gptq"
+    fields_ = {"bits": bits, "group_size": group, "sym": sym, "data_type": data_type,
+               "packing_format": packing_format, "backend": backend,
+               "checkpoint_format": packing_format, "desc_act": False,
+               "autoround_version": qc.get("autoround_version", "")}
+    if "act_bits" in qc:
+        fields_["act_bits"] = qc["act_bits"]
+    return GPTQFamilyConfig(CheckpointFormat.INC, bits, group, sym, layout, layout == "gptq",
+                            fields_, extra_config=extra, block_names=tuple(blocks or ()),
+                            notes=tuple(notes))
+
+
+def parse_awq_config(qc: dict, where: str) -> GPTQFamilyConfig:
+    bits, group = _bits_group(qc, where, ("w_bit", "bits"), ("q_group_size", "group_size"))
+    zero_point = _get(qc, ("zero_point",), where, types=(bool,))
+    skip = _get(qc, ("modules_to_not_convert",), where, None, (list, type(None))) or []
+    fields_ = {"bits": bits, "group_size": group, "zero_point": zero_point,
+               "sym": not zero_point, "checkpoint_format": "awq",
+               "version": qc.get("version", "gemm"), "modules_to_not_convert": skip}
+    return GPTQFamilyConfig(CheckpointFormat.AWQ, bits, group, not zero_point, "awq", False,
+                            fields_, skip_modules=tuple(str(s) for s in skip))
+
+
+def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | None:
+    """(bits, group_size, sym) of a layer, or None when the config leaves it unquantized."""
+    base = (cfg.bits, cfg.group_size, cfg.sym)
+    if cfg.method is CheckpointFormat.GPTQ:
+        # GPTQModel `dynamic`: "-:" skips a module, "+:" or no prefix overrides fields.
+        for pat, over in cfg.dynamic.items():
+            neg = pat.startswith("-:")
+            body = pat[2:] if pat[:2] in ("+:", "-:") else pat
+            if re.match(body, name):
+                if neg:
+                    return None
+                if isinstance(over, dict):
+                    return (over.get("bits", cfg.bits), over.get("group_size", cfg.group_size),
+                            over.get("sym", cfg.sym))
+        return base
+    if cfg.method is CheckpointFormat.AWQ:
+        return None if any(s in name for s in cfg.skip_modules) else base
+    # INC: vLLM's INCConfigParser order: exact key, suffix key, block list, regex keys.
+    extra = cfg.extra_config
+
+    def from_cfg(c: dict) -> tuple[int, int, bool] | None:
+        bits = c.get("bits", cfg.bits)
+        return None if bits >= 16 else (bits, c.get("group_size", cfg.group_size), c.get("sym", cfg.sym))
+
+    if name in extra:
+        return from_cfg(extra[name])
+    for key in extra:
+        if name.endswith(f".{key}"):
+            return from_cfg(extra[key])
+    if cfg.block_names and not any(name.startswith(b) for b in cfg.block_names):
+        return None
+    for key, c in extra.items():
+        if any(ch in _REGEX_CHARS for ch in key):
+            try:
+                if re.search(key, name):
+                    return from_cfg(c)
+            except re.error:
+                continue
+    return base
+
+
+def _need(tensors: dict[str, TensorInfo], name: str, layer: str, why: str) -> TensorInfo:
+    info = tensors.get(name)
+    if info is None:
+        raise MissingTensorError(f"layer {layer}: tensor {name!r} is missing ({why})")
+    return info
+
+
+def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
+                     params_dtype: str, source: str) -> list[LayerSpec]:
+    """Every quantized layer (a prefix with `qweight`), from headers only."""
+    specs: list[LayerSpec] = []
+    for tname in tensors:
+        if not tname.endswith(".qweight"):
+            continue
+        prefix = tname[: -len(".qweight")]
+        quant = _layer_quant(cfg, prefix)
+        if quant is None:
+            continue
+        bits, group, sym = quant
+        qweight = tensors[tname]
+        scales = _need(tensors, f"{prefix}.scales", prefix, f"{cfg.layout} layout")
+        qzeros = _need(tensors, f"{prefix}.qzeros", prefix, f"{cfg.layout} layout")
+        for info in (qweight, qzeros):
+            if info.dtype != "I32" or len(info.shape) != 2:
+                raise TensorMismatchError(f"layer {prefix}: {info.name} is {info.dtype} "
+                                          f"{list(info.shape)}; expected a 2-D I32 tensor")
+        if scales.dtype not in _SCALE_DTYPES or len(scales.shape) != 2:
+            raise TensorMismatchError(f"layer {prefix}: {scales.name} is {scales.dtype} "
+                                      f"{list(scales.shape)}; expected float [G, N]")
+        per_word = 32 // bits
+        if cfg.layout == "gptq":
+            k, n = qweight.shape[0] * per_word, qweight.shape[1]
+            layout_text = f"qweight [K * {bits} / 32, N]"
+        else:
+            k, n = qweight.shape[0], qweight.shape[1] * per_word
+            layout_text = f"qweight [K, N * {bits} / 32]"
+        g = k if group == -1 else group
+        if k % g:
+            raise GroupSizeError(f"layer {prefix}: group_size {group} does not divide in_features "
+                                 f"K = {k} (from {layout_text} = {list(qweight.shape)}); accepted: "
+                                 "a divisor of K, or -1")
+        n_groups = k // g
+        if scales.shape != (n_groups, n):
+            raise TensorMismatchError(
+                f"layer {prefix}: scales is {list(scales.shape)} but {layout_text} = "
+                f"{list(qweight.shape)} with bits {bits} and group_size {group} needs "
+                f"[K / g, N] = [{n_groups}, {n}]")
+        if qzeros.shape != (n_groups, n // per_word):
+            raise TensorMismatchError(f"layer {prefix}: qzeros is {list(qzeros.shape)}; expected "
+                                      f"[K / g, N * {bits} / 32] = [{n_groups}, {n // per_word}]")
+        names = {"weight": qweight.name, "scales": scales.name, "zeros": qzeros.name}
+        gidx = tensors.get(f"{prefix}.g_idx")
+        if gidx is not None:
+            if gidx.dtype not in ("I32", "I64") or gidx.shape != (k,):
+                raise TensorMismatchError(f"layer {prefix}: g_idx is {gidx.dtype} {list(gidx.shape)}; "
+                                          f"expected I32 [{k}]")
+            names["g_idx"] = gidx.name
+        if f"{prefix}.bias" in tensors:
+            names["bias"] = f"{prefix}.bias"
+        weight_args = {"num_bits": bits, "type": "int", "symmetric": sym,
+                       "strategy": "channel" if group == -1 else "group",
+                       "group_size": None if group == -1 else group, "dynamic": False,
+                       "actorder": "group" if cfg.fields.get("desc_act") else None}
+        layer_fields = dict(cfg.fields, bits=bits, group_size=group, sym=sym)
+        files = sorted({tensors[t].file.name for t in names.values()})
+        specs.append(LayerSpec(
+            name=prefix, in_features=k, out_features=n, num_bits=bits, group_size=group,
+            symmetric=sym, format=cfg.method, weight_args=weight_args, params_dtype=params_dtype,
+            scale_dtype=_DTYPE_NAME.get(scales.dtype, scales.dtype), has_g_idx="g_idx" in names,
+            quant_config=layer_fields, provenance=Provenance(source, tuple(files), names),
+            notes=cfg.notes,
+        ))
+    return specs
+
+
+def load_gptq_layer(spec: LayerSpec, cfg: GPTQFamilyConfig,
+                    tensors: dict[str, TensorInfo]) -> QuantizedLayer:
+    """Read one GPTQ / AWQ / INC layer's tensors into a QuantizedLayer."""
+    if spec.num_bits != 4:
+        raise UnsupportedLayerError(f"layer {spec.name}: {spec.num_bits}-bit weights; the "
+                                    "workbench unpacks 4-bit GPTQ/AWQ layers")
+    names = spec.provenance.tensors
+    scales = read_tensor(tensors[names["scales"]])
+    check_scales(scales, names["scales"], spec.name)
+    scales = scales.t().contiguous()  # [G, N] on disk -> [N, G]
+    qzeros = read_tensor(tensors[names["zeros"]])
+    if cfg.layout == "gptq":
+        z = packing.unpack_int4_gptq_zeros(qzeros).to(torch.int16)
+        pack = WeightPacking.GPTQ
+    else:
+        z = packing.unpack_int4_awq_zeros(qzeros).to(torch.int16)
+        pack = WeightPacking.AWQ
+    if cfg.zeros_minus_one:
+        z = z + 1
+    if spec.symmetric:
+        if bool((z != 8).any()):
+            idx = (z != 8).nonzero()[0].tolist()
+            raise TensorMismatchError(
+                f"layer {spec.name}: config says sym=true but {names['zeros']} holds zero point "
+                f"{int(z[idx[0], idx[1]])} at (channel {idx[0]}, group {idx[1]}); symmetric 4-bit "
+                "zero points are 8 (stored as 7 in the classic GPTQ format). vLLM ignores qzeros "
+                "for symmetric layers and would compute a different layer")
+        zeros = None
+    else:
+        if bool((z > 15).any()):
+            raise TensorMismatchError(f"layer {spec.name}: {names['zeros']} decodes to zero point 16 "
+                                      "(stored 15 + 1), outside int4 [0, 15]")
+        zeros = z.to(torch.int8)
+    g_idx = None
+    notes = list(spec.notes)
+    if "g_idx" in names:
+        g_idx = read_tensor(tensors[names["g_idx"]]).to(torch.int32)
+        trivial = torch.arange(spec.in_features, dtype=torch.int32) // spec.effective_group_size
+        if torch.equal(g_idx, trivial):
+            g_idx = None  # the identity grouping: nothing a kernel must know about
+        elif not spec.quant_config.get("desc_act"):
+            raise TensorMismatchError(
+                f"layer {spec.name}: {names['g_idx']} reorders groups but desc_act is false; "
+                "vLLM 0.33.0 ignores g_idx and would compute a different layer")
+        elif int(g_idx.min()) < 0 or int(g_idx.max()) >= spec.n_groups:
+            raise TensorMismatchError(f"layer {spec.name}: {names['g_idx']} holds groups outside "
+                                      f"[0, {spec.n_groups - 1}]")
+    bias = read_tensor(tensors[names["bias"]]) if "bias" in names else None
+    qweight = read_tensor(tensors[names["weight"]])
+    fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+    fields.update(has_g_idx=g_idx is not None, notes=tuple(notes))
+    return QuantizedLayer(**fields, qweight=qweight, packing=pack, scales=scales, zeros=zeros,
+                          g_idx=g_idx, bias=bias)

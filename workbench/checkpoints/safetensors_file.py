@@ -1,0 +1,195 @@
+"""Safetensors files, read lazily: the header is parsed and checked here, tensors are
+read one at a time through `safetensors.safe_open` (a memory map), so loading a layer
+touches only that layer's bytes.
+
+The header is checked before safetensors sees the file, so a truncated file, a header
+that claims more bytes than the file holds, or a malformed entry becomes a
+`CorruptFileError` naming the file and the entry, never a crash in the reader.
+
+Layout (the safetensors spec): 8 bytes little-endian u64 N, then N bytes of UTF-8 JSON
+{name: {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
+then the data section; offsets are relative to its start and the tensors must tile it
+exactly (what the safetensors library itself enforces).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from workbench.checkpoints.errors import CorruptFileError, PickleRefusedError
+
+__all__ = ["TensorInfo", "read_header", "read_tensor", "read_small_tensor", "SAFETENSORS_DTYPES"]
+
+# The safetensors library refuses headers over 100 MB; so do we, before allocating.
+MAX_HEADER_BYTES = 100_000_000
+
+# safetensors dtype name -> (bits per element, torch dtype or None when torch has none).
+SAFETENSORS_DTYPES: dict[str, tuple[int, torch.dtype | None]] = {
+    "BOOL": (8, torch.bool), "U8": (8, torch.uint8), "I8": (8, torch.int8),
+    "I16": (16, torch.int16), "U16": (16, torch.uint16), "I32": (32, torch.int32),
+    "U32": (32, torch.uint32), "I64": (64, torch.int64), "U64": (64, torch.uint64),
+    "F16": (16, torch.float16), "BF16": (16, torch.bfloat16), "F32": (32, torch.float32),
+    "F64": (64, torch.float64), "F8_E4M3": (8, torch.float8_e4m3fn),
+    "F8_E5M2": (8, torch.float8_e5m2), "F8_E8M0": (8, getattr(torch, "float8_e8m0fnu", None)),
+    "F4": (4, None), "F6_E2M3": (6, None), "F6_E3M2": (6, None), "C64": (64, torch.complex64),
+}
+
+# First bytes of files that must never be handed to a deserializer that runs code.
+_PICKLE_PROTOCOL_MARK = 0x80
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """Where one tensor lives: file, dtype, shape and byte range (data section offsets)."""
+
+    name: str
+    file: Path
+    dtype: str
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+    data_start: int  # file offset of the data section that begin/end are relative to
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def torch_dtype(self) -> torch.dtype | None:
+        return SAFETENSORS_DTYPES[self.dtype][1]
+
+
+def _refuse_if_pickle(path: Path, head: bytes) -> None:
+    if head[:1] == bytes([_PICKLE_PROTOCOL_MARK]) or head[:4] == _ZIP_MAGIC:
+        kind = "a torch zip archive" if head[:4] == _ZIP_MAGIC else "a pickle stream"
+        raise PickleRefusedError(
+            f"{path}: starts like {kind}, not safetensors; refused unread (the workbench "
+            "never unpickles checkpoint files). Convert it to .safetensors first.")
+
+
+def _entry_error(path: Path, name: str, what: str) -> CorruptFileError:
+    return CorruptFileError(f"{path}: header entry {name!r}: {what}")
+
+
+def _parse_entry(path: Path, name: str, entry: object) -> tuple[str, tuple[int, ...], int, int]:
+    if not isinstance(entry, dict):
+        raise _entry_error(path, name, f"expected an object, got {type(entry).__name__}")
+    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in entry]
+    if missing:
+        raise _entry_error(path, name, f"lacks {', '.join(missing)}")
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+        raise _entry_error(path, name, f"dtype {dtype!r} is not a safetensors dtype; accepted: "
+                           f"{', '.join(SAFETENSORS_DTYPES)}")
+    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+        raise _entry_error(path, name, f"shape {shape!r} must be a list of non-negative ints")
+    if (not isinstance(offsets, list) or len(offsets) != 2
+            or not all(type(o) is int and o >= 0 for o in offsets) or offsets[0] > offsets[1]):
+        raise _entry_error(path, name, f"data_offsets {offsets!r} must be [begin, end] with "
+                           "0 <= begin <= end")
+    bits = SAFETENSORS_DTYPES[dtype][0]
+    need = math.prod(shape) * bits
+    if need % 8:
+        raise _entry_error(path, name, f"{dtype} {shape} is not a whole number of bytes")
+    if offsets[1] - offsets[0] != need // 8:
+        raise _entry_error(path, name, f"{dtype} {shape} needs {need // 8} bytes but "
+                           f"data_offsets {offsets} span {offsets[1] - offsets[0]}")
+    return dtype, tuple(shape), offsets[0], offsets[1]
+
+
+def read_header(path: str | os.PathLike) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+    """Parse and check a safetensors header without reading tensor data.
+
+    Returns (tensors by name, __metadata__).
+    """
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            head = f.read(8)
+            _refuse_if_pickle(path, head)
+            if len(head) < 8:
+                raise CorruptFileError(
+                    f"{path}: {size} bytes, too short for the 8-byte header length of a "
+                    "safetensors file (truncated?)")
+            (n,) = struct.unpack("<Q", head)
+            if n > MAX_HEADER_BYTES:
+                raise CorruptFileError(
+                    f"{path}: header length field claims {n} bytes; accepted: at most "
+                    f"{MAX_HEADER_BYTES} (a corrupt or non-safetensors file)")
+            if 8 + n > size:
+                raise CorruptFileError(
+                    f"{path}: header claims {n} bytes but only {size - 8} follow the length "
+                    "field (truncated file)")
+            raw = f.read(n)
+    except OSError as exc:
+        raise CorruptFileError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise CorruptFileError(f"{path}: header is not UTF-8 JSON ({exc})") from None
+    if not isinstance(header, dict):
+        raise CorruptFileError(f"{path}: header must be a JSON object, got {type(header).__name__}")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise CorruptFileError(f"{path}: __metadata__ must map strings to strings")
+    data_start = 8 + n
+    data_size = size - data_start
+    tensors: dict[str, TensorInfo] = {}
+    for name, entry in header.items():
+        dtype, shape, begin, end = _parse_entry(path, name, entry)
+        if end > data_size:
+            raise _entry_error(path, name, f"needs bytes [{begin}, {end}) of the data section "
+                               f"but the file holds only {data_size} (truncated file)")
+        tensors[name] = TensorInfo(name, path, dtype, shape, begin, end, data_start)
+    # The tensors must tile the data section: no holes, no overlaps, nothing after the
+    # last one (the safetensors library rejects such files as incomplete).
+    cursor = 0
+    for info in sorted(tensors.values(), key=lambda t: (t.begin, t.end)):
+        if info.begin != cursor:
+            what = "overlaps the previous tensor" if info.begin < cursor else "leaves a hole before it"
+            raise _entry_error(path, info.name, f"data_offsets [{info.begin}, {info.end}) {what} "
+                               f"(expected begin {cursor})")
+        cursor = info.end
+    if cursor != data_size:
+        raise CorruptFileError(
+            f"{path}: tensors cover {cursor} bytes of a {data_size}-byte data section "
+            "(trailing bytes or a wrong header)")
+    return tensors, metadata
+
+
+def read_tensor(info: TensorInfo) -> torch.Tensor:
+    """Read one tensor through safetensors' memory map (only its bytes are touched)."""
+    from safetensors import SafetensorError, safe_open
+
+    if info.torch_dtype is None:
+        raise CorruptFileError(f"{info.file}: tensor {info.name!r} has dtype {info.dtype}, "
+                               "which torch cannot hold")
+    try:
+        with safe_open(str(info.file), framework="pt") as f:
+            return f.get_tensor(info.name)
+    except (SafetensorError, OSError, RuntimeError) as exc:
+        raise CorruptFileError(f"{info.file}: tensor {info.name!r} cannot be read: {exc}") from None
+
+
+def read_small_tensor(info: TensorInfo, limit: int = 4096) -> torch.Tensor:
+    """Read a tiny metadata tensor (e.g. `weight_shape`) by seeking to its bytes."""
+    if info.nbytes > limit or info.torch_dtype is None:
+        raise CorruptFileError(f"{info.file}: tensor {info.name!r} ({info.dtype} {list(info.shape)}) "
+                               f"is not a small metadata tensor (at most {limit} bytes)")
+    if info.nbytes == 0:
+        return torch.empty(info.shape, dtype=info.torch_dtype)
+    with open(info.file, "rb") as f:
+        f.seek(info.data_start + info.begin)
+        raw = f.read(info.nbytes)
+    if len(raw) != info.nbytes:
+        raise CorruptFileError(f"{info.file}: tensor {info.name!r} is cut short (truncated file)")
+    return torch.frombuffer(bytearray(raw), dtype=info.torch_dtype).reshape(info.shape).clone()

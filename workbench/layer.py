@@ -1,0 +1,302 @@
+"""The quantized layer: the one value the readers, builders, dispatch and kernels share.
+
+`LayerSpec` holds what a listing knows without reading tensor data (shapes, quantization
+args, format, provenance). `QuantizedLayer` adds the tensors, kept as stored on disk
+(packed int32 stays packed), and converts on request to the forms the kernels take:
+
+- `int4_weight()`: int8 [N, K] holding int4 values, signed [-8, 7] when `zeros` is None,
+  unsigned [0, 15] when it is not (the project convention of `kernels/quant.py`);
+- `packed(fmt)`: compressed-tensors int32 [N, K/8], GPTQ `qweight` [K/8, N], AWQ
+  `qweight` [K, N/8], or plain int8;
+- `dequantize()`: (w_q - zeros) * scales, exact (int4 times a 16-bit scale is exact in
+  float32).
+
+Shapes follow vLLM: K = in_features (input_size), N = out_features (output_size).
+`scales` and `zeros` are always [N, K // g] here (GPTQ stores [K // g, N]; the reader
+transposes, keeping the stored dtype).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+import torch
+
+from kernels import packing
+from kernels.quant import dequantize_groupwise
+from workbench.errors import InvalidInputError
+
+__all__ = [
+    "CheckpointFormat", "WeightPacking", "Provenance", "LayerSpec", "QuantizedLayer",
+    "default_parallel", "ROW_PARALLEL_SUFFIXES",
+]
+
+
+class CheckpointFormat(str, Enum):
+    """Which tool's layout the layer came from (decides vLLM's quantization method)."""
+
+    COMPRESSED_TENSORS = "compressed-tensors"
+    """llm-compressor / compressed-tensors: config_groups, `weight_packed` or int8 `weight`."""
+    GPTQ = "gptq"
+    """AutoGPTQ / GPTQModel: `qweight` [K/8, N], `qzeros`, `scales` [K/g, N], `g_idx`."""
+    INC = "inc"
+    """Intel AutoRound / INC (`quant_method: auto-round`): GPTQ or AWQ tensors; vLLM's INC path."""
+    AWQ = "awq"
+    """AutoAWQ: `qweight` [K, N/8] in AWQ nibble order, `qzeros`, `scales`."""
+    SYNTHETIC = "synthetic"
+    """Built in memory by `workbench.synthetic` or `workbench.trained` (compressed-tensors args)."""
+
+
+class WeightPacking(str, Enum):
+    """How `QuantizedLayer.qweight` holds the int4 values."""
+
+    INT8 = "int8"
+    """int8 [N, K], one value per byte, in the project convention (signed, or unsigned with zeros)."""
+    COMPRESSED_TENSORS = "compressed-tensors"
+    """int32 [N, ceil(K/8)], packed along K, nibble = value + 8 (`pack-quantized`)."""
+    GPTQ = "gptq"
+    """int32 [K/8, N], packed along K, unsigned nibbles."""
+    AWQ = "awq"
+    """int32 [K, N/8], packed along N in AWQ order 0,2,4,6,1,3,5,7, unsigned nibbles."""
+
+
+# vLLM shards these along K (RowParallelLinear); every other linear along N.
+ROW_PARALLEL_SUFFIXES = ("o_proj", "down_proj", "out_proj", "dense_4h_to_h", "fc2", "w2",
+                         "c_proj", "wo", "attention.dense", "attn.dense")
+
+
+def default_parallel(layer_name: str) -> str:
+    """'row' for the projections vLLM row-shards (o_proj, down_proj, ...), else 'column'."""
+    return "row" if layer_name.endswith(ROW_PARALLEL_SUFFIXES) else "column"
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a layer came from: the checkpoint, its files and the tensor name per role."""
+
+    source: str
+    files: tuple[str, ...] = ()
+    tensors: dict[str, str] = field(default_factory=dict)
+
+
+_DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32",
+                torch.float64: "float64"}
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return _DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class LayerSpec:
+    """A quantized linear layer as a listing sees it: no tensor data.
+
+    weight_args / input_args / output_args are compressed-tensors QuantizationArgs dicts
+    (num_bits, type, strategy, group_size, symmetric, dynamic, actorder, ...); for GPTQ,
+    AWQ and INC layers the weight args are the equivalent CT args and `quant_config` keeps
+    the method's own fields (bits, group_size, sym, desc_act, packing_format, backend,
+    checkpoint_format).
+    """
+
+    name: str
+    in_features: int
+    out_features: int
+    num_bits: int
+    group_size: int  # -1: one scale per output channel
+    symmetric: bool
+    format: CheckpointFormat
+    weight_args: dict
+    input_args: dict | None = None
+    output_args: dict | None = None
+    ct_format: str | None = None  # compressed-tensors per-layer format, e.g. "int-quantized"
+    params_dtype: str = "bfloat16"  # the model dtype vLLM creates parameters in
+    scale_dtype: str = "bfloat16"  # the dtype the scales are stored in
+    has_g_idx: bool = False
+    quant_config: dict = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=lambda: Provenance("memory"))
+    notes: tuple[str, ...] = ()
+
+    # -- shapes ----------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        """[K, N] as vLLM's MPLinearLayerConfig writes full_weight_shape."""
+        return (self.in_features, self.out_features)
+
+    @property
+    def n_groups(self) -> int:
+        return 1 if self.group_size == -1 else self.in_features // self.group_size
+
+    @property
+    def effective_group_size(self) -> int:
+        return self.in_features if self.group_size == -1 else self.group_size
+
+    @property
+    def default_parallel(self) -> str:
+        return default_parallel(self.name)
+
+    def partition_shape(self, tp_size: int = 1, parallel: str | None = None) -> tuple[int, int]:
+        """(input_size_per_partition, output_size_per_partition) under tensor parallelism.
+
+        Column-parallel layers split N, row-parallel layers split K; vLLM requires the
+        split dimension to divide evenly.
+        """
+        parallel = parallel or self.default_parallel
+        if parallel not in ("column", "row"):
+            raise InvalidInputError(f"parallel: {parallel!r}; accepted: 'column', 'row'")
+        if not isinstance(tp_size, int) or tp_size < 1:
+            raise InvalidInputError(f"tp_size: {tp_size!r}; accepted: a positive integer")
+        k, n = self.in_features, self.out_features
+        dim, size = ("in_features", k) if parallel == "row" else ("out_features", n)
+        if size % tp_size:
+            raise InvalidInputError(
+                f"tp_size {tp_size} does not divide {dim} = {size} of layer {self.name} "
+                f"({parallel}-parallel splits {dim}); accepted: a divisor of {size}")
+        return (k // tp_size, n) if parallel == "row" else (k, n // tp_size)
+
+    # -- inputs of the dispatch core ---------------------------------------------------
+    def scheme_input(self, tp_size: int = 1, parallel: str | None = None) -> dict:
+        """The compressed-tensors scheme JSON that `workbench.dispatch.trace_scheme` takes."""
+        if self.format not in (CheckpointFormat.COMPRESSED_TENSORS, CheckpointFormat.SYNTHETIC):
+            raise InvalidInputError(
+                f"layer {self.name}: a {self.format.value} layer has no compressed-tensors "
+                "scheme; use quant_config_input() for the GPTQ/AWQ/INC resolution")
+        k_part, n_part = self.partition_shape(tp_size, parallel)
+        scheme = {
+            "weights": dict(self.weight_args),
+            "input_activations": dict(self.input_args) if self.input_args else None,
+            "output_activations": dict(self.output_args) if self.output_args else None,
+            "format": self.ct_format,
+            "layer_name": self.name,
+            "in_features": self.in_features,
+            "out_features": self.out_features,
+            "params_dtype": self.params_dtype,
+        }
+        if tp_size > 1:
+            scheme["input_size_per_partition"] = k_part
+            scheme["output_size_per_partition"] = n_part
+        return scheme
+
+    def quant_config_input(self, tp_size: int = 1, parallel: str | None = None) -> dict:
+        """The fields vLLM's GPTQ / AWQ / INC resolution reads, plus shapes and dtypes."""
+        k_part, n_part = self.partition_shape(tp_size, parallel)
+        return {
+            "quant_method": self.format.value,
+            **self.quant_config,
+            "layer_name": self.name,
+            "in_features": self.in_features,
+            "out_features": self.out_features,
+            "input_size_per_partition": k_part,
+            "output_size_per_partition": n_part,
+            "params_dtype": self.params_dtype,
+            "scale_dtype": self.scale_dtype,
+            "has_g_idx": self.has_g_idx,
+        }
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (no tensors)."""
+        return {
+            "name": self.name, "in_features": self.in_features, "out_features": self.out_features,
+            "num_bits": self.num_bits, "group_size": self.group_size, "symmetric": self.symmetric,
+            "format": self.format.value, "ct_format": self.ct_format,
+            "weight_args": self.weight_args, "input_args": self.input_args,
+            "output_args": self.output_args, "params_dtype": self.params_dtype,
+            "scale_dtype": self.scale_dtype, "has_g_idx": self.has_g_idx,
+            "quant_config": self.quant_config, "parallel": self.default_parallel,
+            "provenance": {"source": self.provenance.source, "files": list(self.provenance.files),
+                           "tensors": dict(self.provenance.tensors)},
+            "notes": list(self.notes),
+        }
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class QuantizedLayer(LayerSpec):
+    """A LayerSpec with its tensors: `qweight` as stored (see `packing`), `scales` [N, G]
+    in the stored dtype, `zeros` None or int8 [N, G] unsigned [0, 15], `g_idx` None or
+    int32 [K] (group of each input column), `source_weight` the float weight before
+    quantization when known (synthetic and trained layers)."""
+
+    qweight: torch.Tensor
+    packing: WeightPacking
+    scales: torch.Tensor
+    zeros: torch.Tensor | None = None
+    g_idx: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+    source_weight: torch.Tensor | None = None
+
+    def __post_init__(self) -> None:
+        n, g = self.out_features, self.n_groups
+        if tuple(self.scales.shape) != (n, g):
+            raise InvalidInputError(f"layer {self.name}: scales shape {tuple(self.scales.shape)}; "
+                                    f"expected [N, K // g] = {(n, g)}")
+        if self.zeros is not None and tuple(self.zeros.shape) != (n, g):
+            raise InvalidInputError(f"layer {self.name}: zeros shape {tuple(self.zeros.shape)}; "
+                                    f"expected {(n, g)}")
+        if self.g_idx is not None and tuple(self.g_idx.shape) != (self.in_features,):
+            raise InvalidInputError(f"layer {self.name}: g_idx shape {tuple(self.g_idx.shape)}; "
+                                    f"expected [K] = ({self.in_features},)")
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the quantized tensors (weight, scales, zeros, g_idx)."""
+        ts = (self.qweight, self.scales, self.zeros, self.g_idx)
+        return sum(t.numel() * t.element_size() for t in ts if t is not None)
+
+    # -- the int4 values ----------------------------------------------------------------
+    def int4_weight(self) -> torch.Tensor:
+        """int8 [N, K]: signed [-8, 7] without zeros, unsigned [0, 15] with zeros."""
+        if self.num_bits != 4 and self.packing is not WeightPacking.INT8:
+            raise InvalidInputError(f"layer {self.name}: {self.num_bits}-bit weights are not int4")
+        k = self.in_features
+        if self.packing is WeightPacking.INT8:
+            return self.qweight
+        if self.packing is WeightPacking.COMPRESSED_TENSORS:
+            signed = packing.unpack_int4_ct(self.qweight, k)
+            return signed if self.zeros is None else packing.signed_to_unsigned(signed)
+        if self.packing is WeightPacking.GPTQ:
+            u = packing.unpack_int4_gptq(self.qweight)
+        else:
+            u = packing.unpack_int4_awq(self.qweight)
+        return packing.unsigned_to_signed(u) if self.zeros is None else u
+
+    def _unsigned(self) -> torch.Tensor:
+        w = self.int4_weight()
+        return w if self.zeros is not None else packing.signed_to_unsigned(w)
+
+    def packed(self, fmt: WeightPacking | str) -> torch.Tensor:
+        """The weight in another packing: CT int32 [N, K/8], GPTQ [K/8, N], AWQ [K, N/8],
+        or int8 [N, K]. Nibbles are unsigned (value + 8 when symmetric)."""
+        fmt = WeightPacking(fmt)
+        if fmt is self.packing:
+            return self.qweight
+        if fmt is WeightPacking.INT8:
+            return self.int4_weight()
+        if fmt is WeightPacking.COMPRESSED_TENSORS:
+            return packing.pack_int4_ct(packing.unsigned_to_signed(self._unsigned()))
+        if fmt is WeightPacking.GPTQ:
+            return packing.pack_int4_gptq(self._unsigned())
+        return packing.pack_int4_awq(self._unsigned())
+
+    def group_index(self) -> torch.Tensor:
+        """int64 [K]: the scale group of each input column (g_idx when present)."""
+        if self.g_idx is not None:
+            return self.g_idx.to(torch.int64)
+        return torch.arange(self.in_features) // self.effective_group_size
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """[N, K] = (w_q - zeros) * scales, exact in float32 or float64."""
+        if self.num_bits == 4 and self.g_idx is None:
+            # The kernels' own reference dequantization (it also checks value ranges).
+            return dequantize_groupwise(self.int4_weight(), self.scales, self.group_size,
+                                        self.zeros, dtype=dtype)
+        w = (self.int4_weight() if self.num_bits == 4 else self.qweight).to(dtype)
+        idx = self.group_index()
+        s = self.scales.to(dtype)[:, idx]
+        z = self.zeros.to(dtype)[:, idx] if self.zeros is not None else 0
+        return (w - z) * s
+
+    def with_tensors(self, **changes) -> "QuantizedLayer":
+        """A copy with some fields replaced (dataclasses.replace keeps it frozen)."""
+        from dataclasses import replace
+
+        return replace(self, **changes)
+

@@ -1,0 +1,212 @@
+"""Synthetic quantized layers: a seeded float weight, quantized round-to-nearest.
+
+`quantize_rtn` is llm-compressor's RTN (compressed-tensors `calculate_qparams` then
+`quantize`, the `memoryless_minmax` observer): per group, the range always includes 0;
+symmetric scale = max|w| / 7.5 (half of the 15-step int4 range), asymmetric scale =
+(max - min) / 15 with zero point clamp(-8 - min / scale) rounded; a zero scale becomes
+float32 eps; values are round(w / scale + zp) clamped to [-8, 7], computed in float32
+against the scale as stored (cast to the model dtype first, as llm-compressor stores it).
+The result is returned in the project convention: signed int4 without zeros, unsigned
+[0, 15] with zeros (the compressed-tensors signed values and zero points shifted by 8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from workbench.errors import InvalidInputError
+from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, dtype_name
+
+__all__ = ["quantize_rtn", "quant_args", "SyntheticSpec", "synthetic_weight", "synthetic_layer",
+           "layer_from_weight", "SCHEMES", "DISTRIBUTIONS"]
+
+DISTRIBUTIONS = ("normal", "uniform", "laplace", "student_t")
+# Activation schemes a synthetic or trained layer can carry, as compressed-tensors args.
+SCHEMES = ("W4A8", "W4A8_ASYM_INPUT", "W4A16", "W4AFP8")
+
+_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+
+
+def _torch_dtype(name: str, field: str) -> torch.dtype:
+    if name not in _DTYPES:
+        raise InvalidInputError(f"{field}: {name!r}; accepted: {', '.join(_DTYPES)}")
+    return _DTYPES[name]
+
+
+def quantize_rtn(
+    weight: torch.Tensor,
+    *,
+    num_bits: int = 4,
+    group_size: int = 128,
+    symmetric: bool = True,
+    scale_dtype: torch.dtype = torch.bfloat16,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Round-to-nearest quantization of a float [N, K] weight, group-wise along K.
+
+    Returns (w_q int8 [N, K], scales [N, K // g] in scale_dtype, zeros int8 [N, K // g]
+    or None). group_size -1 means one group per output channel.
+    """
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or not weight.is_floating_point():
+        raise InvalidInputError("weight: expected a 2-D floating tensor [N, K]")
+    if num_bits != 4:
+        raise InvalidInputError(f"num_bits: {num_bits}; accepted: 4")
+    n, k = weight.shape
+    g = k if group_size == -1 else group_size
+    if not isinstance(g, int) or g <= 0 or k % g:
+        raise InvalidInputError(f"group_size: {group_size} does not divide in_features = {k}; "
+                                "accepted: -1 (per channel) or a positive divisor of K")
+    w = weight.to(torch.float32).reshape(n, k // g, g)
+    lo = torch.clamp(w.amin(dim=-1), max=0.0)
+    hi = torch.clamp(w.amax(dim=-1), min=0.0)
+    q_min, q_max = -(1 << (num_bits - 1)), (1 << (num_bits - 1)) - 1
+    eps = torch.finfo(torch.float32).eps
+    if symmetric:
+        scale = torch.maximum(lo.abs(), hi) / ((q_max - q_min) / 2)
+        zp = None
+    else:
+        scale = (hi - lo) / (q_max - q_min)
+        zp = torch.clamp(q_min - lo / scale, q_min, q_max)
+    scale = torch.where(scale == 0, torch.tensor(eps), scale)
+    if zp is not None:
+        zp = torch.round(zp.nan_to_num(0.0))  # 0/0 of an all-zero group: zp 0 like CT's clamp
+    stored = scale.to(scale_dtype)
+    v = w / stored.to(torch.float32).unsqueeze(-1)
+    if zp is not None:
+        v = v + zp.unsqueeze(-1)
+    q = torch.clamp(torch.round(v), q_min, q_max).to(torch.int8).reshape(n, k)
+    if zp is None:
+        return q, stored, None
+    # compressed-tensors keeps both signed; the project convention is unsigned nibbles.
+    offset = 1 << (num_bits - 1)
+    return (q.to(torch.int16) + offset).to(torch.int8), stored, (zp.to(torch.int16) + offset).to(torch.int8)
+
+
+def quant_args(scheme: str, *, group_size: int = 128, symmetric: bool = True) -> tuple[dict, dict | None]:
+    """compressed-tensors QuantizationArgs dicts (weights, input) for a named scheme."""
+    if scheme not in SCHEMES:
+        raise InvalidInputError(f"scheme: {scheme!r}; accepted: {', '.join(SCHEMES)}")
+    weights = {
+        "num_bits": 4, "type": "int", "symmetric": symmetric,
+        "strategy": "channel" if group_size == -1 else "group",
+        "group_size": None if group_size == -1 else group_size,
+        "dynamic": False, "actorder": None, "block_structure": None, "observer": "memoryless_minmax",
+        "observer_kwargs": {}, "scale_dtype": None, "zp_dtype": None if symmetric else "torch.int8",
+    }
+    if scheme == "W4A16":
+        return weights, None
+    act = {"num_bits": 8, "type": "float" if scheme == "W4AFP8" else "int",
+           "symmetric": scheme != "W4A8_ASYM_INPUT", "strategy": "token", "group_size": None,
+           "dynamic": True, "actorder": None, "block_structure": None, "observer": None,
+           "observer_kwargs": {}, "scale_dtype": None, "zp_dtype": None}
+    if not act["symmetric"]:
+        act["zp_dtype"] = "torch.int8"
+    return weights, act
+
+
+def _ct_format(scheme: str) -> str:
+    # What compressed-tensors 0.17.0 infers: INT weights with an input scheme are
+    # int-quantized, weight-only INT is pack-quantized (W4AFP8 is written pack-quantized
+    # by llm-compressor's W4A8-FP8 example, which vLLM's W4A8Fp8 scheme expects).
+    return "pack-quantized" if scheme in ("W4A16", "W4AFP8") else "int-quantized"
+
+
+def layer_from_weight(
+    weight: torch.Tensor,
+    *,
+    name: str,
+    scheme: str = "W4A8",
+    group_size: int = 128,
+    symmetric: bool = True,
+    params_dtype: str = "bfloat16",
+    source: str = "memory",
+    bias: torch.Tensor | None = None,
+    notes: tuple[str, ...] = (),
+) -> QuantizedLayer:
+    """Quantize a float [N, K] weight with RTN into a QuantizedLayer (int8 packing)."""
+    dt = _torch_dtype(params_dtype, "params_dtype")
+    weights_args, input_args = quant_args(scheme, group_size=group_size, symmetric=symmetric)
+    w_q, scales, zeros = quantize_rtn(weight, group_size=group_size, symmetric=symmetric, scale_dtype=dt)
+    n, k = weight.shape
+    return QuantizedLayer(
+        name=name, in_features=k, out_features=n, num_bits=4, group_size=group_size,
+        symmetric=symmetric, format=CheckpointFormat.SYNTHETIC, weight_args=weights_args,
+        input_args=input_args, ct_format=_ct_format(scheme), params_dtype=params_dtype,
+        scale_dtype=dtype_name(scales.dtype), provenance=Provenance(source), notes=notes,
+        qweight=w_q, packing=WeightPacking.INT8, scales=scales, zeros=zeros, bias=bias,
+        source_weight=weight,
+    )
+
+
+@dataclass(frozen=True)
+class SyntheticSpec:
+    """What a synthetic layer looks like; checked on construction."""
+
+    out_features: int = 4096
+    in_features: int = 4096
+    group_size: int = 128
+    symmetric: bool = True
+    distribution: str = "normal"
+    std: float = 0.02
+    outlier_channels: int = 0  # input columns (K) scaled up, like activation-outlier features
+    outlier_scale: float = 8.0
+    scheme: str = "W4A8"
+    params_dtype: str = "bfloat16"
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for f in ("out_features", "in_features"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v <= 0:
+                raise InvalidInputError(f"{f}: {v!r}; accepted: a positive integer")
+        g = self.group_size
+        if g != -1 and (not isinstance(g, int) or g <= 0 or self.in_features % g):
+            raise InvalidInputError(f"group_size: {g} does not divide in_features = "
+                                    f"{self.in_features}; accepted: -1 or a positive divisor of K")
+        if self.distribution not in DISTRIBUTIONS:
+            raise InvalidInputError(f"distribution: {self.distribution!r}; accepted: "
+                                    f"{', '.join(DISTRIBUTIONS)}")
+        if not 0 <= self.outlier_channels <= self.in_features:
+            raise InvalidInputError(f"outlier_channels: {self.outlier_channels}; accepted: 0.."
+                                    f"{self.in_features}")
+        if not self.std > 0 or not self.outlier_scale > 0:
+            raise InvalidInputError("std and outlier_scale must be positive")
+        if self.scheme not in SCHEMES:
+            raise InvalidInputError(f"scheme: {self.scheme!r}; accepted: {', '.join(SCHEMES)}")
+        _torch_dtype(self.params_dtype, "params_dtype")
+
+
+def synthetic_weight(spec: SyntheticSpec) -> torch.Tensor:
+    """The float32 [N, K] weight of a spec: seeded, so the same spec gives the same weight."""
+    gen = torch.Generator().manual_seed(spec.seed)
+    n, k = spec.out_features, spec.in_features
+    if spec.distribution == "normal":
+        w = torch.randn(n, k, generator=gen)
+    elif spec.distribution == "uniform":
+        w = (torch.rand(n, k, generator=gen) * 2 - 1) * 3 ** 0.5  # unit variance
+    elif spec.distribution == "laplace":
+        u = torch.rand(n, k, generator=gen).clamp(1e-7, 1 - 1e-7) - 0.5
+        w = -torch.sign(u) * torch.log1p(-2 * u.abs()) / 2 ** 0.5  # unit variance
+    else:  # student_t with 3 degrees of freedom: heavy tails, as trained weights have
+        z = torch.randn(n, k, generator=gen)
+        chi2 = torch.randn(n, k, 3, generator=gen).pow(2).sum(-1)
+        w = z / torch.sqrt(chi2 / 3) / 3 ** 0.5
+    w = w * spec.std
+    if spec.outlier_channels:
+        cols = torch.randperm(k, generator=gen)[: spec.outlier_channels]
+        w[:, cols] *= spec.outlier_scale
+    # The model holds weights in its dtype; quantize what the model would hold.
+    return w.to(_torch_dtype(spec.params_dtype, "params_dtype")).to(torch.float32)
+
+
+def synthetic_layer(spec: SyntheticSpec | None = None, *, name: str = "synthetic", **kwargs) -> QuantizedLayer:
+    """A QuantizedLayer from a SyntheticSpec (or its fields as keyword arguments)."""
+    spec = spec or SyntheticSpec(**kwargs)
+    w = synthetic_weight(spec)
+    desc = (f"synthetic {spec.distribution} std={spec.std} seed={spec.seed}"
+            + (f", {spec.outlier_channels} outlier input channels x{spec.outlier_scale}"
+               if spec.outlier_channels else ""))
+    return layer_from_weight(w, name=name, scheme=spec.scheme, group_size=spec.group_size,
+                             symmetric=spec.symmetric, params_dtype=spec.params_dtype,
+                             source=desc)
+
