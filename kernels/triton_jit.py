@@ -1,0 +1,325 @@
+"""Triton JIT kernels: per-token int8 quantization, W4A8 (int8 tensor cores) and W4A16.
+
+Imported only through kernels.triton_w4a8 / kernels.triton_w4a16, after the
+availability probe, because importing it imports triton.
+
+Weight operand: the half-split layout of kernels.triton_pack. Packed int8 [N, Kp/2];
+byte j of row n holds w[n, j] (low nibble) and w[n, Kp/2 + j] (high nibble). A K step of
+BLOCK_K bytes thus covers activation columns [k0, k0 + BLOCK_K) with the low nibbles and
+[Kp/2 + k0, Kp/2 + k0 + BLOCK_K) with the high nibbles: two dots per step, no permute.
+
+Orientation: with SWAP_AB = False the tile is acc[BM, BN] = X[BM, BK] @ W^T[BK, BN];
+with SWAP_AB = True it is acc[BN, BM] = W[BN, BK] @ X^T[BK, BM], which lets Triton feed
+the unpacked weight to the tensor cores from registers and makes M the narrow side.
+
+Split-K: each split writes its scaled float32 partial to a workspace, then bumps a
+per-tile counter; the split that arrives last sums the partials in split order (so the
+result does not depend on arrival order), writes the output and resets the counter.
+"""
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+
+# %% per-token int8 quantization
+
+@triton.jit
+def quant_per_token_int8_kernel(
+    x_ptr, xq_ptr, xs_ptr,
+    K, stride_xm, stride_qm,
+    BLOCK: tl.constexpr,
+):
+    """One program per row: amax = max(|x|, 1e-10), scale = amax / 127,
+    x_q = round_half_away(x * (127 / amax)), with correctly rounded divisions so the
+    result matches kernels.quant.quantize_per_token_int8 bit for bit."""
+    row = tl.program_id(0).to(tl.int64)
+    x_row = x_ptr + row * stride_xm
+    q_row = xq_ptr + row * stride_qm
+    cols = tl.arange(0, BLOCK)
+    amax = tl.zeros([BLOCK], dtype=tl.float32)
+    for k0 in range(0, K, BLOCK):
+        v = tl.load(x_row + k0 + cols, mask=k0 + cols < K, other=0.0).to(tl.float32)
+        amax = tl.maximum(amax, tl.abs(v))
+    a = tl.maximum(tl.max(amax, axis=0), 1e-10).to(tl.float64)
+    # A float64 quotient rounded to float32 is the correctly rounded float32 quotient
+    # (53 >= 2 * 24 + 2), on the GPU and in the interpreter alike. The reference
+    # computes 127 / amax the way torch evaluates `127.0 / tensor`: a rounded
+    # reciprocal times 127, so the same two roundings happen here.
+    inv = (1.0 / a).to(tl.float32) * 127.0
+    tl.store(xs_ptr + row, (a / 127.0).to(tl.float32))
+    for k0 in range(0, K, BLOCK):
+        mask = k0 + cols < K
+        v = tl.load(x_row + k0 + cols, mask=mask, other=0.0).to(tl.float32) * inv
+        # Ties away from zero, exactly: v - trunc(v) is exact in binary floating point.
+        t = v.to(tl.int32)
+        frac = v - t.to(tl.float32)
+        q = t + (frac >= 0.5).to(tl.int32) - (frac <= -0.5).to(tl.int32)
+        q = tl.minimum(tl.maximum(q, -128), 127)
+        tl.store(q_row + k0 + cols, q.to(tl.int8), mask=mask)
+
+
+# %% shared pieces
+
+@triton.jit
+def _tile_ids(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    """Grouped ordering: GROUP_M row-tiles share each weight column-tile while in L2."""
+    pid = tl.program_id(0)
+    num_m = tl.cdiv(M, BLOCK_M)
+    num_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * num_n
+    group_id = pid // width
+    first_m = group_id * GROUP_M
+    size_m = tl.minimum(num_m - first_m, GROUP_M)
+    pid_m = first_m + ((pid % width) % size_m)
+    pid_n = (pid % width) // size_m
+    return pid_m, pid_n, pid_m * num_n + pid_n
+
+
+@triton.jit
+def _k_range(HALF_K, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+    """[start, end) of this split's K steps (BLOCK_K bytes each) over Kp/2."""
+    steps = HALF_K // BLOCK_K
+    per = tl.cdiv(steps, SPLIT_K)
+    start = tl.program_id(1) * per
+    end = tl.minimum(start + per, steps)
+    return start, end
+
+
+@triton.jit
+def _unpack_lo(p):
+    return (p << 4) >> 4
+
+
+@triton.jit
+def _unpack_hi(p):
+    return p >> 4
+
+
+@triton.jit
+def _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id, MN,
+                SPLIT_K: tl.constexpr):
+    """Write a finished float32 tile, or reduce split-K partials (see module docstring)."""
+    if SPLIT_K == 1:
+        tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
+    else:
+        pid_k = tl.program_id(1)
+        tl.store(part_ptr + pid_k * MN + offs, acc, mask=mask)
+        # Every thread's partial is issued before the counter moves (release below).
+        tl.debug_barrier()
+        arrived = tl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
+        if arrived == SPLIT_K - 1:
+            total = tl.zeros_like(acc)
+            for s in tl.static_range(SPLIT_K):
+                # .cg reads from L2: other multiprocessors wrote these partials.
+                total += tl.load(part_ptr + s * MN + offs, mask=mask, cache_modifier=".cg")
+            tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)
+            tl.atomic_xchg(lock_ptr + tile_id, 0, sem="relaxed", scope="gpu")
+
+
+# %% W4A8: int8 activations x int4 weights on int8 tensor cores
+
+@triton.jit(do_not_specialize=["M"])
+def w4a8_kernel(
+    # pointers
+    xq_ptr, xs_ptr, wp_ptr, ws_ptr, out_ptr, part_ptr, lock_ptr,
+    # dimensions: K is the activation width, HALF_K = Kp / 2 the packed row length
+    M, N, K, HALF_K,
+    # strides (elements)
+    stride_xm, stride_wn, stride_sg, stride_om,
+    # meta
+    GROUP_K: tl.constexpr,  # 0 = per-channel; else the group size, equal to BLOCK_K
+    EVEN_K: tl.constexpr,   # K == Kp: no activation column needs masking
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SWAP_AB: tl.constexpr,
+):
+    """out[M, N] = xs[m] * sum_groups s[g, n] * (xq[m, group] . w[n, group]), int32 dots.
+
+    xq int8 [M, K], xs float32 [M], wp int8 [N, Kp/2] (half-split), ws float32
+    [Kp/g, N] (or [1, N] per-channel), out bf16/fp16 [M, N].
+    """
+    pid_m, pid_n, tile_id = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    start, end = _k_range(HALF_K, BLOCK_K, SPLIT_K)
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Wrapped row/column indices keep the loads unmasked; the store masks instead.
+    am = (rm % M).to(tl.int64)
+    an = (rn % N).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K)
+    groups_half = HALF_K // (GROUP_K if GROUP_K > 0 else 1)
+
+    if SWAP_AB:
+        # acc[BN, BM] = W[BN, BK] @ X^T[BK, BM]
+        w_ptrs = wp_ptr + an[:, None] * stride_wn + rk[None, :]
+        x_ptrs = xq_ptr + am[None, :] * stride_xm + rk[:, None]
+        acc_i = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.int32)
+        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        for it in range(start, end):
+            k0 = it * BLOCK_K
+            p = tl.load(w_ptrs + k0)
+            if EVEN_K:
+                a_lo = tl.load(x_ptrs + k0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+            else:
+                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[:, None] < K, other=0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0),
+                               mask=(HALF_K + k0 + rk)[:, None] < K, other=0)
+            if GROUP_K == 0:
+                acc_i = tl.dot(_unpack_lo(p), a_lo, acc_i)
+                acc_i = tl.dot(_unpack_hi(p), a_hi, acc_i)
+            else:
+                s_lo = tl.load(ws_ptr + it * stride_sg + an)
+                s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
+                d_lo = tl.dot(_unpack_lo(p), a_lo)
+                d_hi = tl.dot(_unpack_hi(p), a_hi)
+                acc += d_lo.to(tl.float32) * s_lo[:, None] + d_hi.to(tl.float32) * s_hi[:, None]
+        xs = tl.load(xs_ptr + am)
+        if GROUP_K == 0:
+            acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[:, None]
+        acc = acc * xs[None, :]
+        offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
+        mask = (rm[None, :] < M) & (rn[:, None] < N)
+    else:
+        # acc[BM, BN] = X[BM, BK] @ W^T[BK, BN]
+        x_ptrs = xq_ptr + am[:, None] * stride_xm + rk[None, :]
+        w_ptrs = wp_ptr + an[None, :] * stride_wn + rk[:, None]
+        acc_i = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for it in range(start, end):
+            k0 = it * BLOCK_K
+            p = tl.load(w_ptrs + k0)
+            if EVEN_K:
+                a_lo = tl.load(x_ptrs + k0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+            else:
+                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[None, :] < K, other=0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0),
+                               mask=(HALF_K + k0 + rk)[None, :] < K, other=0)
+            if GROUP_K == 0:
+                acc_i = tl.dot(a_lo, _unpack_lo(p), acc_i)
+                acc_i = tl.dot(a_hi, _unpack_hi(p), acc_i)
+            else:
+                s_lo = tl.load(ws_ptr + it * stride_sg + an)
+                s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
+                d_lo = tl.dot(a_lo, _unpack_lo(p))
+                d_hi = tl.dot(a_hi, _unpack_hi(p))
+                acc += d_lo.to(tl.float32) * s_lo[None, :] + d_hi.to(tl.float32) * s_hi[None, :]
+        xs = tl.load(xs_ptr + am)
+        if GROUP_K == 0:
+            acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[None, :]
+        acc = acc * xs[:, None]
+        offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+
+    _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id,
+                tl.cast(M, tl.int64) * N, SPLIT_K)
+
+
+# %% W4A16: bf16/fp16 activations x int4 weights dequantized in registers
+
+@triton.jit
+def _dequant(q, s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr, BLOCK_K: tl.constexpr,
+             SWAP_AB: tl.constexpr, DTYPE: tl.constexpr):
+    """int4 tile (int8 registers) -> DTYPE weights: q * scale of its group.
+
+    idx: K index (packed coordinates, 0..Kp) of the tile's first column.
+    Per-channel (GROUP_K == 0) returns plain integers; the scale is applied at the end.
+    """
+    if GROUP_K == 0:
+        # via float32: exact for int4 values, and the interpreter mis-casts int8 -> bf16
+        return q.to(tl.float32).to(DTYPE)
+    if BLOCK_K <= GROUP_K:
+        s = tl.load(s_ptr + (idx // GROUP_K) * stride_sg + an)
+        if SWAP_AB:
+            return (q.to(tl.float32) * s[:, None]).to(DTYPE)
+        return (q.to(tl.float32) * s[None, :]).to(DTYPE)
+    # A tile spans several groups: gather each column's scale (L1-resident).
+    g = (idx + tl.arange(0, BLOCK_K)) // GROUP_K
+    if SWAP_AB:
+        s = tl.load(s_ptr + g[None, :] * stride_sg + an[:, None])
+    else:
+        s = tl.load(s_ptr + g[:, None] * stride_sg + an[None, :])
+    return (q.to(tl.float32) * s).to(DTYPE)
+
+
+@triton.jit(do_not_specialize=["M"])
+def w4a16_kernel(
+    # pointers
+    x_ptr, wp_ptr, ws_ptr, out_ptr, part_ptr, lock_ptr,
+    # dimensions
+    M, N, K, HALF_K,
+    # strides (elements)
+    stride_xm, stride_wn, stride_sg, stride_om,
+    # meta
+    GROUP_K: tl.constexpr,  # 0 = per-channel, else the group size
+    EVEN_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SWAP_AB: tl.constexpr,
+):
+    """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation.
+
+    Per-channel weights go into the dot as exact small integers; their scale multiplies
+    the fp32 accumulator once at the end.
+    """
+    DTYPE: tl.constexpr = x_ptr.dtype.element_ty
+    pid_m, pid_n, tile_id = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    start, end = _k_range(HALF_K, BLOCK_K, SPLIT_K)
+
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    am = (rm % M).to(tl.int64)
+    an = (rn % N).to(tl.int64)
+    rk = tl.arange(0, BLOCK_K)
+
+    if SWAP_AB:
+        w_ptrs = wp_ptr + an[:, None] * stride_wn + rk[None, :]
+        x_ptrs = x_ptr + am[None, :] * stride_xm + rk[:, None]
+        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        for it in range(start, end):
+            k0 = it * BLOCK_K
+            p = tl.load(w_ptrs + k0)
+            if EVEN_K:
+                a_lo = tl.load(x_ptrs + k0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+            else:
+                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[:, None] < K, other=0.0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0),
+                               mask=(HALF_K + k0 + rk)[:, None] < K, other=0.0)
+            w_lo = _dequant(_unpack_lo(p), ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
+                            SWAP_AB, DTYPE)
+            w_hi = _dequant(_unpack_hi(p), ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
+                            BLOCK_K, SWAP_AB, DTYPE)
+            acc = tl.dot(w_lo, a_lo, acc)
+            acc = tl.dot(w_hi, a_hi, acc)
+        if GROUP_K == 0:
+            acc = acc * tl.load(ws_ptr + an)[:, None]
+        offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
+        mask = (rm[None, :] < M) & (rn[:, None] < N)
+    else:
+        x_ptrs = x_ptr + am[:, None] * stride_xm + rk[None, :]
+        w_ptrs = wp_ptr + an[None, :] * stride_wn + rk[:, None]
+        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        for it in range(start, end):
+            k0 = it * BLOCK_K
+            p = tl.load(w_ptrs + k0)
+            if EVEN_K:
+                a_lo = tl.load(x_ptrs + k0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+            else:
+                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[None, :] < K, other=0.0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0),
+                               mask=(HALF_K + k0 + rk)[None, :] < K, other=0.0)
+            w_lo = _dequant(_unpack_lo(p), ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
+                            SWAP_AB, DTYPE)
+            w_hi = _dequant(_unpack_hi(p), ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
+                            BLOCK_K, SWAP_AB, DTYPE)
+            acc = tl.dot(a_lo, w_lo, acc)
+            acc = tl.dot(a_hi, w_hi, acc)
+        if GROUP_K == 0:
+            acc = acc * tl.load(ws_ptr + an)[None, :]
+        offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]
+        mask = (rm[:, None] < M) & (rn[None, :] < N)
+
+    _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id,
+                tl.cast(M, tl.int64) * N, SPLIT_K)

@@ -1,0 +1,124 @@
+"""The load-time int4 weight layout of the Triton kernels: K split in halves, one byte per pair.
+
+Input (project convention): w_q int8 [N, K] holding signed int4 in [-8, 7], scales
+[N, K // g] (g = group size, -1 = per-channel).
+
+Layout ("half-split"), done once when a layer is loaded:
+
+    K is padded with zero weights to Kp, a multiple of 2 * max(128, g).
+    packed int8 [N, Kp / 2]:  byte[n, j] = (w[n, j] & 0xF) | (w[n, j + Kp/2] << 4)
+    scales float32 [Kp / g, N]: transposed so one K step reads N-contiguous scales;
+    the groups of the padding hold 0.
+
+So the low nibbles of a packed row are the first half of K and the high nibbles the
+second half, each in order. In the kernel one int8 tile yields two int8 operand tiles
+with no interleave, join or permute: `(b << 4) >> 4` (arithmetic shifts on int8
+sign-extend the low nibble) and `b >> 4`. Each feeds its own `tl.dot` against the
+matching activation columns (j and Kp/2 + j). Since Kp/2 is a multiple of g, a K step
+of at most g bytes never straddles a group in either half.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kernels._checks import check_weight
+from kernels.errors import KernelInputError
+
+__all__ = ["HalfSplitInt4", "pack_half_split", "unpack_half_split", "SUPPORTED_GROUPS"]
+
+# Group sizes with a power-of-two K step that tiles them; -1 is per-channel.
+SUPPORTED_GROUPS = (-1, 32, 64, 128, 256)
+
+
+@dataclass(frozen=True)
+class HalfSplitInt4:
+    """An int4 weight in the half-split layout, ready for the Triton kernels.
+
+    packed: int8 [N, k_padded // 2]; scales: float32 [k_padded // g, N] (one row of N
+    scales when per-channel); group_size: g, or -1 for per-channel.
+    """
+
+    packed: torch.Tensor
+    scales: torch.Tensor
+    group_size: int
+    n: int
+    k: int
+    k_padded: int
+
+    @property
+    def half_k(self) -> int:
+        return self.k_padded // 2
+
+    @property
+    def per_channel(self) -> bool:
+        return self.group_size == -1
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes a GEMM streams for the weight: the packed nibbles plus the scales."""
+        return self.packed.numel() + self.scales.numel() * self.scales.element_size()
+
+    @property
+    def device(self) -> torch.device:
+        return self.packed.device
+
+
+def _padded_k(k: int, g: int) -> int:
+    unit = 2 * max(128, g)
+    return -(-k // unit) * unit
+
+
+def pack_half_split(
+    w_q: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    zeros: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> HalfSplitInt4:
+    """Repack a symmetric int4 weight into the half-split layout (see module docstring).
+
+    Raises KernelInputError for asymmetric weights (zeros), and for group sizes other
+    than -1 (per-channel, or g == K), 32, 64, 128, 256.
+    """
+    if zeros is not None:
+        raise KernelInputError(
+            "zeros: the Triton W4A8/W4A16 kernels take symmetric int4 weights only "
+            "(signed [-8, 7], zeros=None)")
+    n, k, g, scales2d = check_weight(w_q, scales, group_size)
+    per_channel = g == k
+    if not per_channel and g not in SUPPORTED_GROUPS:
+        raise KernelInputError(
+            f"group_size = {group_size}; the Triton kernels accept {SUPPORTED_GROUPS} "
+            f"(-1 = per-channel) or group_size == K")
+    dev = torch.device(device) if device is not None else w_q.device
+    w = w_q.to(dev)
+    kp = _padded_k(k, 128 if per_channel else g)
+    if kp != k:
+        w = torch.nn.functional.pad(w, (0, kp - k))
+    half = kp // 2
+    lo = w[:, :half].to(torch.int16) & 0xF
+    hi = w[:, half:].to(torch.int16) << 4
+    # (hi | lo) lies in [-128, 127] as int16 (hi carries the sign), so the int8 cast is exact.
+    packed = (hi | lo).to(torch.int8).contiguous()
+
+    s = scales2d.to(device=dev, dtype=torch.float32)
+    if per_channel:
+        s_t = s.reshape(1, n).contiguous()
+    else:
+        s_t = torch.zeros(kp // g, n, dtype=torch.float32, device=dev)
+        s_t[: k // g] = s.t()
+    return HalfSplitInt4(packed=packed, scales=s_t, group_size=-1 if per_channel else g,
+                         n=n, k=k, k_padded=kp)
+
+
+def unpack_half_split(w: HalfSplitInt4) -> tuple[torch.Tensor, torch.Tensor]:
+    """Inverse of pack_half_split: (w_q int8 [N, K], scales float32 [N, K // g])."""
+    p = w.packed.to(torch.int16)
+    lo = ((p & 0xF) ^ 8) - 8
+    hi = p >> 4
+    w_q = torch.cat([lo, hi], dim=1)[:, : w.k].to(torch.int8)
+    if w.per_channel:
+        return w_q, w.scales.reshape(w.n, 1).clone()
+    return w_q, w.scales[: w.k // w.group_size].t().contiguous()

@@ -1,0 +1,128 @@
+"""What the Triton GPU kernels share: the availability probe, tile configs, M buckets.
+
+Nothing here imports triton at module load: `triton_available()` answers on machines
+without triton or without a GPU, so the workbench can say why the GPU kernels are absent.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+
+from kernels.errors import KernelInputError, KernelUnavailableError
+
+__all__ = [
+    "TileConfig",
+    "triton_available",
+    "require_triton",
+    "interpreting",
+    "m_bucket",
+    "M_BUCKETS",
+    "sm_count",
+    "resolve_split_k",
+]
+
+# int8 and bf16 mma.sync exist from sm80 on; bf16 `tl.dot` needs Ampere or newer.
+_MIN_CAPABILITY = (8, 0)
+
+# Decode, mid and prefill, as the issue asks: a config table is keyed by these names.
+M_BUCKETS = ("decode", "mid", "prefill")
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def triton_available() -> tuple[bool, str]:
+    """(usable, why): the Triton kernels need triton and a CUDA GPU of sm80 or newer.
+
+    Under TRITON_INTERPRET=1 they run on CPU tensors through Triton's interpreter,
+    exactly but slowly; that mode is for tests.
+    """
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False, "triton not installed (pip install triton)"
+    if interpreting():
+        return True, "Triton interpreter (TRITON_INTERPRET=1): CPU tensors, for tests only"
+    if not torch.cuda.is_available():
+        return False, "no CUDA device"
+    cap = torch.cuda.get_device_capability()
+    if cap < _MIN_CAPABILITY:
+        name = torch.cuda.get_device_name()
+        return False, (f"{name} has compute capability {cap[0]}.{cap[1]}; the Triton "
+                       f"W4A8/W4A16 kernels need 8.0 or newer")
+    return True, f"triton {triton.__version__} on {torch.cuda.get_device_name()}"
+
+
+def require_triton() -> None:
+    """Raise KernelUnavailableError with the probe's reason when the kernels cannot run."""
+    ok, why = triton_available()
+    if not ok:
+        raise KernelUnavailableError(f"Triton W4A8/W4A16 kernels unavailable: {why}")
+
+
+def m_bucket(m: int) -> str:
+    """decode: M <= 16 (weight streaming); mid: M <= 512; prefill: larger (math bound)."""
+    if m <= 16:
+        return "decode"
+    if m <= 512:
+        return "mid"
+    return "prefill"
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """One launch configuration of the W4A8 / W4A16 GEMMs.
+
+    block_k counts packed bytes per K step: each step covers 2 * block_k values of K
+    (block_k from the low half of K and block_k from the high half, see triton_pack).
+    split_k = 0 picks a split from the tile count and the number of multiprocessors.
+    swap_ab computes (W @ X^T)^T so the unpacked weight is the left operand, which
+    Triton can keep in registers, and a small M becomes the narrow side of the dot.
+    """
+
+    block_m: int
+    block_n: int
+    block_k: int
+    split_k: int = 1
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+    swap_ab: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("block_m", "block_n", "block_k"):
+            v = getattr(self, name)
+            if v < 16 or v & (v - 1):
+                raise KernelInputError(f"TileConfig.{name} = {v}; accepted: a power of two >= 16")
+        if self.split_k < 0 or self.split_k > 64:
+            raise KernelInputError(f"TileConfig.split_k = {self.split_k}; accepted: 0 (auto) to 64")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise KernelInputError(f"TileConfig.num_warps = {self.num_warps}; accepted: 1, 2, 4, 8, 16")
+
+
+def sm_count(device: torch.device) -> int:
+    """Multiprocessors to fill; the interpreter gets a small fixed number."""
+    if device.type != "cuda":
+        return 4
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def resolve_split_k(cfg: TileConfig, m: int, n: int, k_steps: int, device: torch.device) -> int:
+    """The split-K factor to launch: cfg.split_k, or for 0 enough splits to fill the chip.
+
+    Never more splits than K steps, so every split owns at least one step.
+    """
+    if cfg.split_k:
+        return max(1, min(cfg.split_k, k_steps))
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    sms = sm_count(device)
+    split = 1
+    # Double while one wave is less than full and each split keeps >= 4 K steps to
+    # amortize its partial-sum write.
+    while tiles * split * 2 <= 2 * sms and k_steps // (split * 2) >= 4 and split < 32:
+        split *= 2
+    return split

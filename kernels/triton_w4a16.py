@@ -1,0 +1,103 @@
+"""W4A16 with Triton: int4 weights dequantized in registers to bf16/fp16, then a bf16 dot.
+
+Public API (CUDA tensors; CPU tensors only under TRITON_INTERPRET=1):
+
+    ok, why = triton_available()                     # from kernels.triton_runtime
+    packed = prepare_w4a16(w_q, scales, group_size)  # once, at load time
+    out = w4a16_matmul(x, packed)                    # x bf16/fp16 [M, K] -> [M, N], x's dtype
+
+Same weight convention and half-split layout as kernels.triton_w4a8 (one packed weight
+serves both kernels). Grouped weights are dequantized as q * scale rounded to x's dtype,
+as Marlin and the other W4A16 kernels do; per-channel weights enter the dot as exact
+integers and their scale multiplies the float32 accumulator at the end. Small M uses
+split-K (float32 partials, reduced in a fixed order).
+
+Launch configs come from `W4A16_CONFIGS`, keyed by (M bucket, per-channel or grouped),
+tuned on an H200 by benchmarks/gpu_sweep.py; pass `config=` to override.
+"""
+from __future__ import annotations
+
+import torch
+
+from kernels.errors import KernelInputError
+from kernels.triton_pack import HalfSplitInt4, pack_half_split
+from kernels.triton_runtime import (
+    TileConfig,
+    m_bucket,
+    require_triton,
+    resolve_split_k,
+    triton_available,
+)
+from kernels.triton_w4a8 import fit_block_k, split_k_buffers
+
+__all__ = ["prepare_w4a16", "w4a16_matmul", "triton_available", "W4A16_CONFIGS", "w4a16_config"]
+
+_X_DTYPES = (torch.bfloat16, torch.float16)
+
+W4A16_CONFIGS: dict[tuple[str, str], TileConfig] = {
+    ("decode", "channel"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
+    ("decode", "group"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
+    ("mid", "channel"): TileConfig(64, 128, 64, num_warps=4, num_stages=4),
+    ("mid", "group"): TileConfig(64, 128, 64, num_warps=4, num_stages=4),
+    ("prefill", "channel"): TileConfig(128, 256, 64, num_warps=8, num_stages=3),
+    ("prefill", "group"): TileConfig(128, 256, 64, num_warps=8, num_stages=3),
+}
+
+
+def prepare_w4a16(
+    w_q: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    zeros: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> HalfSplitInt4:
+    """The load-time repack: int8 [N, K] int4 values + scales -> half-split layout."""
+    return pack_half_split(w_q, scales, group_size, zeros, device)
+
+
+def w4a16_config(m: int, packed: HalfSplitInt4) -> TileConfig:
+    """The tuned config for this M and weight, block_k fitted to Kp/2."""
+    cfg = W4A16_CONFIGS[(m_bucket(m), "channel" if packed.per_channel else "group")]
+    return fit_block_k(cfg, packed.half_k)
+
+
+def w4a16_matmul(
+    x: torch.Tensor,
+    packed: HalfSplitInt4,
+    config: TileConfig | None = None,
+) -> torch.Tensor:
+    """x bf16/fp16 [M, K] @ dequant(W)^T -> [M, N] in x's dtype."""
+    require_triton()
+    from kernels.triton_jit import w4a16_kernel
+
+    if x.dtype not in _X_DTYPES:
+        raise KernelInputError(f"x has dtype {x.dtype}; accepted: {_X_DTYPES}")
+    if x.dim() != 2 or x.shape[1] != packed.k:
+        raise KernelInputError(
+            f"x has shape {tuple(x.shape)}; the weight needs [M, K] with K = {packed.k}")
+    if x.device != packed.device:
+        raise KernelInputError(f"x is on {x.device} but the packed weight is on {packed.device}")
+    x = x if x.stride(1) == 1 else x.contiguous()
+    m, n = x.shape[0], packed.n
+    out = torch.empty((m, n), dtype=x.dtype, device=x.device)
+    if m == 0:
+        return out
+    cfg = config or w4a16_config(m, packed)
+    if packed.half_k % cfg.block_k:
+        raise KernelInputError(
+            f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
+    steps = packed.half_k // cfg.block_k
+    split = resolve_split_k(cfg, m, n, steps, x.device)
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    part, locks = split_k_buffers(m, n, split, tiles, x.device)
+    w4a16_kernel[(tiles, split)](
+        x, packed.packed, packed.scales, out, part, locks,
+        m, n, packed.k, packed.half_k,
+        x.stride(0), packed.packed.stride(0), packed.scales.stride(0), out.stride(0),
+        GROUP_K=0 if packed.per_channel else packed.group_size,
+        EVEN_K=packed.k == packed.k_padded,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        GROUP_M=cfg.group_m, SPLIT_K=split, SWAP_AB=cfg.swap_ab,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return out

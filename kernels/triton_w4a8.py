@@ -1,0 +1,202 @@
+"""W4A8 on int8 tensor cores with Triton: int4 weights, dynamic per-token int8 activations.
+
+Public API (CUDA tensors; CPU tensors only under TRITON_INTERPRET=1):
+
+    ok, why = triton_available()                    # from kernels.triton_runtime
+    packed = prepare_w4a8(w_q, scales, group_size)  # once, at load time
+    out = w4a8_matmul(x, packed)                    # x bf16/fp16 [M, K] -> [M, N], x's dtype
+    x_q, x_scale = quantize_per_token_int8_triton(x)
+    out = w4a8_matmul_quantized(x_q, x_scale, packed, out_dtype=torch.bfloat16)
+
+w_q int8 [N, K] holds signed int4 [-8, 7]; scales [N, K // g]; group_size -1
+(per-channel), 32, 64, 128 or 256. `prepare_w4a8` repacks into the half-split layout
+(kernels.triton_pack) so the kernel unpacks with two shifts and no permute.
+
+Math, per output element: x_scale[m] * sum over groups of w_scale[n, g] * int32 dot of
+the group. The int32 dot of one group is exact; the per-group scaling and the sum over
+groups are float32; the output is rounded once to bf16/fp16. Activations are quantized
+like vLLM's `per_token_quant_int8` (kernels.quant.quantize_per_token_int8), bit for bit.
+
+Launch configs come from `W4A8_CONFIGS`, keyed by (M bucket, per-channel or grouped),
+tuned on an H200 by benchmarks/gpu_sweep.py; pass `config=` to override.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from kernels.errors import KernelInputError
+from kernels.triton_pack import HalfSplitInt4, pack_half_split
+from kernels.triton_runtime import (
+    TileConfig,
+    m_bucket,
+    require_triton,
+    resolve_split_k,
+    triton_available,
+)
+
+__all__ = [
+    "prepare_w4a8",
+    "w4a8_matmul",
+    "w4a8_matmul_quantized",
+    "quantize_per_token_int8_triton",
+    "triton_available",
+    "W4A8_CONFIGS",
+    "w4a8_config",
+]
+
+_OUT_DTYPES = (torch.bfloat16, torch.float16)
+
+# (bucket, "channel" | "group") -> config. Grouped launches use block_k = group size.
+W4A8_CONFIGS: dict[tuple[str, str], TileConfig] = {
+    ("decode", "channel"): TileConfig(16, 64, 256, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
+    ("decode", "group"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
+    ("mid", "channel"): TileConfig(64, 128, 128, num_warps=4, num_stages=4),
+    ("mid", "group"): TileConfig(64, 128, 128, num_warps=4, num_stages=4),
+    ("prefill", "channel"): TileConfig(128, 256, 128, num_warps=8, num_stages=3),
+    ("prefill", "group"): TileConfig(128, 256, 128, num_warps=8, num_stages=3),
+}
+
+
+def prepare_w4a8(
+    w_q: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    zeros: torch.Tensor | None = None,
+    device: torch.device | str | None = None,
+) -> HalfSplitInt4:
+    """The load-time repack: int8 [N, K] int4 values + scales -> half-split layout."""
+    return pack_half_split(w_q, scales, group_size, zeros, device)
+
+
+def w4a8_config(m: int, packed: HalfSplitInt4) -> TileConfig:
+    """The tuned config for this M and weight; grouped weights force block_k = g."""
+    cfg = W4A8_CONFIGS[(m_bucket(m), "channel" if packed.per_channel else "group")]
+    if not packed.per_channel:
+        return replace(cfg, block_k=packed.group_size)
+    return fit_block_k(cfg, packed.half_k)
+
+
+def fit_block_k(cfg: TileConfig, half_k: int) -> TileConfig:
+    """Halve a table config's block_k until it divides Kp/2 (128 always does)."""
+    bk = cfg.block_k
+    while half_k % bk:
+        bk //= 2
+    return cfg if bk == cfg.block_k else replace(cfg, block_k=bk)
+
+
+def _check_x(x: torch.Tensor, k: int, name: str, dtypes: tuple[torch.dtype, ...]) -> None:
+    if x.dtype not in dtypes:
+        raise KernelInputError(f"{name} has dtype {x.dtype}; accepted: {dtypes}")
+    if x.dim() != 2 or x.shape[1] != k:
+        raise KernelInputError(
+            f"{name} has shape {tuple(x.shape)}; the weight needs [M, K] with K = {k}")
+
+
+def _check_device(t: torch.Tensor, name: str, packed: HalfSplitInt4) -> None:
+    if t.device != packed.device:
+        raise KernelInputError(
+            f"{name} is on {t.device} but the packed weight is on {packed.device}")
+
+
+def quantize_per_token_int8_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dynamic symmetric per-token int8 on the GPU: (x_q int8 [M, K], x_scale fp32 [M, 1])."""
+    require_triton()
+    from kernels.triton_jit import quant_per_token_int8_kernel
+
+    if x.dim() != 2 or not x.dtype.is_floating_point:
+        raise KernelInputError(f"x must be a floating [M, K] tensor, got {x.dtype} {tuple(x.shape)}")
+    x = x if x.stride(1) == 1 else x.contiguous()
+    m, k = x.shape
+    x_q = torch.empty((m, k), dtype=torch.int8, device=x.device)
+    x_scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
+    if m == 0:
+        return x_q, x_scale
+    block = min(max(triton_next_pow2(k), 128), 8192)
+    quant_per_token_int8_kernel[(m,)](x, x_q, x_scale, k, x.stride(0), x_q.stride(0),
+                                      BLOCK=block, num_warps=8 if block >= 4096 else 4)
+    return x_q, x_scale
+
+
+def triton_next_pow2(v: int) -> int:
+    return 1 << (max(v, 1) - 1).bit_length()
+
+
+_LOCKS: dict[torch.device, torch.Tensor] = {}
+
+
+def split_k_buffers(m: int, n: int, split: int, tiles: int, device: torch.device
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(float32 partials [split, M, N], per-tile counters). Counters start at zero and
+    the last split of each tile resets its own, so one zeroed buffer serves every call
+    on a device (launches on one stream never overlap)."""
+    locks = _LOCKS.get(device)
+    if locks is None or locks.numel() < tiles:
+        locks = torch.zeros(max(tiles, 4096), dtype=torch.int32, device=device)
+        _LOCKS[device] = locks
+    if split == 1:
+        return locks, locks  # unused by the kernel when SPLIT_K == 1
+    return torch.empty((split, m, n), dtype=torch.float32, device=device), locks
+
+
+def w4a8_matmul_quantized(
+    x_q: torch.Tensor,
+    x_scale: torch.Tensor,
+    packed: HalfSplitInt4,
+    out_dtype: torch.dtype = torch.bfloat16,
+    config: TileConfig | None = None,
+) -> torch.Tensor:
+    """The GEMM alone, on pre-quantized activations: x_q int8 [M, K], x_scale [M] or [M, 1]."""
+    require_triton()
+    from kernels.triton_jit import w4a8_kernel
+
+    _check_x(x_q, packed.k, "x_q", (torch.int8,))
+    _check_device(x_q, "x_q", packed)
+    if out_dtype not in _OUT_DTYPES:
+        raise KernelInputError(f"out_dtype = {out_dtype}; accepted: {_OUT_DTYPES}")
+    m = x_q.shape[0]
+    if x_scale.numel() != m:
+        raise KernelInputError(f"x_scale has {x_scale.numel()} values; x_q has M = {m} rows")
+    x_q = x_q if x_q.stride(1) == 1 else x_q.contiguous()
+    x_scale = x_scale.reshape(m).to(torch.float32).contiguous()
+    n = packed.n
+    out = torch.empty((m, n), dtype=out_dtype, device=x_q.device)
+    if m == 0:
+        return out
+    cfg = config or w4a8_config(m, packed)
+    g = 0 if packed.per_channel else packed.group_size
+    if g and cfg.block_k != g:
+        raise KernelInputError(
+            f"config.block_k = {cfg.block_k}; a W4A8 weight with group_size {g} needs block_k == {g}")
+    if packed.half_k % cfg.block_k:
+        raise KernelInputError(
+            f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
+    steps = packed.half_k // cfg.block_k
+    split = resolve_split_k(cfg, m, n, steps, x_q.device)
+    tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
+    part, locks = split_k_buffers(m, n, split, tiles, x_q.device)
+    w4a8_kernel[(tiles, split)](
+        x_q, x_scale, packed.packed, packed.scales, out, part, locks,
+        m, n, packed.k, packed.half_k,
+        x_q.stride(0), packed.packed.stride(0), packed.scales.stride(0), out.stride(0),
+        GROUP_K=g, EVEN_K=packed.k == packed.k_padded,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        GROUP_M=cfg.group_m, SPLIT_K=split, SWAP_AB=cfg.swap_ab,
+        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+    )
+    return out
+
+
+def w4a8_matmul(
+    x: torch.Tensor,
+    packed: HalfSplitInt4,
+    out_dtype: torch.dtype | None = None,
+    config: TileConfig | None = None,
+) -> torch.Tensor:
+    """x bf16/fp16 [M, K] -> quantize per token -> int8 GEMM -> [M, N] in out_dtype (x's)."""
+    _check_x(x, packed.k, "x", _OUT_DTYPES + (torch.float32,))
+    _check_device(x, "x", packed)
+    out_dtype = out_dtype or (x.dtype if x.dtype in _OUT_DTYPES else torch.bfloat16)
+    x_q, x_scale = quantize_per_token_int8_triton(x)
+    return w4a8_matmul_quantized(x_q, x_scale, packed, out_dtype, config)
