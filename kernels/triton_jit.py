@@ -77,7 +77,7 @@ def _tile_ids(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.co
 
 
 @triton.jit
-def _k_range(HALF_K, BLOCK_K: tl.constexpr, SPLIT_K: tl.constexpr):
+def _k_range(HALF_K, BLOCK_K: tl.constexpr, SPLIT_K):
     """[start, end) of this split's K steps (BLOCK_K bytes each) over Kp/2."""
     steps = HALF_K // BLOCK_K
     per = tl.cdiv(steps, SPLIT_K)
@@ -97,10 +97,10 @@ def _unpack_hi(p):
 
 
 @triton.jit
-def _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id, MN,
-                SPLIT_K: tl.constexpr):
+def _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id, MN, SPLIT_K,
+                USE_SPLIT: tl.constexpr):
     """Write a finished float32 tile, or reduce split-K partials (see module docstring)."""
-    if SPLIT_K == 1:
+    if not USE_SPLIT:
         tl.store(out_ptr + offs, acc.to(out_ptr.dtype.element_ty), mask=mask)
     else:
         pid_k = tl.program_id(1)
@@ -110,7 +110,7 @@ def _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id, MN,
         arrived = tl.atomic_add(lock_ptr + tile_id, 1, sem="acq_rel", scope="gpu")
         if arrived == SPLIT_K - 1:
             total = tl.zeros_like(acc)
-            for s in tl.static_range(SPLIT_K):
+            for s in range(SPLIT_K):
                 # .cg reads from L2: other multiprocessors wrote these partials.
                 total += tl.load(part_ptr + s * MN + offs, mask=mask, cache_modifier=".cg")
             tl.store(out_ptr + offs, total.to(out_ptr.dtype.element_ty), mask=mask)
@@ -119,7 +119,7 @@ def _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id, MN,
 
 # %% W4A8: int8 activations x int4 weights on int8 tensor cores
 
-@triton.jit(do_not_specialize=["M"])
+@triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def w4a8_kernel(
     # pointers
     xq_ptr, xs_ptr, wp_ptr, ws_ptr, out_ptr, part_ptr, lock_ptr,
@@ -131,7 +131,8 @@ def w4a8_kernel(
     GROUP_K: tl.constexpr,  # 0 = per-channel; else the group size, equal to BLOCK_K
     EVEN_K: tl.constexpr,   # K == Kp: no activation column needs masking
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SWAP_AB: tl.constexpr,
+    SPLIT_K,  # K splits (grid axis 1); USE_SPLIT is SPLIT_K > 1
+    GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
 ):
     """out[M, N] = xs[m] * sum_groups s[g, n] * (xq[m, group] . w[n, group]), int32 dots.
 
@@ -213,7 +214,7 @@ def w4a8_kernel(
         mask = (rm[:, None] < M) & (rn[None, :] < N)
 
     _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id,
-                tl.cast(M, tl.int64) * N, SPLIT_K)
+                tl.cast(M, tl.int64) * N, SPLIT_K, USE_SPLIT)
 
 
 # %% W4A16: bf16/fp16 activations x int4 weights dequantized in registers
@@ -243,7 +244,7 @@ def _dequant(q, s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr, BLOCK_K: tl.co
     return (q.to(tl.float32) * s).to(DTYPE)
 
 
-@triton.jit(do_not_specialize=["M"])
+@triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def w4a16_kernel(
     # pointers
     x_ptr, wp_ptr, ws_ptr, out_ptr, part_ptr, lock_ptr,
@@ -255,7 +256,8 @@ def w4a16_kernel(
     GROUP_K: tl.constexpr,  # 0 = per-channel, else the group size
     EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-    GROUP_M: tl.constexpr, SPLIT_K: tl.constexpr, SWAP_AB: tl.constexpr,
+    SPLIT_K,
+    GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
 ):
     """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation.
 
@@ -322,4 +324,4 @@ def w4a16_kernel(
         mask = (rm[:, None] < M) & (rn[None, :] < N)
 
     _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id,
-                tl.cast(M, tl.int64) * N, SPLIT_K)
+                tl.cast(M, tl.int64) * N, SPLIT_K, USE_SPLIT)

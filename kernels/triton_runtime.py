@@ -5,6 +5,8 @@ without triton or without a GPU, so the workbench can say why the GPU kernels ar
 """
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import os
 from dataclasses import dataclass
 
@@ -41,9 +43,9 @@ def triton_available() -> tuple[bool, str]:
     Under TRITON_INTERPRET=1 they run on CPU tensors through Triton's interpreter,
     exactly but slowly; that mode is for tests.
     """
-    try:
-        import triton  # noqa: F401
-    except ImportError:
+    # find_spec, not import: importing triton fixes, for the whole process, whether its
+    # @jit builtins are compiled or interpreted, so a probe must not do it early.
+    if importlib.util.find_spec("triton") is None:
         return False, "triton not installed (pip install triton)"
     if interpreting():
         return True, "Triton interpreter (TRITON_INTERPRET=1): CPU tensors, for tests only"
@@ -54,7 +56,7 @@ def triton_available() -> tuple[bool, str]:
         name = torch.cuda.get_device_name()
         return False, (f"{name} has compute capability {cap[0]}.{cap[1]}; the Triton "
                        f"W4A8/W4A16 kernels need 8.0 or newer")
-    return True, f"triton {triton.__version__} on {torch.cuda.get_device_name()}"
+    return True, f"triton {importlib.metadata.version('triton')} on {torch.cuda.get_device_name()}"
 
 
 def require_triton() -> None:

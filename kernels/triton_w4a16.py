@@ -97,7 +97,7 @@ def w4a16_matmul(
         GROUP_K=0 if packed.per_channel else packed.group_size,
         EVEN_K=packed.k == packed.k_padded,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        GROUP_M=cfg.group_m, SPLIT_K=split, SWAP_AB=cfg.swap_ab,
+        SPLIT_K=split, GROUP_M=cfg.group_m, USE_SPLIT=split > 1, SWAP_AB=cfg.swap_ab,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

@@ -182,7 +182,7 @@ def w4a8_matmul_quantized(
         x_q.stride(0), packed.packed.stride(0), packed.scales.stride(0), out.stride(0),
         GROUP_K=g, EVEN_K=packed.k == packed.k_padded,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
-        GROUP_M=cfg.group_m, SPLIT_K=split, SWAP_AB=cfg.swap_ab,
+        SPLIT_K=split, GROUP_M=cfg.group_m, USE_SPLIT=split > 1, SWAP_AB=cfg.swap_ab,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out
