@@ -34,6 +34,11 @@ QUANT_METHODS = {
 _PARAMS_DTYPES = ("bfloat16", "float16", "float32")
 
 
+def _natural_key(name: str) -> list:
+    # model.layers.2 before model.layers.10
+    return [(0, int(p), "") if p.isdigit() else (1, 0, p) for p in name.split(".")]
+
+
 def _params_dtype(config: dict) -> tuple[str, tuple[str, ...]]:
     """The model dtype from config.json (`dtype` in transformers 5, `torch_dtype` before)."""
     raw = config.get("dtype", config.get("torch_dtype"))
@@ -111,6 +116,7 @@ def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
                  CheckpointFormat.AWQ: parse_awq_config}[fmt]
         parsed = parse(qc, qwhere)
         layers = gptq_layer_specs(parsed, files.tensors, params_dtype=params_dtype, source=source)
+    layers.sort(key=lambda s: _natural_key(s.name))
     if not layers:
         notes = notes + ("no quantized layer found: no tensor matches the config's layout",)
     return Checkpoint(files.root, files, config, qc, fmt, params_dtype, parsed, layers,
