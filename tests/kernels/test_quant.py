@@ -124,3 +124,27 @@ def test_per_token_int8_codes_reconstruct_within_half_step(m, k, mag):
     x_q, s = quantize_per_token_int8(x)
     err = (x_q.double() * s.double() - x.double()).abs()
     assert torch.all(err <= 0.5 * s.double() * (1 + 1e-5) + 1e-30)
+
+
+def test_round_half_away_exhaustive_near_every_tie():
+    # every float32 within 6 ulps of n + 0.5 (and of n) for n in [0, 130], both signs
+    centers = torch.arange(0, 131, dtype=torch.float64)
+    pts = torch.cat([centers + 0.5, centers]).to(torch.float32)
+    vals = [pts]
+    up, down = pts.clone(), pts.clone()
+    for _ in range(6):
+        up = torch.nextafter(up, torch.full_like(up, float("inf")))
+        down = torch.nextafter(down, torch.zeros_like(down))
+        vals += [up, down]
+    v = torch.cat(vals)
+    v = torch.cat([v, -v])
+    v64 = v.double()
+    want = torch.sign(v64) * torch.floor(v64.abs() + 0.5)  # exact in float64
+    assert torch.equal(round_half_away_from_zero(v).double(), want)
+
+
+def test_round_half_away_dense_below_two():
+    v = torch.arange(0, 2**24, 7, dtype=torch.int64).to(torch.float64) / 2**23  # [0, 2)
+    v = v.to(torch.float32)
+    want = torch.floor(v.double() + 0.5)
+    assert torch.equal(round_half_away_from_zero(v).double(), want)

@@ -1,0 +1,88 @@
+"""Build and load the AVX2 W4A8 GEMM (kernels/csrc/w4a8_avx2.c) at first use.
+
+A plain C shared library called through ctypes: it needs only a C compiler (no torch
+headers, so it builds in about a second) and ctypes releases the GIL during the call.
+Where it cannot build or run (no compiler, no AVX2/FMA, not x86-64), `load()` returns
+None and `why_unavailable()` says why; callers then use the pure-torch path.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+__all__ = ["load", "why_unavailable", "cache_dir"]
+
+_SRC = Path(__file__).parent / "csrc" / "w4a8_avx2.c"
+_FLAGS = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-pthread"]
+_state: dict[str, object] = {}
+
+
+def cache_dir() -> Path:
+    """Where built libraries go: $W4A8_WORKBENCH_CACHE, else ~/.cache/w4a8-workbench."""
+    root = os.environ.get("W4A8_WORKBENCH_CACHE") or Path.home() / ".cache" / "w4a8-workbench"
+    return Path(root)
+
+
+def _cpu_has_avx2_fma() -> tuple[bool, str]:
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False, f"not an x86-64 CPU ({platform.machine()})"
+    try:
+        flags = Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False, "cannot read /proc/cpuinfo to check for AVX2 and FMA"
+    missing = [f for f in ("avx2", "fma") if f not in flags]
+    if missing:
+        return False, f"CPU lacks {', '.join(missing)}"
+    return True, ""
+
+
+def _build() -> ctypes.CDLL:
+    ok, why = _cpu_has_avx2_fma()
+    if not ok:
+        raise OSError(why)
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        raise OSError("no C compiler (cc or gcc) on PATH to build the AVX2 W4A8 kernel")
+    src = _SRC.read_bytes()
+    tag = hashlib.sha256(src + " ".join(_FLAGS).encode()).hexdigest()[:16]
+    out = cache_dir() / f"w4a8_avx2-{tag}.so"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        # Build to a temporary name, then rename: concurrent builders never see half a file.
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+        os.close(fd)
+        proc = subprocess.run([cc, *_FLAGS, str(_SRC), "-o", tmp], capture_output=True, text=True)
+        if proc.returncode != 0:
+            os.unlink(tmp)
+            raise OSError(f"building {_SRC.name} failed: {proc.stderr.strip()[:500]}")
+        os.replace(tmp, out)
+    lib = ctypes.CDLL(str(out))
+    fn = lib.w4a8_gemm_u8s8
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, i64, i64, ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return lib
+
+
+def load() -> ctypes.CDLL | None:
+    """The loaded library, building it on first call; None where it cannot be had."""
+    if "lib" not in _state:
+        try:
+            _state["lib"] = _build()
+            _state["why"] = ""
+        except OSError as exc:
+            _state["lib"] = None
+            _state["why"] = str(exc)
+    return _state["lib"]  # type: ignore[return-value]
+
+
+def why_unavailable() -> str:
+    """Empty when the library loads, else the reason it does not."""
+    load()
+    return str(_state["why"])
