@@ -1,0 +1,214 @@
+"""Plotly figure builders shared by the app and the notebooks (no UI library here).
+
+Each builder takes the core's plain results (layers, matrix rows, sweep rows) and returns
+a `plotly.graph_objects.Figure`; `figure_html` / `figure_png` export one.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Sequence
+
+import plotly.graph_objects as go
+
+__all__ = [
+    "int4_histogram", "scale_histogram", "docs_matrix_figure", "alignment_figure",
+    "padding_cost_figure", "latency_figure", "speedup_figure", "error_figure",
+    "per_token_error_figure", "figure_html", "figure_png", "INC_TOKEN_THRESHOLD",
+]
+
+# vLLM's INC XPU path switches from W4A8 to W4A16 per call above this many tokens (facts §5).
+INC_TOKEN_THRESHOLD = 512
+
+_OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"
+
+
+def _layout(fig: go.Figure, title: str, **kwargs: Any) -> go.Figure:
+    fig.update_layout(title=title, template="plotly_white", margin=dict(l=60, r=20, t=50, b=50),
+                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), **kwargs)
+    return fig
+
+
+# --------------------------------------------------------------------------- layer
+
+
+def int4_histogram(layer) -> go.Figure:
+    """How often each int4 code occurs in the layer's weight (signed, or unsigned with zeros)."""
+    import torch
+
+    w = layer.int4_weight().to(torch.int64).flatten()
+    signed = layer.zeros is None
+    lo = -8 if signed else 0
+    counts = torch.bincount(w - lo, minlength=16)[:16].tolist()
+    codes = list(range(lo, lo + 16))
+    fig = go.Figure(go.Bar(x=codes, y=counts, marker_color=_SELECTED, name="weights"))
+    kind = "signed int4 (symmetric)" if signed else "unsigned int4 with zero points"
+    return _layout(fig, f"Weight codes of {layer.name}: {kind}",
+                   xaxis_title="int4 code", yaxis_title="count", bargap=0.1)
+
+
+def scale_histogram(layer) -> go.Figure:
+    """The distribution of the group scales (as stored, shown in float32)."""
+    import torch
+
+    s = layer.scales.to(torch.float32).flatten().tolist()
+    fig = go.Figure(go.Histogram(x=s, nbinsx=60, marker_color=_OK, name="scales"))
+    return _layout(fig, f"Scales of {layer.name} ({layer.scales.shape[0]} x {layer.scales.shape[1]}, "
+                        f"{str(layer.scales.dtype).removeprefix('torch.')})",
+                   xaxis_title="scale", yaxis_title="count")
+
+
+# --------------------------------------------------------------------------- dispatch tables
+
+
+def docs_matrix_figure(rows: list[dict]) -> go.Figure:
+    """vLLM's documented hardware table against the code: each cell docs / code, disagreements red."""
+    hardware = [c["hardware"] for c in rows[0]["cells"]] if rows else []
+    names = [r["implementation"] for r in rows]
+    z, text, hover = [], [], []
+    for r in rows:
+        zr, tr, hr = [], [], []
+        for c in r["cells"]:
+            docs = "YES" if c["docs"] else "NO"
+            if c["code"] is None:
+                zr.append(0.5 if c["docs"] else 0.0)
+                tr.append(f"docs {docs}")
+            else:
+                code = "YES" if c["code"] else "NO"
+                zr.append(-1.0 if c["disagrees"] else (1.0 if c["code"] else 0.0))
+                tr.append(f"docs {docs}<br>code {code}" + (" (W4A16)" if c["weight_only"] else ""))
+            hr.append(c["explanation"])
+        z.append(zr)
+        text.append(tr)
+        hover.append(hr)
+    colorscale = [[0.0, _REJECT], [0.33, _REJECT], [0.34, "#f4f4f4"], [0.6, "#cfe8d8"], [1.0, _OK]]
+    fig = go.Figure(go.Heatmap(z=z, x=hardware, y=names, text=text, texttemplate="%{text}",
+                               customdata=hover, hovertemplate="%{y} on %{x}<br>%{customdata}<extra></extra>",
+                               colorscale=colorscale, zmin=-1, zmax=1, showscale=False, xgap=2, ygap=2))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, "vLLM docs (Supported Hardware) against what the 0.33.0 code selects; "
+                        "red: they disagree", height=120 + 48 * len(names))
+
+
+def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:
+    """Every layer partition against every candidate kernel: accepted, selected, or rejected.
+
+    `rows`: one per layer, each with `label` and `verdicts` {kernel: (outcome, reason)} where
+    outcome is "selected", "accepts", "rejected", "capability", "disabled" or "not reached".
+    """
+    code = {"selected": 2, "accepts": 1, "rejected": -1, "capability": -1, "disabled": -0.5,
+            "crashed": -1, "not reached": 0}
+    z, text, hover = [], [], []
+    for r in rows:
+        zr, tr, hr = [], [], []
+        for k in kernels:
+            outcome, reason = r["verdicts"].get(k, ("not reached", ""))
+            zr.append(code.get(outcome, 0))
+            tr.append({"selected": "SELECTED", "accepts": "accepts"}.get(outcome, "") or
+                      ("rejects" if code.get(outcome, 0) < 0 else ""))
+            hr.append(reason or outcome)
+        z.append(zr)
+        text.append(tr)
+        hover.append(hr)
+    colorscale = [[0.0, _REJECT], [0.25, "#f0ad4e"], [0.34, "#f4f4f4"], [0.67, "#cfe8d8"], [1.0, _SELECTED]]
+    short = [k.removesuffix("LinearKernel") for k in kernels]
+    fig = go.Figure(go.Heatmap(z=z, x=short, y=[r["label"] for r in rows], text=text,
+                               texttemplate="%{text}", customdata=hover,
+                               hovertemplate="%{y}<br>%{x}: %{customdata}<extra></extra>",
+                               colorscale=colorscale, zmin=-1, zmax=2, showscale=False, xgap=2, ygap=2))
+    fig.update_yaxes(autorange="reversed")
+    return _layout(fig, "Layer partitions against candidate kernels", height=140 + 36 * len(rows))
+
+
+def padding_cost_figure(rows: list[dict], *, x: str = "offset", y: str = "cost",
+                        series: str | None = None, title: str = "Alignment sweep: padding cost",
+                        xaxis_title: str = "offset from an aligned size",
+                        yaxis_title: str = "padding overhead (%)") -> go.Figure:
+    """Padding cost (or any y) against the K/N offset, one line per series."""
+    fig = go.Figure()
+    for name, pts in _group(rows, series):
+        fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
+                                 name=str(name)))
+    return _layout(fig, title, xaxis_title=xaxis_title, yaxis_title=yaxis_title)
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _group(rows: Iterable[dict], key: str | None) -> list[tuple[Any, list[dict]]]:
+    out: dict[Any, list[dict]] = {}
+    for r in rows:
+        out.setdefault(r.get(key) if key else "", []).append(r)
+    return list(out.items())
+
+
+def latency_figure(rows: list[dict], *, x: str = "m", y: str = "latency_us", series: str = "path",
+                   title: str = "Latency against tokens (M)") -> go.Figure:
+    """Latency against M for every path, log-log. Rows of saved results keep their own series."""
+    fig = go.Figure()
+    for name, pts in _group(rows, series):
+        pts = sorted(pts, key=lambda p: p[x])
+        dash = "dash" if any(p.get("saved") for p in pts) else "solid"
+        fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
+                                 name=str(name), line=dict(dash=dash)))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return _layout(fig, title, xaxis_title="tokens M", yaxis_title="latency (µs)")
+
+
+def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series: str = "series",
+                   crossovers: dict[str, float | None] | None = None,
+                   inc_threshold: int | None = INC_TOKEN_THRESHOLD,
+                   title: str = "W4A8 speedup over the W4A16 fallback") -> go.Figure:
+    """Speedup (W4A16 time / W4A8 time) against M, 1.0 drawn, crossovers and INC's 512 marked."""
+    fig = go.Figure()
+    for name, pts in _group(rows, series):
+        pts = sorted(pts, key=lambda p: p[x])
+        fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
+                                 name=str(name)))
+    fig.add_hline(y=1.0, line=dict(color="#888", dash="dot"))
+    for name, m in (crossovers or {}).items():
+        if m is not None:
+            fig.add_vline(x=m, line=dict(color=_OK, dash="dash"),
+                          annotation_text=f"measured crossover {name}: M≈{m:g}",
+                          annotation_position="top left")
+    if inc_threshold:
+        fig.add_vline(x=inc_threshold, line=dict(color=_REJECT, dash="dash"),
+                      annotation_text=f"INC W4A8 → W4A16 above {inc_threshold} tokens",
+                      annotation_position="bottom right")
+    fig.update_xaxes(type="log")
+    return _layout(fig, title, xaxis_title="tokens M", yaxis_title="speedup (×, >1: W4A8 faster)")
+
+
+def error_figure(rows: list[dict], *, x: str = "m", y: str = "sqnr_db", series: str = "path",
+                 yaxis_title: str = "SQNR against the float64 reference (dB)",
+                 title: str = "Error against tokens (M)") -> go.Figure:
+    fig = go.Figure()
+    for name, pts in _group(rows, series):
+        pts = sorted(pts, key=lambda p: p[x])
+        fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
+                                 name=str(name)))
+    fig.update_xaxes(type="log")
+    return _layout(fig, title, xaxis_title="tokens M", yaxis_title=yaxis_title)
+
+
+def per_token_error_figure(errors: dict[str, Sequence[float]], *,
+                           yaxis_title: str = "relative error per token",
+                           title: str = "Per-token error") -> go.Figure:
+    """One line per path: the error of each token (row of the output)."""
+    fig = go.Figure()
+    for name, values in errors.items():
+        fig.add_trace(go.Scatter(x=list(range(len(values))), y=list(values), mode="lines+markers",
+                                 name=str(name), marker=dict(size=4)))
+    return _layout(fig, title, xaxis_title="token", yaxis_title=yaxis_title)
+
+
+# --------------------------------------------------------------------------- export
+
+
+def figure_html(fig: go.Figure, *, offline: bool = True) -> str:
+    """A standalone HTML page; `offline` embeds plotly.js so it opens without a network."""
+    return fig.to_html(include_plotlyjs=True if offline else "cdn", full_html=True)
+
+
+def figure_png(fig: go.Figure, *, width: int = 1100, height: int = 550, scale: float = 1.0) -> bytes:
+    """PNG bytes through kaleido (which drives a local Chrome/Chromium)."""
+    return fig.to_image(format="png", width=width, height=height, scale=scale)

@@ -1,0 +1,293 @@
+"""Cached access to the core: layers (`st.cache_resource`), traces and tables (`st.cache_data`).
+
+Every loader raises the core's named errors (`workbench.errors.USER_ERRORS`); pages catch
+them and show the message. A layer is identified by a string key built from its source
+(sample name and layer, directory and mtime, upload digest, synthetic spec), so a cached
+trace never outlives the layer it was computed for.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import streamlit as st
+
+from workbench.errors import InvalidInputError
+from workbench.ui.state import PLATFORM_FIELDS, SAMPLE_ROOT
+
+# Local checkpoint directories must lie under one of these (os.pathsep-separated).
+ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
+# Uploads above this many bytes (all files together) are refused before they are parsed.
+MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+UPLOAD_SUFFIXES = (".safetensors", ".json")
+
+
+class PathNotAllowedError(InvalidInputError):
+    """A checkpoint directory outside the roots the user allowed."""
+
+
+class UploadRefusedError(InvalidInputError):
+    """An upload that is too large or is not safetensors / JSON."""
+
+
+# --------------------------------------------------------------------------- platforms
+
+
+@st.cache_resource(show_spinner=False)
+def host_platform():
+    """This machine as vLLM sees it (probes torch once per server)."""
+    from workbench.platforms import detect_host
+
+    return detect_host()
+
+
+def preset_platform(name: str):
+    from workbench.platforms import get_preset
+
+    return host_platform() if name == "host" else get_preset(name)
+
+
+def preset_fields(name: str) -> dict[str, Any]:
+    """The editable fields of a preset; lists (not tuples) so multiselects can hold them."""
+    p = preset_platform(name)
+    return {f: list(getattr(p, f)) if f in ("packages", "torch_ops") else getattr(p, f)
+            for f in PLATFORM_FIELDS}
+
+
+def preset_names() -> list[str]:
+    from workbench.platforms import PRESETS
+
+    return ["host", *PRESETS]
+
+
+def preset_label(name: str) -> str:
+    if name == "host":
+        return f"this machine ({host_platform().description.removeprefix('this machine: ')})"
+    from workbench.platforms import PRESETS
+
+    return f"{name}: {PRESETS[name].description}"
+
+
+def build_platform(preset: str, fields: dict[str, Any]):
+    """A Platform from a preset and edited fields, validated by the core's JSON reader."""
+    from workbench.platforms import platform_from_json
+
+    base = preset_platform(preset)
+    data = {f: fields[f] for f in PLATFORM_FIELDS}
+    edited = any(data[f] != (list(getattr(base, f)) if f in ("packages", "torch_ops")
+                             else getattr(base, f)) for f in PLATFORM_FIELDS)
+    data["name"] = base.name + (" (edited)" if edited else "")
+    data["description"] = base.label() + (" (edited)" if edited else "")
+    return platform_from_json(data)
+
+
+# --------------------------------------------------------------------------- checkpoints
+
+
+def sample_names() -> list[str]:
+    if not SAMPLE_ROOT.is_dir():
+        return []
+    return sorted(p.name for p in SAMPLE_ROOT.iterdir() if (p / "config.json").is_file())
+
+
+def allowed_roots() -> list[Path]:
+    """The bundled samples, plus what WORKBENCH_ALLOWED_ROOTS names."""
+    roots = [SAMPLE_ROOT.resolve()]
+    for part in os.environ.get(ROOTS_ENV, "").split(os.pathsep):
+        if part.strip():
+            roots.append(Path(part.strip()).expanduser().resolve())
+    return roots
+
+
+def check_directory(raw: str) -> Path:
+    """Resolve a user-typed directory (symlinks followed) and require it under an allowed root."""
+    if not raw.strip():
+        raise InvalidInputError("checkpoint directory: empty; type the path of a directory "
+                                "holding config.json and *.safetensors")
+    path = Path(raw.strip()).expanduser().resolve()
+    roots = allowed_roots()
+    if not any(path == r or path.is_relative_to(r) for r in roots):
+        raise PathNotAllowedError(
+            f"checkpoint directory {str(path)!r} is not under an allowed root; allowed: "
+            f"{', '.join(map(str, roots))}. Add roots with {ROOTS_ENV}=/path/a{os.pathsep}/path/b "
+            "before starting the app")
+    if not path.is_dir():
+        raise InvalidInputError(f"checkpoint directory {str(path)!r}: not a directory")
+    return path
+
+
+def _mtime(path: Path) -> float:
+    """Newest mtime of the directory's files: a rewritten checkpoint is read again."""
+    return max((p.stat().st_mtime for p in path.iterdir() if p.is_file()), default=0.0)
+
+
+@st.cache_resource(show_spinner=False, max_entries=16)
+def _open(path: str, mtime: float):
+    from workbench.checkpoints import open_checkpoint
+
+    return open_checkpoint(path)
+
+
+def open_dir(path: Path):
+    """The opened checkpoint (config + headers, no tensor data), cached per path and mtime."""
+    return _open(str(path), _mtime(path))
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _load(path: str, mtime: float, name: str):
+    return _open(path, mtime).load_layer(name)
+
+
+def save_upload(files: list[tuple[str, bytes]]) -> Path:
+    """Write uploaded config.json + *.safetensors to a private temp dir named by their digest.
+
+    Only the names the checkpoint readers look for are accepted; the readers then parse the
+    safetensors headers themselves (they never unpickle anything).
+    """
+    if not files:
+        raise UploadRefusedError("upload: no file; upload config.json and the *.safetensors file(s)")
+    total = sum(len(data) for _, data in files)
+    if total > MAX_UPLOAD_BYTES:
+        raise UploadRefusedError(
+            f"upload: {total / 2**20:.1f} MiB in all; the limit is {MAX_UPLOAD_BYTES // 2**20} MiB. "
+            f"Use a local directory under an allowed root ({ROOTS_ENV}) for larger checkpoints")
+    names = [Path(name).name for name, _ in files]
+    bad = [n for n in names if not n.endswith(UPLOAD_SUFFIXES)]
+    if bad:
+        raise UploadRefusedError(f"upload: {', '.join(bad)} refused; accepted: *.safetensors and "
+                                 "config.json / quantize_config.json / *.index.json (never pickles)")
+    if not any(n == "config.json" or n == "quantize_config.json" for n in names):
+        raise UploadRefusedError("upload: config.json is missing; the checkpoint readers take the "
+                                 "quantization config from it (upload it with the safetensors files)")
+    if not any(n.endswith(".safetensors") for n in names):
+        raise UploadRefusedError("upload: no *.safetensors file; accepted: the model's safetensors "
+                                 "file(s) with its config.json")
+    digest = hashlib.sha256()
+    for name, data in sorted(zip(names, (d for _, d in files))):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    out = Path(tempfile.gettempdir()) / "w4a8-workbench-uploads" / digest.hexdigest()[:24]
+    if not out.is_dir():
+        out.mkdir(parents=True, exist_ok=True)
+        for name, (_, data) in zip(names, files):
+            (out / name).write_bytes(data)
+    return out
+
+
+# --------------------------------------------------------------------------- the current layer
+
+
+@dataclass(frozen=True)
+class LayerRef:
+    """Where the current layer comes from; `key` identifies its content for the caches."""
+
+    source: str
+    key: str
+    label: str
+    path: Path | None = None
+    name: str | None = None
+
+
+def current_ref(ss: Any) -> LayerRef:
+    """The layer the user picked (no loading yet); raises a named error if it cannot be located."""
+    source = ss["layer.source"]
+    if source in ("sample", "directory", "upload"):
+        if source == "sample":
+            if ss["layer.sample"] not in sample_names():
+                raise InvalidInputError(
+                    f"sample {ss['layer.sample']!r}: not in {SAMPLE_ROOT}; accepted: "
+                    f"{', '.join(sample_names()) or 'none found (run sample_models/generate.py)'}")
+            path = SAMPLE_ROOT / ss["layer.sample"]
+        elif source == "directory":
+            path = check_directory(ss["layer.dir"])
+        else:
+            if not ss["layer.upload_dir"]:
+                raise InvalidInputError("upload: nothing uploaded yet; upload config.json and the "
+                                        "*.safetensors file(s) on the Layer page")
+            path = Path(ss["layer.upload_dir"])
+        ckpt = open_dir(path)
+        name = ss["layer.name"]
+        if name not in ckpt.layer_names():
+            name = ckpt.layer_names()[0] if ckpt.layers else name
+            ss["layer.name"] = name
+        label = f"{path.name} / {name}"
+        return LayerRef(source, f"{source}:{path}:{_mtime(path)}:{name}", label, path, name)
+    if source == "synthetic":
+        spec = synthetic_spec_dict(ss)
+        return LayerRef(source, "synthetic:" + json.dumps(spec, sort_keys=True),
+                        f"synthetic {spec['out_features']}x{spec['in_features']} {spec['scheme']}"
+                        f" g{spec['group_size']}", name="synthetic")
+    if source == "trained":
+        spec = trained_spec_dict(ss)
+        return LayerRef(source, "trained:" + json.dumps(spec, sort_keys=True),
+                        f"all-MiniLM-L6-v2 {spec['name']} {spec['scheme']} g{spec['group_size']}",
+                        name=spec["name"])
+    raise InvalidInputError(f"layer source {source!r}; accepted: sample, directory, upload, "
+                            "synthetic, trained")
+
+
+def synthetic_spec_dict(ss: Any) -> dict[str, Any]:
+    keys = ("out_features", "in_features", "group_size", "symmetric", "scheme", "distribution",
+            "outlier_channels", "params_dtype", "seed")
+    return {k: ss[f"syn.{k}"] for k in keys}
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _synthetic(spec_json: str):
+    from workbench.synthetic import SyntheticSpec, synthetic_layer
+
+    spec = SyntheticSpec(**json.loads(spec_json))
+    return synthetic_layer(spec, name="model.layers.0.mlp.down_proj")
+
+
+@st.cache_resource(show_spinner=False, max_entries=4)
+def _trained(spec_json: str):
+    from workbench.trained import trained_layer
+
+    spec = json.loads(spec_json)
+    return trained_layer(spec.pop("name"), **spec)
+
+
+def trained_spec_dict(ss: Any) -> dict[str, Any]:
+    return {k: ss[f"trained.{k}"] for k in ("name", "scheme", "group_size", "symmetric", "params_dtype")}
+
+
+def layer_spec(ref: LayerRef):
+    """The LayerSpec (shapes and args, no tensor data): all a trace needs."""
+    if ref.path is not None:
+        return open_dir(ref.path).spec(ref.name)
+    return load_layer(ref)
+
+
+def load_layer(ref: LayerRef):
+    """The QuantizedLayer with its tensors (read once per server, then shared)."""
+    if ref.path is not None:
+        return _load(str(ref.path), _mtime(ref.path), ref.name)
+    if ref.source == "synthetic":
+        return _synthetic(ref.key.removeprefix("synthetic:"))
+    return _trained(ref.key.removeprefix("trained:"))
+
+
+# --------------------------------------------------------------------------- traces and tables
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def trace(layer_key: str, _spec, platform_json: str, env_json: str, tp_size: int,
+          parallel: str | None):
+    """The dispatch trace of a layer (keyed by its content key, not the spec object)."""
+    from workbench.checkpoints import trace_layer
+    from workbench.platforms import platform_from_json
+
+    platform = platform_from_json(json.loads(platform_json))
+    return trace_layer(_spec, platform, json.loads(env_json), tp_size=tp_size, parallel=parallel)
+
+
+@st.cache_data(show_spinner=False)
+def docs_matrix(env_json: str) -> list[dict]:
+    from workbench.dispatch.docs_matrix import compute_matrix
+
+    return compute_matrix(json.loads(env_json) or None)

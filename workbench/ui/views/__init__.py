@@ -1,0 +1,1 @@
+"""One module per page: each exposes `render()`; the Tour reuses their parts."""

@@ -1,0 +1,197 @@
+"""Layer: pick a source (sample, directory, upload, synthetic, trained) and see what it holds."""
+from __future__ import annotations
+
+import json
+import re
+
+import streamlit as st
+
+from workbench.ui import loaders, state, widgets
+from workbench.ui.state import SAMPLE_ROOT, SOURCES, bind
+
+
+def _sample_blurbs() -> dict[str, str]:
+    """The 'what it shows' column of sample_models/README.md, by sample name."""
+    readme = SAMPLE_ROOT / "README.md"
+    if not readme.is_file():
+        return {}
+    out = {}
+    for line in readme.read_text(encoding="utf-8").splitlines():
+        m = re.match(r"\|\s*`([^`]+)`\s*\|\s*(.+?)\s*\|\s*$", line)
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def _on_sample() -> None:
+    st.session_state["layer.name"] = state.DEFAULT_LAYER
+
+
+def _checkpoint_source(source: str) -> None:
+    ss = st.session_state
+    if source == "sample":
+        names = loaders.sample_names()
+        if not names:
+            st.error(f"No bundled sample found under {SAMPLE_ROOT}: run `python sample_models/generate.py`.")
+            return
+        if ss["layer.sample"] not in names:
+            ss["layer.sample"] = names[0]
+        bind(st.selectbox, "Sample checkpoint", "layer.sample", options=names, after=_on_sample)
+        blurb = _sample_blurbs().get(ss["layer.sample"])
+        if blurb:
+            st.caption(blurb)
+    elif source == "directory":
+        roots = ", ".join(f"`{r}`" for r in loaders.allowed_roots())
+        bind(st.text_input, "Checkpoint directory (config.json + *.safetensors)", "layer.dir",
+             placeholder=str(SAMPLE_ROOT / "ct-w4a8-int-g128"))
+        st.caption(f"Allowed roots: {roots}. Add more with `{loaders.ROOTS_ENV}=/a{':'}/b` "
+                   "before `streamlit run app.py`.")
+    else:
+        files = st.file_uploader(
+            f"config.json and *.safetensors (up to {loaders.MAX_UPLOAD_BYTES // 2**20} MiB in all; "
+            "never pickles)", type=["safetensors", "json"], accept_multiple_files=True,
+            key="w:upload")
+        if files:
+            with widgets.user_errors():
+                ss["layer.upload_dir"] = str(loaders.save_upload([(f.name, f.getvalue()) for f in files]))
+
+
+def _synthetic_source() -> None:
+    from workbench.synthetic import DISTRIBUTIONS, SCHEMES
+
+    c = st.columns(3)
+    with c[0]:
+        bind(st.number_input, "out_features N", "syn.out_features", min_value=1, max_value=16384, step=64)
+        bind(st.number_input, "in_features K", "syn.in_features", min_value=1, max_value=16384, step=64)
+        bind(st.selectbox, "group size", "syn.group_size", options=[-1, 32, 64, 128, 256],
+             format_func=lambda g: "per channel (-1)" if g == -1 else str(g))
+    with c[1]:
+        bind(st.selectbox, "scheme", "syn.scheme", options=list(SCHEMES))
+        bind(st.selectbox, "weight distribution", "syn.distribution", options=list(DISTRIBUTIONS))
+        bind(st.checkbox, "symmetric weights", "syn.symmetric")
+    with c[2]:
+        bind(st.number_input, "outlier input channels", "syn.outlier_channels", min_value=0, max_value=16384)
+        bind(st.selectbox, "model dtype", "syn.params_dtype", options=["bfloat16", "float16", "float32"])
+        bind(st.number_input, "seed", "syn.seed", min_value=0, max_value=2**31 - 1)
+
+
+def _trained_source() -> None:
+    from workbench.synthetic import SCHEMES
+
+    names = None
+    try:
+        from workbench.trained import minilm_linear_names
+
+        names = minilm_linear_names()
+    except Exception as exc:  # noqa: BLE001 - the package may be absent: a named error
+        widgets.show_error(exc)
+        return
+    ss = st.session_state
+    if ss["trained.name"] not in names:
+        ss["trained.name"] = names[0]
+    c = st.columns(3)
+    with c[0]:
+        bind(st.selectbox, "all-MiniLM-L6-v2 Linear", "trained.name", options=names)
+    with c[1]:
+        bind(st.selectbox, "scheme", "trained.scheme", options=list(SCHEMES))
+        bind(st.selectbox, "group size", "trained.group_size", options=[-1, 32, 64, 128],
+             format_func=lambda g: "per channel (-1)" if g == -1 else str(g))
+    with c[2]:
+        bind(st.checkbox, "symmetric weights", "trained.symmetric")
+        bind(st.selectbox, "model dtype", "trained.params_dtype", options=["bfloat16", "float16", "float32"])
+    st.caption("Real weights of sentence-transformers/all-MiniLM-L6-v2, quantized round-to-nearest; "
+               "the Kernels page feeds it real activations captured from the model on real sentences.")
+
+
+def _summary(layer, ckpt=None) -> None:
+    st.subheader(f"`{layer.name}`")
+    c = st.columns(6)
+    c[0].metric("K (in_features)", layer.in_features)
+    c[1].metric("N (out_features)", layer.out_features)
+    c[2].metric("group size", "channel" if layer.group_size == -1 else layer.group_size)
+    c[3].metric("format", layer.ct_format or layer.format.value)
+    c[4].metric("quantized bytes", f"{layer.nbytes:,}")
+    bf16 = layer.in_features * layer.out_features * 2
+    c[5].metric("vs bf16 weight", f"{layer.nbytes / bf16:.1%}")
+    info = {
+        "checkpoint format": layer.format.value, "compressed-tensors format": layer.ct_format,
+        "model dtype (params_dtype)": layer.params_dtype, "scale dtype": layer.scale_dtype,
+        "symmetric": layer.symmetric, "bits": layer.num_bits, "packing": layer.packing.value,
+        "qweight": f"{str(layer.qweight.dtype).removeprefix('torch.')} {list(layer.qweight.shape)}",
+        "scales": f"{str(layer.scales.dtype).removeprefix('torch.')} {list(layer.scales.shape)}",
+        "zeros": None if layer.zeros is None else list(layer.zeros.shape),
+        "g_idx": layer.g_idx is not None, "parallel (vLLM)": layer.default_parallel,
+        "source": layer.provenance.source,
+    }
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Layer**")
+        st.dataframe([{"field": k, "value": str(v)} for k, v in info.items()], hide_index=True,
+                     width="stretch")
+    with right:
+        st.markdown("**Quantization args**")
+        st.json({"weights": layer.weight_args, "input_activations": layer.input_args,
+                 "output_activations": layer.output_args, **({"quant_config": layer.quant_config}
+                                                              if layer.quant_config else {})},
+                expanded=1)
+    for note in layer.notes:
+        st.caption(note)
+    from workbench import plots
+
+    h1, h2 = st.columns(2)
+    with h1:
+        st.plotly_chart(plots.int4_histogram(layer), key="layer-hist-w")
+    with h2:
+        st.plotly_chart(plots.scale_histogram(layer), key="layer-hist-s")
+
+
+def _listing(ckpt) -> None:
+    """Every quantized layer of the checkpoint, with what vLLM resolves it to on this platform."""
+    from workbench.checkpoints import listing_rows
+
+    with widgets.user_errors():
+        platform = widgets.current_platform()
+        env = widgets.current_env()
+        rows = listing_rows(ckpt.layers, platform, env, tp_size=st.session_state["tp.size"])
+        st.markdown(f"**All {len(rows)} quantized layers, resolved on {platform.label()}** "
+                    f"(TP {st.session_state['tp.size']})")
+        st.dataframe(rows, hide_index=True, width="stretch",
+                     column_order=["layer", "K", "N", "group_size", "ct_format", "input", "parallel",
+                                   "scheme", "kernel", "error"])
+    for note in ckpt.notes:
+        st.caption(note)
+
+
+def render() -> None:
+    st.title("Layer")
+    ss = st.session_state
+    bind(st.radio, "Source", "layer.source", options=list(SOURCES), format_func=SOURCES.get,
+         horizontal=True)
+    source = ss["layer.source"]
+    if source in ("sample", "directory", "upload"):
+        _checkpoint_source(source)
+    elif source == "synthetic":
+        _synthetic_source()
+    else:
+        _trained_source()
+
+    try:
+        ref = loaders.current_ref(ss)
+        ckpt = loaders.open_dir(ref.path) if ref.path is not None else None
+        if ckpt is not None:
+            if not ckpt.layers:
+                st.error(f"{ref.path}: no quantized layer found. " + " ".join(ckpt.notes))
+                return
+            bind(st.selectbox, "Layer", "layer.name", options=ckpt.layer_names())
+            ref = loaders.current_ref(ss)
+        with st.spinner("Reading the layer's tensors..."):
+            layer = loaders.load_layer(ref)
+    except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
+        widgets.show_error(exc)
+        return
+    st.success(f"Loaded **{ref.label}**: this is the layer every page uses.")
+    _summary(layer, ckpt)
+    if ckpt is not None:
+        _listing(ckpt)
+    with st.expander("Layer summary as JSON"):
+        st.code(json.dumps(layer.to_dict(), indent=2, default=str), language="json")

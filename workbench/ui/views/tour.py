@@ -1,0 +1,6 @@
+"""(in progress)"""
+import streamlit as st
+
+
+def render() -> None:
+    st.title("tour")
