@@ -1,0 +1,185 @@
+"""W4A16 on the CPU: the fallback a W4A8 checkpoint meets when no int8 path is taken.
+
+Two paths, and a fallback that runs whichever is faster for the M at hand:
+
+- `tinygemm`: torch's `_weight_int4pack_mm_for_cpu` on bfloat16 activations (its fast
+  dtype). Weight packed once by `_convert_weight_to_int4pack_for_cpu` from unsigned
+  nibbles (w + 8); qScaleAndZeros [K / g, N, 2] holds (scale, zero) with
+  w = (u - 8) * scale + zero. It accepts group sizes 32, 64, 128, 256 and N % 16 == 0;
+  per-channel runs as the largest of those group sizes with the scale repeated.
+  Output is bfloat16 (returned as float32), so it carries bf16 rounding (~2**-9).
+- `dequant`: dequantize a block of output rows to float32 per call, then a float32
+  GEMM. Exact dequantization (int4 x bf16/fp16 scales fits float32), float32 error only.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels._checks import check_activations, check_weight
+from kernels.errors import KernelInputError, KernelUnavailableError
+
+__all__ = [
+    "W4A16Prepared", "prepare_w4a16", "w4a16_tinygemm", "w4a16_dequant", "w4a16_fallback",
+    "tinygemm_supports", "fallback_choice",
+]
+
+_TINYGEMM_GROUPS = (32, 64, 128, 256)
+_DEQUANT_BLOCK_ROWS = 512  # rows of W dequantized at a time: 8 MB of float32 at K = 4096
+
+
+def tinygemm_supports(n: int, k: int, group_size: int) -> tuple[bool, str]:
+    """(ok, why) for torch's CPU int4 pack/mm with this shape and group size."""
+    if not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
+        return False, f"torch {torch.__version__} has no aten._weight_int4pack_mm_for_cpu"
+    if n % 16:
+        return False, f"_convert_weight_to_int4pack_for_cpu needs N % 16 == 0, got N = {n}"
+    g = _tinygemm_group(k, group_size)
+    if g is None:
+        return False, (f"_weight_int4pack_mm_for_cpu takes group sizes {_TINYGEMM_GROUPS}; "
+                       f"group {group_size} with K = {k} has no equivalent")
+    return True, ""
+
+
+def _tinygemm_group(k: int, group_size: int) -> int | None:
+    if group_size in _TINYGEMM_GROUPS:
+        return group_size
+    if group_size == k:  # per-channel: any supported group size that divides K, same math
+        for g in reversed(_TINYGEMM_GROUPS):
+            if k % g == 0:
+                return g
+    return None
+
+
+@dataclass(eq=False)
+class W4A16Prepared:
+    """An int4 weight prepared for both W4A16 paths. Build it with `prepare_w4a16`."""
+
+    n: int
+    k: int
+    group_size: int
+    w_centered: torch.Tensor  # int8 [N, K]: w_q - zeros
+    scales: torch.Tensor  # float32 [N, G]
+    tinygemm_ok: bool
+    tinygemm_why: str
+    tg_weight: torch.Tensor | None = None
+    tg_group: int = 0
+    tg_scale_zeros: torch.Tensor | None = None
+    # fallback choice per M bucket (power of two): "tinygemm" or "dequant", and timings
+    choices: dict = field(default_factory=dict)
+    timings: dict = field(default_factory=dict)
+
+
+def prepare_w4a16(
+    w_q: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    zeros: torch.Tensor | None = None,
+) -> W4A16Prepared:
+    n, k, g, scales = check_weight(w_q, scales, group_size, zeros)
+    if zeros is not None:
+        wc = (w_q.to(torch.int16) - zeros.to(torch.int16).repeat_interleave(g, 1)).to(torch.int8)
+    else:
+        wc = w_q.contiguous()
+    s32 = scales.to(torch.float32).contiguous()
+    ok, why = tinygemm_supports(n, k, g)
+    prepared = W4A16Prepared(n=n, k=k, group_size=g, w_centered=wc.contiguous(), scales=s32,
+                             tinygemm_ok=ok, tinygemm_why=why)
+    if ok:
+        tg = _tinygemm_group(k, g)
+        reps = g // tg
+        # tinygemm reads nibbles u in [0, 15] as (u - 8) * scale + zero. Symmetric:
+        # u = w + 8, zero 0. Asymmetric (w - z) * s = (w - 8) * s + (8 - z) * s.
+        if zeros is not None:
+            u = w_q.to(torch.int32)
+            zero = ((8 - zeros.to(torch.float32)) * s32)
+        else:
+            u = w_q.to(torch.int32) + 8
+            zero = torch.zeros_like(s32)
+        sz = torch.stack([s32.repeat_interleave(reps, 1), zero.repeat_interleave(reps, 1)], -1)
+        prepared.tg_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(u.contiguous(), 1)
+        prepared.tg_group = tg
+        prepared.tg_scale_zeros = sz.transpose(0, 1).contiguous().to(torch.bfloat16)
+    return prepared
+
+
+def _check(x: torch.Tensor, prepared: W4A16Prepared) -> None:
+    if not isinstance(prepared, W4A16Prepared):
+        raise KernelInputError("prepared must come from prepare_w4a16")
+    check_activations(x, prepared.k)
+    if x.shape[0] and not bool(torch.isfinite(x).all()):
+        raise KernelInputError("x holds Inf or NaN; W4A16 would spread it over whole output rows")
+
+
+def w4a16_tinygemm(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
+    """torch's int4 CPU GEMM on bf16 activations: x [M, K] -> float32 [M, N] (bf16-rounded)."""
+    _check(x, prepared)
+    if not prepared.tinygemm_ok:
+        raise KernelUnavailableError(f"tinygemm W4A16 cannot run this layer: {prepared.tinygemm_why}")
+    if x.shape[0] == 0:
+        return torch.empty(0, prepared.n)
+    out = torch.ops.aten._weight_int4pack_mm_for_cpu(
+        x.to(torch.bfloat16).contiguous(), prepared.tg_weight, prepared.tg_group,
+        prepared.tg_scale_zeros)
+    return out.to(torch.float32)
+
+
+def w4a16_dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
+    """Dequantize W to float32 block by block (per call), then float32 GEMM -> [M, N]."""
+    _check(x, prepared)
+    m = x.shape[0]
+    out = torch.empty(m, prepared.n)
+    if m == 0:
+        return out
+    x32 = x.to(torch.float32)
+    g, groups = prepared.group_size, prepared.k // prepared.group_size
+    for r0 in range(0, prepared.n, _DEQUANT_BLOCK_ROWS):
+        r1 = min(r0 + _DEQUANT_BLOCK_ROWS, prepared.n)
+        w = prepared.w_centered[r0:r1].to(torch.float32).view(r1 - r0, groups, g)
+        w.mul_(prepared.scales[r0:r1].unsqueeze(-1))
+        torch.matmul(x32, w.view(r1 - r0, prepared.k).t(), out=out[:, r0:r1])
+    return out
+
+
+def _bucket(m: int) -> int:
+    return 1 << max(0, (m - 1).bit_length())
+
+
+def _time_once(fn, x, prepared) -> float:
+    t0 = time.perf_counter()
+    fn(x, prepared)
+    return time.perf_counter() - t0
+
+
+def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
+    """Whichever W4A16 path is faster for this M (float32 [M, N]).
+
+    The first call in each power-of-two M bucket times both paths twice, interleaved,
+    on this x and keeps the faster (minimum of the two tries); later calls in the
+    bucket run it directly. `fallback_choice(prepared, m)` tells which path runs.
+    """
+    _check(x, prepared)
+    m = x.shape[0]
+    if m == 0:
+        return torch.empty(0, prepared.n)
+    if not prepared.tinygemm_ok:
+        prepared.choices[_bucket(m)] = "dequant"
+        return w4a16_dequant(x, prepared)
+    b = _bucket(m)
+    if b not in prepared.choices:
+        t = {"tinygemm": float("inf"), "dequant": float("inf")}
+        for _ in range(2):
+            t["tinygemm"] = min(t["tinygemm"], _time_once(w4a16_tinygemm, x, prepared))
+            t["dequant"] = min(t["dequant"], _time_once(w4a16_dequant, x, prepared))
+        prepared.timings[b] = t
+        prepared.choices[b] = min(t, key=t.get)
+    if prepared.choices[b] == "tinygemm":
+        return w4a16_tinygemm(x, prepared)
+    return w4a16_dequant(x, prepared)
+
+
+def fallback_choice(prepared: W4A16Prepared, m: int) -> str | None:
+    """The path the fallback runs for M (None until that M bucket has been tuned)."""
+    return prepared.choices.get(_bucket(m))

@@ -1,0 +1,208 @@
+"""W4A8 native on the CPU: int8 activations x int4 weights, integer dots, float scales.
+
+    x [M, K] float --quantize_per_token_int8--> x_q int8 [M, K], x_scale [M, 1]
+    out[m, n] = x_scale[m] * sum_g w_scale[n, g] * sum_{k in g} x_q[m, k] * (w_q[n, k] - z[n, g])
+
+The integer sums are exact (int32 semantics), each group's sum is scaled in float32 and
+summed, so the result equals `w4a8_reference` up to float32 rounding. Weights are
+prepared once (`prepare_w4a8`) into the chosen engine's layout; no float copy of the
+weight is made per call.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from kernels import _native_lib
+from kernels._checks import check_activations, check_weight
+from kernels.errors import KernelInputError, KernelUnavailableError
+from kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
+from kernels.quant import quantize_per_token_int8
+
+__all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized"]
+
+_NR = 16  # columns per tile of the AVX2 kernel
+
+
+@dataclass(eq=False)
+class W4A8Prepared:
+    """An int4 weight laid out for one integer engine. Build it with `prepare_w4a8`."""
+
+    n: int
+    k: int
+    group_size: int  # effective: K when per-channel
+    engine: Int8Engine
+    scales: torch.Tensor  # float32 [N, G]
+    asymmetric: bool
+    blocks: list = field(default_factory=list)  # engine-specific per-group weight blocks
+    avx2: dict = field(default_factory=dict)  # AVX2 kernel buffers
+
+    @property
+    def n_groups(self) -> int:
+        return self.k // self.group_size
+
+
+def _centered(w_q: torch.Tensor, zeros: torch.Tensor | None, g: int) -> torch.Tensor:
+    """w_q - zeros as int8 [N, K] in [-15, 15] (int4 values fit int8 exactly)."""
+    if zeros is None:
+        return w_q.contiguous()
+    n, k = w_q.shape
+    z = zeros.to(torch.int16).repeat_interleave(g, dim=1)
+    return (w_q.to(torch.int16) - z).to(torch.int8).contiguous()
+
+
+def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
+    """Lay the centered weight out as the C kernel reads it (see w4a8_avx2.c)."""
+    n, k = wc.shape
+    n_pad = -(-n // _NR) * _NR
+    k4 = -(-k // 4)
+    g4 = g // 4
+    groups = k // g
+    w = torch.zeros(n_pad, k4 * 4, dtype=torch.int8)
+    w[:n, :k] = wc
+    # [N/16, 16, K/4, 4] -> [N/16, K/4, 16, 4]
+    bp = w.view(n_pad // _NR, _NR, k4, 4).permute(0, 2, 1, 3).contiguous()
+    comp = torch.zeros(n_pad, groups, dtype=torch.int32)
+    comp[:n] = 128 * wc.to(torch.int32).view(n, groups, g).sum(-1)
+    sc = torch.zeros(n_pad, groups, dtype=torch.float32)
+    sc[:n] = scales
+    # [N/16, 16, G] -> [N/16, G, 16]
+    comp = comp.view(n_pad // _NR, _NR, groups).transpose(1, 2).contiguous()
+    sc = sc.view(n_pad // _NR, _NR, groups).transpose(1, 2).contiguous()
+    # 32-byte aligned loads in the kernel: keep a 64-byte aligned copy of bp.
+    flat = torch.empty(bp.numel() + 64, dtype=torch.int8)
+    off = (-flat.data_ptr()) % 64
+    bp_aligned = flat[off:off + bp.numel()].view_as(bp)
+    bp_aligned.copy_(bp)
+    return {"bp": bp_aligned, "bp_storage": flat, "comp": comp, "sc": sc, "k4": k4, "g4": g4,
+            "n_pad": n_pad}
+
+
+def _fbgemm_pack(block: torch.Tensor):
+    qw = torch._make_per_tensor_quantized_tensor(block.contiguous(), 1.0, 0)
+    prev = torch.backends.quantized.engine
+    try:
+        if "fbgemm" in torch.backends.quantized.supported_engines:
+            torch.backends.quantized.engine = "fbgemm"
+        return torch.ops.quantized.linear_prepack(qw, None)
+    finally:
+        torch.backends.quantized.engine = prev
+
+
+def prepare_w4a8(
+    w_q: torch.Tensor,
+    scales: torch.Tensor,
+    group_size: int,
+    zeros: torch.Tensor | None = None,
+    *,
+    engine: Int8Engine | str = "auto",
+) -> W4A8Prepared:
+    """Check the weight once and lay it out for an integer engine.
+
+    engine "auto" takes the fastest engine this CPU has for per-channel or grouped
+    weights (timed once per process, see `rank_engines`). The AVX2 kernel needs the
+    group size to be a multiple of 4; other group sizes use the next engine.
+    """
+    n, k, g, scales = check_weight(w_q, scales, group_size, zeros)
+    grouped = g != k
+    if engine == "auto":
+        order = [Int8Engine(e) for e, _ in rank_engines(grouped)]
+    else:
+        order = [Int8Engine(engine)]
+        ok, why = engine_available(order[0])
+        if not ok:
+            raise KernelUnavailableError(f"int8 engine {order[0].value} cannot run here: {why}")
+    if grouped and g % 4 and Int8Engine.AVX2_U8S8 in order:
+        if len(order) == 1:
+            raise KernelInputError(
+                f"the avx2_u8s8 engine needs a group size that is a multiple of 4, got {g}")
+        order.remove(Int8Engine.AVX2_U8S8)
+    chosen = order[0]
+    wc = _centered(w_q, zeros, g)
+    prepared = W4A8Prepared(n=n, k=k, group_size=g, engine=chosen,
+                            scales=scales.to(torch.float32).contiguous(),
+                            asymmetric=zeros is not None)
+    if chosen is Int8Engine.AVX2_U8S8:
+        prepared.avx2 = _prepare_avx2(wc, prepared.scales, g)
+        return prepared
+    # Other engines run one integer GEMM per group (per-channel: one in all).
+    for j in range(k // g):
+        block = wc[:, j * g:(j + 1) * g]
+        if chosen is Int8Engine.FBGEMM:
+            prepared.blocks.append(_fbgemm_pack(block))
+        elif chosen is Int8Engine.INT_MM:
+            # _int_mm is fastest with the transposed view of a row-major [N, K] block.
+            prepared.blocks.append(block.contiguous())
+        else:
+            prepared.blocks.append(block.to(torch.float32).contiguous())
+    return prepared
+
+
+def _group_sums(x_qf: torch.Tensor, x_q: torch.Tensor, prepared: W4A8Prepared, j: int) -> torch.Tensor:
+    """Exact integer sums of group j as float32 [M, N]."""
+    g = prepared.group_size
+    cols = slice(j * g, (j + 1) * g)
+    block = prepared.blocks[j]
+    if prepared.engine is Int8Engine.FBGEMM:
+        a = x_qf[:, cols].contiguous()
+        return torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(a, 1.0, 128, block)
+    if prepared.engine is Int8Engine.INT_MM:
+        return torch._int_mm(x_q[:, cols].contiguous(), block.t()).to(torch.float32)
+    a = x_qf[:, cols]
+    if g <= FP32_EXACT_MAX_TERMS:
+        return a @ block.t()
+    # Longer dots: exact float32 chunks, summed in float64 (exact), rounded once.
+    acc = torch.zeros(a.shape[0], block.shape[0], dtype=torch.float64)
+    for c in range(0, g, FP32_EXACT_MAX_TERMS):
+        acc += (a[:, c:c + FP32_EXACT_MAX_TERMS] @ block[:, c:c + FP32_EXACT_MAX_TERMS].t()).double()
+    return acc.to(torch.float32)
+
+
+def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
+                               prepared: W4A8Prepared) -> torch.Tensor:
+    """The GEMM on already-quantized activations: x_q int8 [M, K], x_scale [M, 1] -> float32 [M, N]."""
+    m = x_q.shape[0]
+    out = torch.empty(m, prepared.n, dtype=torch.float32)
+    if m == 0:
+        return out
+    x_scale = x_scale.to(torch.float32).reshape(m).contiguous()
+    if prepared.engine is Int8Engine.AVX2_U8S8:
+        lib = _native_lib.load()
+        if lib is None:
+            raise KernelUnavailableError(f"AVX2 W4A8 kernel unavailable: {_native_lib.why_unavailable()}")
+        a = prepared.avx2
+        # int8 code + 128 as uint8 is the code with its sign bit flipped.
+        a_u8 = (x_q.contiguous().view(torch.uint8) ^ 128)
+        if a["k4"] * 4 != prepared.k:
+            a_u8 = torch.nn.functional.pad(a_u8, (0, a["k4"] * 4 - prepared.k), value=128)
+        a_u8 = a_u8.contiguous()
+        rc = lib.w4a8_gemm_u8s8(
+            a_u8.data_ptr(), a_u8.stride(0), m, a["k4"], a["bp"].data_ptr(), a["comp"].data_ptr(),
+            a["sc"].data_ptr(), prepared.n_groups, a["g4"], x_scale.data_ptr(), out.data_ptr(),
+            out.stride(0), prepared.n, torch.get_num_threads())
+        if rc != 0:
+            raise KernelUnavailableError(f"AVX2 W4A8 kernel failed with code {rc}")
+        return out
+    x_qf = x_q.to(torch.float32) if prepared.engine is not Int8Engine.INT_MM else x_q
+    s = prepared.scales
+    for j in range(prepared.n_groups):
+        part = _group_sums(x_qf, x_q, prepared, j)
+        if j == 0:
+            out = part.mul_(s[:, 0])
+        else:
+            out.addcmul_(part, s[:, j])
+    return out.mul_(x_scale.unsqueeze(1))
+
+
+def w4a8_native(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
+    """W4A8 GEMM: x [M, K] (float32, bfloat16 or float16) -> float32 [M, N].
+
+    Activations are quantized per token with vLLM's semantics; Inf or NaN in x raise
+    KernelInputError; M = 0 gives an empty [0, N] result.
+    """
+    if not isinstance(prepared, W4A8Prepared):
+        raise KernelInputError("prepared must come from prepare_w4a8")
+    check_activations(x, prepared.k)
+    x_q, x_scale = quantize_per_token_int8(x)
+    return w4a8_native_from_quantized(x_q, x_scale, prepared)
