@@ -60,7 +60,7 @@ def test_group_zero_crashes_like_vllm():
 
 
 @pytest.mark.parametrize("env", [{"linear_backend": "warp"}, {"VLLM_CPU_INT4_W4A8": "yes"},
-                                 {"VLLM_NOPE": "1"}, {"linear_backend_per_quant": "{bad"}])
+                                 {"linear_backnd": "marlin"}, {"linear_backend_per_quant": "{bad"}])
 def test_bad_env_is_a_named_error(env):
     with pytest.raises(InvalidInputError):
         parse_env(env)
@@ -72,3 +72,7 @@ def test_bad_env_is_a_named_error(env):
 def test_bad_mp_config_names_the_field(field, value):
     with pytest.raises(InvalidInputError, match=field):
         trace_mp({**GPTQ, field: value}, "sm90-h200")
+
+
+def test_other_vllm_variables_are_accepted_without_effect():
+    assert parse_env({"VLLM_USE_V2_MODEL_RUNNER": "1"}).disabled_kernels == ()

@@ -90,7 +90,10 @@ def parse_env(env: Mapping[str, Any] | None) -> Env:
     values: dict[str, Any] = {}
     for key, value in env.items():
         if key not in KNOWN_KEYS:
-            raise InvalidInputError(f"env: unknown key {key!r}; accepted: {', '.join(KNOWN_KEYS)}")
+            if isinstance(key, str) and key.startswith("VLLM_"):
+                continue  # a real vLLM variable that does not touch this dispatch: kept in raw only
+            raise InvalidInputError(f"env: unknown key {key!r}; accepted: {', '.join(KNOWN_KEYS)} "
+                                    "or any other VLLM_* variable (no effect on dispatch)")
         if key == "VLLM_DISABLED_KERNELS":
             if isinstance(value, (list, tuple)):
                 value = ",".join(value)
