@@ -114,6 +114,8 @@ def apply_query(params: dict[str, str]) -> list[str]:
         default = DEFAULTS[key]
         try:
             ss[key] = int(raw) if isinstance(default, int) and not isinstance(default, bool) else raw
+            if name == "step":  # links count tour steps from 1
+                ss[key] -= 1
         except ValueError:
             problems.append(f"link parameter {name}={raw!r}: expected an integer")
     if "platform" in params:

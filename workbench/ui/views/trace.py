@@ -20,8 +20,14 @@ def _resolve():
     return ref, platform, env
 
 
-def settings() -> None:
-    with st.expander("Platform, vLLM env knobs and tensor parallelism", expanded=True):
+def settings(expanded: bool = False) -> None:
+    ss = st.session_state
+    env = state.env_mapping()
+    summary = (f"Platform **{loaders.preset_label(ss['pf.preset'])}**"
+               + (" (edited)" if state.platform_edits() else "")
+               + f" · env: {', '.join(f'{k}={v}' for k, v in env.items()) or 'vLLM defaults'}"
+               + f" · TP {ss['tp.size']}")
+    with st.expander(f"{summary}: edit every field", expanded=expanded):
         widgets.platform_picker("Platform preset", key_suffix="trace")
         widgets.platform_editor()
         st.divider()
@@ -105,15 +111,16 @@ def compare(trace, platform, ref, env) -> None:
 
 def render() -> None:
     st.title("Platform and trace")
-    settings()
     try:
         ref, platform, env = _resolve()
         trace = widgets.compute_trace(ref, platform, env)
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
         widgets.show_error(exc)
+        settings(expanded=True)
         return
     widgets.headline(trace, platform, ref.label)
     widgets.outcome_view(trace)
+    settings()
     for note in widgets.ambiguity_notes(trace, env):
         st.warning(f"Where vLLM is ambiguous: {note}")
 
