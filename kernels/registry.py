@@ -1,0 +1,343 @@
+"""Every runnable kernel path, by name, with its availability probe.
+
+A path is prepared once per weight (`prepare`), fed activations made outside the timed
+region (`make_input`), and run (`run`); `finish` turns a path's raw output into the
+float32 [M, N] the metrics read (outside the timed region too). `probe()` says whether
+the path can run on this machine at all, `supports(weight)` whether it can run this
+layer; both return (ok, why), and a path that cannot run says why instead of failing.
+
+Triton paths (`triton_w4a8`, `triton_w4a16`) are listed here for every machine; their
+probe answers "no CUDA device" on a CPU host.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from kernels import cpu_w4a8, cpu_w4a16, engine_paths
+from kernels._checks import check_weight
+from kernels.errors import KernelInputError, KernelUnavailableError
+from kernels.int8_gemm import Int8Engine, engine_available, rank_engines
+from kernels.quant import dequantize_groupwise, quantize_per_token_int8
+
+__all__ = ["Int4Weight", "KernelPath", "PATHS", "get_path", "path_names", "probe_all"]
+
+
+@dataclass(frozen=True, eq=False)
+class Int4Weight:
+    """One int4 layer in the project convention (see kernels.quant)."""
+
+    w_q: torch.Tensor
+    scales: torch.Tensor
+    group_size: int
+    zeros: torch.Tensor | None = None
+    bias: torch.Tensor | None = None
+
+    @property
+    def n(self) -> int:
+        return self.w_q.shape[0]
+
+    @property
+    def k(self) -> int:
+        return self.w_q.shape[1]
+
+    @property
+    def effective_group(self) -> int:
+        return self.k if self.group_size in (-1, self.k) else self.group_size
+
+
+def _always() -> tuple[bool, str]:
+    return True, ""
+
+
+def _any_layer(w: Int4Weight) -> tuple[bool, str]:
+    return True, ""
+
+
+def _identity(x: torch.Tensor, prepared: Any) -> torch.Tensor:
+    return x
+
+
+def _as_float(out: Any, inputs: Any, prepared: Any) -> torch.Tensor:
+    return out.to(torch.float32)
+
+
+@dataclass(frozen=True)
+class KernelPath:
+    """A named way to compute y = x W^T for an int4 layer on this machine."""
+
+    name: str
+    summary: str
+    computes: str  # "w4a8" | "w4a16" | "int8" | "dense": the quantized reference it is judged by
+    prepare: Callable[[Int4Weight], Any]
+    run: Callable[[Any, Any], Any]
+    probe: Callable[[], tuple[bool, str]] = _always
+    supports: Callable[[Int4Weight], tuple[bool, str]] = _any_layer
+    make_input: Callable[[torch.Tensor, Any], Any] = _identity
+    finish: Callable[[Any, Any, Any], torch.Tensor] = _as_float
+    activation_dtype: torch.dtype | None = None  # None: run on the caller's dtype
+    emulated: bool = False  # same numerics as an op that does not exist here, not its speed
+    device: str = "cpu"
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def availability(self, weight: Int4Weight | None = None) -> tuple[bool, str]:
+        ok, why = self.probe()
+        if not ok or weight is None:
+            return ok, why
+        ok2, why2 = self.supports(weight)
+        return (ok2, why2 if not ok2 else why)
+
+
+# -- W4A8 ------------------------------------------------------------------------------
+
+def _prep_native(w: Int4Weight) -> cpu_w4a8.W4A8Prepared:
+    return cpu_w4a8.prepare_w4a8(w.w_q, w.scales, w.group_size, w.zeros)
+
+
+def _group_loop_engine() -> Int8Engine | None:
+    """The fastest engine that runs one integer GEMM per group (the naive blocking)."""
+    for name, _ in rank_engines(True):
+        if name != Int8Engine.AVX2_U8S8.value:
+            return Int8Engine(name)
+    return None
+
+
+def _prep_group_loop(w: Int4Weight) -> cpu_w4a8.W4A8Prepared:
+    engine = _group_loop_engine()
+    if engine is None:
+        raise KernelUnavailableError("no per-group integer engine is available")
+    return cpu_w4a8.prepare_w4a8(w.w_q, w.scales, w.group_size, w.zeros, engine=engine)
+
+
+# -- W4A16 -----------------------------------------------------------------------------
+
+def _prep_w4a16(w: Int4Weight) -> cpu_w4a16.W4A16Prepared:
+    return cpu_w4a16.prepare_w4a16(w.w_q, w.scales, w.group_size, w.zeros)
+
+
+def _tinygemm_supports(w: Int4Weight) -> tuple[bool, str]:
+    return cpu_w4a16.tinygemm_supports(w.n, w.k, w.effective_group)
+
+
+def _tinygemm_probe() -> tuple[bool, str]:
+    if not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
+        return False, f"torch {torch.__version__} has no aten._weight_int4pack_mm_for_cpu"
+    return True, ""
+
+
+# -- baselines -------------------------------------------------------------------------
+
+@dataclass(eq=False)
+class _Int8Alone:
+    w: Any  # int8 [N, K] (int_mm) or an FBGEMM packed weight
+    scales: torch.Tensor  # float32 [N, G]
+    per_channel: bool
+
+
+def _prep_int8_mm(w: Int4Weight) -> _Int8Alone:
+    n, k, g, s = check_weight(w.w_q, w.scales, w.group_size, w.zeros)
+    wc = cpu_w4a8._centered(w.w_q, w.zeros, g)
+    return _Int8Alone(wc, s.to(torch.float32), g == k)
+
+
+def _prep_int8_fbgemm(w: Int4Weight) -> _Int8Alone:
+    alone = _prep_int8_mm(w)
+    alone.w = cpu_w4a8._fbgemm_pack(alone.w)
+    return alone
+
+
+def _quantized_input(x: torch.Tensor, prepared: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    return quantize_per_token_int8(x)
+
+
+def _quantized_input_f32(x: torch.Tensor, prepared: Any):
+    x_q, x_scale = quantize_per_token_int8(x)
+    return x_q.to(torch.float32), x_scale
+
+
+def _run_int8_mm(inputs, prepared: _Int8Alone) -> torch.Tensor:
+    return torch._int_mm(inputs[0], prepared.w.t())
+
+
+def _run_int8_fbgemm(inputs, prepared: _Int8Alone) -> torch.Tensor:
+    return torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(
+        inputs[0], 1.0, 128, prepared.w)
+
+
+def _finish_int8(out, inputs, prepared: _Int8Alone) -> torch.Tensor:
+    """Scale the integer result. Only per-channel layers give the W4A8 result this way:
+    the integer GEMM alone ignores group boundaries (it is the speed bound, not a kernel)."""
+    y = out.to(torch.float32) * inputs[1].to(torch.float32)
+    return y * prepared.scales[:, 0] if prepared.per_channel else y * float("nan")
+
+
+def _int_mm_supports(w: Int4Weight) -> tuple[bool, str]:
+    return True, ""
+
+
+def _fbgemm_probe() -> tuple[bool, str]:
+    return engine_available(Int8Engine.FBGEMM)
+
+
+def _int_mm_probe() -> tuple[bool, str]:
+    ok, why = engine_available(Int8Engine.INT_MM)
+    if not ok:
+        return ok, why
+    vnni = getattr(torch.cpu, "_is_vnni_supported", lambda: False)()
+    return True, ("" if vnni else "no AVX512-VNNI/AMX here: torch._int_mm is far slower than "
+                  "on VNNI hosts (int8_fbgemm is this CPU's int8 bound)")
+
+
+def _prep_dense(w: Int4Weight) -> torch.Tensor:
+    return dequantize_groupwise(w.w_q, w.scales, w.group_size, w.zeros).to(torch.bfloat16)
+
+
+def _bf16_input(x: torch.Tensor, prepared: Any) -> torch.Tensor:
+    return x.to(torch.bfloat16).contiguous()
+
+
+def _run_dense(x: torch.Tensor, w_bf16: torch.Tensor) -> torch.Tensor:
+    return x @ w_bf16.t()
+
+
+# -- engine paths ----------------------------------------------------------------------
+
+def _prep_dyn4(w: Int4Weight):
+    return engine_paths.prepare_dynamic4bit(w.w_q, w.scales, w.group_size, w.zeros, w.bias)
+
+
+def _dyn4_supports(w: Int4Weight) -> tuple[bool, str]:
+    if w.zeros is not None:
+        return False, "Dynamic4bitLinearKernel takes symmetric int4 (no zero points)"
+    if w.k % 2:
+        return False, f"two nibbles per byte need an even K, got {w.k}"
+    g = w.effective_group
+    if g != w.k and g % 32:
+        return False, (f"torch's reference _dyn_quant_matmul_4bit takes group sizes that are "
+                       f"multiples of 32 (or K), got {g}")
+    return True, ""
+
+
+def _inc_supports(w: Int4Weight) -> tuple[bool, str]:
+    if w.n % 8 or w.k % 8:
+        return False, f"INC w4a8 needs in/out sizes that are multiples of 8, got ({w.k}, {w.n})"
+    g = w.effective_group
+    if g != w.k and g % 32:
+        return False, f"INC w4a8 needs a group size that is a multiple of 32, got {g}"
+    return True, ""
+
+
+def _inc_probe() -> tuple[bool, str]:
+    return True, "emulated: INC's per-call policy and fp16 scales, our integer GEMM (no XPU here)"
+
+
+def _i4smm_probe() -> tuple[bool, str]:
+    return True, ("emulated: int4_scaled_mm_cpu's numerics (needs vLLM's _C built with "
+                  "AVX512-BF16/VNNI and an AMX host to run for real)")
+
+
+# -- triton ----------------------------------------------------------------------------
+
+def _triton_probe() -> tuple[bool, str]:
+    if not torch.cuda.is_available():
+        return False, "no CUDA device"
+    from kernels.triton_runtime import triton_available  # lazily: imports triton
+    return triton_available()
+
+
+def _triton_supports(w: Int4Weight) -> tuple[bool, str]:
+    from kernels.triton_pack import SUPPORTED_GROUPS
+    g = w.group_size
+    if g not in (-1, w.k) and g not in SUPPORTED_GROUPS:
+        return False, f"Triton kernels take group sizes {SUPPORTED_GROUPS} or per-channel, got {g}"
+    return True, ""
+
+
+def _prep_triton_w4a8(w: Int4Weight):
+    from kernels import triton_w4a8
+    return triton_w4a8.prepare_w4a8(w.w_q, w.scales, w.group_size, w.zeros, device="cuda")
+
+
+def _prep_triton_w4a16(w: Int4Weight):
+    from kernels import triton_w4a16
+    return triton_w4a16.prepare_w4a16(w.w_q, w.scales, w.group_size, w.zeros, device="cuda")
+
+
+def _cuda_bf16_input(x: torch.Tensor, prepared: Any) -> torch.Tensor:
+    return x.to(device="cuda", dtype=torch.bfloat16).contiguous()
+
+
+def _run_triton_w4a8(x, prepared):
+    from kernels import triton_w4a8
+    return triton_w4a8.w4a8_matmul(x, prepared)
+
+
+def _run_triton_w4a16(x, prepared):
+    from kernels import triton_w4a16
+    return triton_w4a16.w4a16_matmul(x, prepared)
+
+
+def _cpu_float(out, inputs, prepared) -> torch.Tensor:
+    return out.to(device="cpu", dtype=torch.float32)
+
+
+PATHS: dict[str, KernelPath] = {p.name: p for p in (
+    KernelPath("w4a8_native", "W4A8 on this CPU: exact int8 x int4 dots, group scales in float32",
+               "w4a8", _prep_native, cpu_w4a8.w4a8_native, tags=("w4a8",)),
+    KernelPath("w4a8_group_loop", "naive grouped W4A8: one integer GEMM per group, scaled and summed",
+               "w4a8", _prep_group_loop, cpu_w4a8.w4a8_native, tags=("w4a8",)),
+    KernelPath("w4a16_fallback", "W4A16: tinygemm or dequantize+GEMM, whichever is faster for M",
+               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_fallback, tags=("w4a16",)),
+    KernelPath("w4a16_tinygemm", "torch _weight_int4pack_mm_for_cpu on bf16 activations",
+               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_tinygemm, probe=_tinygemm_probe,
+               supports=_tinygemm_supports, activation_dtype=torch.bfloat16, tags=("w4a16",)),
+    KernelPath("w4a16_dequant", "dequantize W to float32 per call, then a float32 GEMM",
+               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_dequant, tags=("w4a16",)),
+    KernelPath("int8_mm", "torch._int_mm alone on already-quantized int8 inputs (int8 bound)",
+               "int8", _prep_int8_mm, _run_int8_mm, probe=_int_mm_probe,
+               make_input=_quantized_input, finish=_finish_int8, tags=("baseline",)),
+    KernelPath("int8_fbgemm", "FBGEMM u8 x s8 alone on already-quantized inputs (this CPU's int8 bound)",
+               "int8", _prep_int8_fbgemm, _run_int8_fbgemm, probe=_fbgemm_probe,
+               make_input=_quantized_input_f32, finish=_finish_int8, tags=("baseline",)),
+    KernelPath("bf16_dense", "plain bf16 GEMM on the dequantized weight",
+               "dense", _prep_dense, _run_dense, make_input=_bf16_input,
+               activation_dtype=torch.bfloat16, tags=("baseline",)),
+    KernelPath("vllm_dynamic4bit", "vLLM Dynamic4bitLinearKernel: torch _dyn_quant_matmul_4bit",
+               "w4a8", _prep_dyn4, engine_paths.vllm_dynamic4bit,
+               probe=engine_paths.dynamic4bit_available, supports=_dyn4_supports,
+               activation_dtype=torch.bfloat16, tags=("engine",)),
+    KernelPath("inc_xpu_w4a8", "INC XPU W4A8 policy: W4A16 below 512 tokens, fp16 scales above",
+               "w4a8", lambda w: engine_paths.prepare_inc_xpu_w4a8(w.w_q, w.scales, w.group_size, w.zeros),
+               engine_paths.inc_xpu_w4a8, probe=_inc_probe, supports=_inc_supports,
+               activation_dtype=torch.bfloat16, emulated=True, tags=("engine",)),
+    KernelPath("vllm_int4_scaled_mm", "vLLM CPUWNA16 W4A8 route (int4_scaled_mm_cpu, AMX hosts)",
+               "w4a8", lambda w: engine_paths.prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros),
+               engine_paths.vllm_int4_scaled_mm, probe=_i4smm_probe,
+               activation_dtype=torch.bfloat16, emulated=True, tags=("engine",)),
+    KernelPath("triton_w4a8", "Triton W4A8 on int8 tensor cores", "w4a8",
+               _prep_triton_w4a8, _run_triton_w4a8, probe=_triton_probe, supports=_triton_supports,
+               make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
+               device="cuda", tags=("w4a8", "gpu")),
+    KernelPath("triton_w4a16", "Triton W4A16", "w4a16",
+               _prep_triton_w4a16, _run_triton_w4a16, probe=_triton_probe, supports=_triton_supports,
+               make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
+               device="cuda", tags=("w4a16", "gpu")),
+)}
+
+
+def path_names() -> list[str]:
+    return list(PATHS)
+
+
+def get_path(name: str) -> KernelPath:
+    try:
+        return PATHS[name]
+    except KeyError:
+        raise KernelInputError(f"unknown kernel path {name!r}; known: {', '.join(PATHS)}") from None
+
+
+def probe_all() -> dict[str, tuple[bool, str]]:
+    """(ok, why) for every path on this machine."""
+    return {name: p.probe() for name, p in PATHS.items()}
