@@ -10,6 +10,7 @@ weight is made per call.
 """
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -80,7 +81,10 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
 
 
 def _fbgemm_pack(block: torch.Tensor):
-    qw = torch._make_per_tensor_quantized_tensor(block.contiguous(), 1.0, 0)
+    with warnings.catch_warnings():
+        # torch marks quantized-tensor creation deprecated; FBGEMM's prepack still needs it.
+        warnings.simplefilter("ignore", UserWarning)
+        qw = torch._make_per_tensor_quantized_tensor(block.contiguous(), 1.0, 0)
     prev = torch.backends.quantized.engine
     try:
         if "fbgemm" in torch.backends.quantized.supported_engines:

@@ -1,0 +1,66 @@
+"""W4A16 paths against the float64 W4A16 reference, and the fallback's per-M choice."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels.cpu_w4a16 import (
+    fallback_choice, prepare_w4a16, tinygemm_supports, w4a16_dequant, w4a16_fallback,
+    w4a16_tinygemm,
+)
+from kernels.errors import KernelUnavailableError
+from kernels.reference import w4a16_reference
+
+# bf16 output carries at most 2**-9 relative rounding per element.
+BF16_REL = 2.0 ** -8
+
+
+def rel(out, ref):
+    return ((out.double() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("group_size", [-1, 32, 64, 128])
+@pytest.mark.parametrize("asym", [False, True])
+def test_dequant_path_equals_reference(layer_factory, x_factory, group_size, asym):
+    w_q, scales, zeros = layer_factory(48, 256, group_size, asym=asym, scale_dtype=torch.bfloat16)
+    x = x_factory(7, 256, dtype=torch.bfloat16)
+    p = prepare_w4a16(w_q, scales, group_size, zeros)
+    assert rel(w4a16_dequant(x, p), w4a16_reference(x, w_q, scales, group_size, zeros)) <= 1e-6
+
+
+@pytest.mark.parametrize("group_size", [-1, 32, 128])
+@pytest.mark.parametrize("asym", [False, True])
+def test_tinygemm_within_bf16_rounding(layer_factory, x_factory, group_size, asym):
+    w_q, scales, zeros = layer_factory(32, 256, group_size, asym=asym, scale_dtype=torch.bfloat16)
+    x = x_factory(5, 256, dtype=torch.bfloat16)
+    p = prepare_w4a16(w_q, scales, group_size, zeros)
+    assert p.tinygemm_ok, p.tinygemm_why
+    err = rel(w4a16_tinygemm(x, p), w4a16_reference(x, w_q, scales, group_size, zeros))
+    assert err <= BF16_REL
+
+
+def test_tinygemm_refuses_unaligned_n_and_fallback_uses_dequant(layer_factory, x_factory):
+    w_q, scales, _ = layer_factory(20, 64, 32)
+    ok, why = tinygemm_supports(20, 64, 32)
+    assert not ok and "N % 16" in why
+    p = prepare_w4a16(w_q, scales, 32)
+    x = x_factory(3, 64)
+    with pytest.raises(KernelUnavailableError, match="N % 16"):
+        w4a16_tinygemm(x, p)
+    out = w4a16_fallback(x, p)
+    assert fallback_choice(p, 3) == "dequant"
+    assert rel(out, w4a16_reference(x, w_q, scales, 32)) <= 1e-6
+
+
+def test_fallback_tunes_each_m_bucket_once(layer_factory, x_factory):
+    w_q, scales, _ = layer_factory(64, 256, 64)
+    p = prepare_w4a16(w_q, scales, 64)
+    for m in (1, 3, 4, 17):
+        x = x_factory(m, 256, dtype=torch.bfloat16)
+        out = w4a16_fallback(x, p)
+        choice = fallback_choice(p, m)
+        assert choice in ("tinygemm", "dequant")
+        expect = (w4a16_tinygemm if choice == "tinygemm" else w4a16_dequant)(x, p)
+        assert torch.equal(out, expect)
+    assert sorted(p.choices) == [1, 4, 32]  # buckets: 1, 3->4, 4, 17->32
+    assert all(set(t) == {"tinygemm", "dequant"} for t in p.timings.values())

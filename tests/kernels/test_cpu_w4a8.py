@@ -1,0 +1,93 @@
+"""W4A8 native against the float64 quantized reference, for every engine on this CPU."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernels.cpu_w4a8 import prepare_w4a8, w4a8_native, w4a8_native_from_quantized
+from kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
+from kernels.quant import quantize_per_token_int8
+from kernels.reference import w4a8_reference
+
+ENGINES = [e for e in Int8Engine if engine_available(e)[0]]
+
+
+def rel(out, ref):
+    return ((out.double() - ref).norm() / ref.norm().clamp_min(1e-300)).item()
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.value)
+@pytest.mark.parametrize("group_size", [-1, 32, 64, 128])
+@pytest.mark.parametrize("m", [1, 7, 33])
+def test_native_equals_quantized_reference(layer_factory, x_factory, engine, group_size, m):
+    w_q, scales, _ = layer_factory(48, 256, group_size, seed=group_size + 11)
+    x = x_factory(m, 256, seed=m)
+    out = w4a8_native(x, prepare_w4a8(w_q, scales, group_size, engine=engine))
+    assert out.dtype == torch.float32 and out.shape == (m, 48)
+    assert rel(out, w4a8_reference(x, w_q, scales, group_size)) <= 1e-6
+
+
+@pytest.mark.parametrize("engine", ENGINES, ids=lambda e: e.value)
+def test_native_asymmetric_odd_shapes_and_bf16_scales(layer_factory, x_factory, engine):
+    # N not a multiple of 16, K not a multiple of 8, zeros, bf16 scales, bf16 activations
+    w_q, scales, zeros = layer_factory(37, 68, 4, asym=True, scale_dtype=torch.bfloat16)
+    x = x_factory(5, 68, dtype=torch.bfloat16)
+    out = w4a8_native(x, prepare_w4a8(w_q, scales, 4, zeros, engine=engine))
+    assert rel(out, w4a8_reference(x, w_q, scales, 4, zeros)) <= 1e-6
+
+
+def test_auto_engine_and_group_size_not_multiple_of_four(layer_factory, x_factory):
+    w_q, scales, _ = layer_factory(16, 36, 6)
+    p = prepare_w4a8(w_q, scales, 6)
+    assert p.engine is not Int8Engine.AVX2_U8S8  # needs g % 4 == 0: the next engine runs
+    x = x_factory(3, 36)
+    assert rel(w4a8_native(x, p), w4a8_reference(x, w_q, scales, 6)) <= 1e-6
+    ranked = rank_engines(True)
+    assert [name for name, _ in ranked] and all(t > 0 for _, t in ranked)
+
+
+def test_extreme_codes_do_not_saturate(x_factory):
+    # every code at +-127 against weights at -8 (and 15 - 0 with zeros): the largest
+    # pair sums vpmaddubsw sees; int16 saturation would show up as a wrong result
+    n, k = 32, 512
+    w_q = torch.full((n, k), -8, dtype=torch.int8)
+    scales = torch.ones(n, 4)
+    x = torch.full((3, k), 5.0)
+    x[1] = -5.0
+    x[2, ::2] = -5.0
+    for engine in ENGINES:
+        out = w4a8_native(x, prepare_w4a8(w_q, scales, 128, engine=engine))
+        assert torch.equal(out.double(), w4a8_reference(x, w_q, scales, 128).to(torch.float32).double())
+    w_u = torch.full((n, k), 15, dtype=torch.int8)
+    zeros = torch.zeros(n, 4, dtype=torch.int8)
+    for engine in ENGINES:
+        out = w4a8_native(x, prepare_w4a8(w_u, scales, 128, zeros, engine=engine))
+        assert rel(out, w4a8_reference(x, w_u, scales, 128, zeros)) <= 1e-6
+
+
+def test_fp32_exact_engine_chunks_long_dots():
+    k = FP32_EXACT_MAX_TERMS + 136  # per-channel dot longer than one exact chunk
+    k += (-k) % 8
+    w_q = torch.full((8, k), 7, dtype=torch.int8)
+    scales = torch.ones(8, 1)
+    x = torch.full((2, k), 1.0)
+    out = w4a8_native(x, prepare_w4a8(w_q, scales, -1, engine="fp32_exact"))
+    assert out[0, 0].item() == 127 * 7 * k / 127.0 * 1.0 or rel(out, w4a8_reference(x, w_q, scales, -1)) <= 1e-6
+
+
+def test_from_quantized_matches_full_call(layer_factory, x_factory):
+    w_q, scales, _ = layer_factory(32, 128, 32)
+    p = prepare_w4a8(w_q, scales, 32)
+    x = x_factory(9, 128)
+    x_q, x_s = quantize_per_token_int8(x)
+    assert torch.equal(w4a8_native_from_quantized(x_q, x_s, p), w4a8_native(x, p))
+
+
+def test_all_zero_rows_and_empty_batch(layer_factory):
+    w_q, scales, _ = layer_factory(16, 64, 32)
+    p = prepare_w4a8(w_q, scales, 32)
+    x = torch.zeros(3, 64)
+    x[1] = torch.linspace(-1, 1, 64)
+    out = w4a8_native(x, p)
+    assert torch.all(out[0] == 0) and torch.all(out[2] == 0) and torch.isfinite(out).all()
+    assert w4a8_native(torch.empty(0, 64), p).shape == (0, 16)
