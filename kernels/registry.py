@@ -170,7 +170,7 @@ def _finish_int8(out, inputs, prepared: _Int8Alone) -> torch.Tensor:
     """Scale the integer result. Only per-channel layers give the W4A8 result this way:
     the integer GEMM alone ignores group boundaries (it is the speed bound, not a kernel)."""
     y = out.to(torch.float32) * inputs[1].to(torch.float32)
-    return y * prepared.scales[:, 0] if prepared.per_channel else y * float("nan")
+    return y * prepared.scales[:, 0] if prepared.per_channel else y
 
 
 def _int_mm_supports(w: Int4Weight) -> tuple[bool, str]:

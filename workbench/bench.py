@@ -1,0 +1,395 @@
+"""Bench harness: time kernel paths on one layer across token counts, with provenance.
+
+Timing: each path is prepared once, its input made outside the timed region, warmed
+up, then timed for `repeats` rounds; within one M the paths are timed round-robin
+(one call of each per round) so that load from other processes falls on all of them
+alike, which keeps the ratios between paths honest on a shared machine. Reported:
+median, 20th and 80th percentiles, min and max, in milliseconds.
+
+Errors: each output is compared on up to `error_rows` evenly spaced tokens (rows are
+independent: per-token quantization) with the float reference (x @ W_float^T) and
+with the quantized reference of what the path computes (kernels.reference).
+"""
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+
+from kernels.reference import w4a8_reference, w4a16_reference
+from kernels.registry import PATHS, Int4Weight, KernelPath, get_path
+from workbench.errors import InvalidInputError, KernelError
+from workbench.metrics import compare
+
+__all__ = [
+    "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
+    "write_json", "write_csv", "records_from_json", "Progress", "bench_layer_weight",
+    "int4_weight_of", "synthetic_bench_layer",
+]
+
+Progress = Callable[[int, int, str], None]  # (done, total, message)
+
+
+@dataclass(frozen=True)
+class Timing:
+    median_ms: float
+    p20_ms: float
+    p80_ms: float
+    min_ms: float
+    max_ms: float
+    repeats: int
+
+
+def _quantile(sorted_ms: list[float], q: float) -> float:
+    if len(sorted_ms) == 1:
+        return sorted_ms[0]
+    pos = q * (len(sorted_ms) - 1)
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_ms) - 1)
+    return sorted_ms[lo] + (sorted_ms[hi] - sorted_ms[lo]) * (pos - lo)
+
+
+def summarize(samples_s: Sequence[float]) -> Timing:
+    ms = sorted(s * 1e3 for s in samples_s)
+    return Timing(statistics.median(ms), _quantile(ms, 0.2), _quantile(ms, 0.8), ms[0], ms[-1],
+                  len(ms))
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def time_fn(fn: Callable[[], Any], *, warmup: int = 2, repeats: int = 7, device: str = "cpu") -> Timing:
+    """Warm up, then time `repeats` calls (synchronizing a GPU before reading the clock)."""
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        samples.append(time.perf_counter() - t0)
+    return summarize(samples)
+
+
+@dataclass
+class BenchRecord:
+    """One (path, M) measurement; the keys other tools read are the first nine."""
+
+    path: str
+    m: int
+    n: int
+    k: int
+    group_size: int
+    median_ms: float | None
+    rel_error: float | None  # against the float reference
+    available: bool
+    why: str = ""
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    min_ms: float | None = None
+    max_ms: float | None = None
+    repeats: int = 0
+    kernel_rel_error: float | None = None  # against the quantized reference of `computes`
+    sqnr_db: float | None = None
+    cosine: float | None = None
+    max_abs_error: float | None = None
+    worst_token_rel_error: float | None = None
+    error_rows: int = 0
+    computes: str = ""
+    activation_dtype: str = ""
+    emulated: bool = False
+    detail: str = ""  # engine or sub-path that ran (int8 engine, fallback choice)
+    threads: int = 0
+    layer: str = ""
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for key, value in d.items():  # JSON has no inf/nan
+            if isinstance(value, float) and not math.isfinite(value):
+                d[key] = None
+        return d
+
+
+def host_provenance(extra: dict | None = None) -> dict:
+    """Where and when: host, CPU, ISA flags, torch version, threads, date, load."""
+    flags: list[str] = []
+    model = platform.processor()
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        for line in text.splitlines():
+            if line.startswith("model name") and not model:
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                have = set(line.split(":", 1)[1].split())
+                flags = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
+                                     "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8")
+                         if f in have]
+                break
+    except OSError:
+        pass
+    prov = {
+        "host": platform.node(),
+        "cpu": model,
+        "machine": platform.machine(),
+        "isa": flags,
+        "cores": os.cpu_count(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
+        "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+    }
+    prov.update(extra or {})
+    return prov
+
+
+def int4_weight_of(layer) -> Int4Weight:
+    """The kernels' weight bundle from a workbench QuantizedLayer."""
+    if getattr(layer, "g_idx", None) is not None:
+        raise InvalidInputError(f"layer {layer.name}: act-order (g_idx) layers are not benchmarked")
+    return Int4Weight(layer.int4_weight(), layer.scales, layer.group_size, layer.zeros,
+                      getattr(layer, "bias", None))
+
+
+def synthetic_bench_layer(n: int, k: int, group_size: int, *, seed: int = 0,
+                          symmetric: bool = True):
+    """A seeded RTN-quantized normal(0, 0.02) layer (float weight kept for the float reference)."""
+    from workbench.synthetic import synthetic_layer
+    return synthetic_layer(name=f"synthetic_{n}x{k}_g{group_size}", out_features=n, in_features=k,
+                           group_size=group_size, symmetric=symmetric, seed=seed)
+
+
+@dataclass
+class _Prepared:
+    path: KernelPath
+    state: Any = None
+    ok: bool = True
+    why: str = ""
+    skip_from_m: int | None = None  # too slow: larger M not timed
+    last_call_s: float = 0.0
+
+
+def _activation(m: int, k: int, seed: int) -> torch.Tensor:
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + m)
+    return torch.randn(m, k, generator=gen).to(torch.bfloat16)
+
+
+def _rows(m: int, error_rows: int) -> torch.Tensor:
+    if m <= error_rows:
+        return torch.arange(m)
+    return torch.linspace(0, m - 1, error_rows).round().long().unique()
+
+
+def _detail(p: _Prepared, m: int) -> str:
+    state = p.state
+    engine = getattr(state, "engine", None)
+    if engine is not None:
+        return f"int8 engine {engine.value}"
+    choices = getattr(state, "choices", None)
+    if choices is not None:
+        from kernels.cpu_w4a16 import fallback_choice
+        return f"ran {fallback_choice(state, m)}"
+    return ""
+
+
+def bench_weight(
+    weight: Int4Weight,
+    w_float: torch.Tensor | None,
+    paths: Sequence[str],
+    ms: Sequence[int],
+    *,
+    warmup: int = 1,
+    repeats: int = 5,
+    error_rows: int = 64,
+    max_call_s: float = 10.0,
+    slow_call_s: float = 1.0,
+    seed: int = 0,
+    layer_name: str = "",
+    progress: Progress | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> list[BenchRecord]:
+    """Records for every (path, M): timings, errors, or why a path did not run.
+
+    A path whose call took longer than `max_call_s` is not timed at larger M (its
+    records say so); one slower than `slow_call_s` is timed once per M instead of
+    `repeats` times. `should_stop()` returning True ends the sweep early.
+    """
+    if not paths:
+        raise InvalidInputError("paths: give at least one kernel path")
+    bad_m = [m for m in ms if not isinstance(m, int) or m < 0]
+    if bad_m or not ms:
+        raise InvalidInputError(f"m: token counts must be integers >= 0, got {list(ms)}")
+    prepared: dict[str, _Prepared] = {}
+    for name in paths:
+        path = get_path(name)
+        ok, why = path.availability(weight)
+        p = _Prepared(path, ok=ok, why=why if not ok else "")
+        if ok:
+            try:
+                p.state = path.prepare(weight)
+            except KernelError as exc:
+                p.ok, p.why = False, str(exc)
+        prepared[name] = p
+    n, k, g = weight.n, weight.k, weight.group_size
+    wf = (w_float if w_float is not None else
+          _dequant64(weight)).to(torch.float64)
+    total = len(ms) * len(paths)
+    done = 0
+    records: list[BenchRecord] = []
+    threads = torch.get_num_threads()
+    for m in sorted(ms):
+        if should_stop and should_stop():
+            break
+        x = _activation(m, k, seed)
+        rows = _rows(m, error_rows)
+        refs: dict[str, torch.Tensor] = {}
+        live: list[tuple[str, Any]] = []
+        outputs: dict[str, torch.Tensor] = {}
+        per_m: dict[str, BenchRecord] = {}
+        for name in paths:
+            p = prepared[name]
+            rec = BenchRecord(path=name, m=m, n=n, k=k, group_size=g, median_ms=None,
+                              rel_error=None, available=p.ok, why=p.why,
+                              computes=p.path.computes, emulated=p.path.emulated,
+                              activation_dtype=str(p.path.activation_dtype or x.dtype).replace("torch.", ""),
+                              threads=threads, layer=layer_name)
+            per_m[name] = rec
+            if not p.ok:
+                continue
+            if p.skip_from_m is not None and m >= p.skip_from_m:
+                rec.why = (f"not timed: one call at M = {p.skip_from_m // 2 or 1} or below took "
+                           f"{p.last_call_s:.1f} s, over the {max_call_s:.0f} s budget")
+                continue
+            try:
+                xin = x.to(p.path.activation_dtype) if p.path.activation_dtype else x
+                inputs = p.path.make_input(xin, p.state)
+                t0 = time.perf_counter()
+                out = p.path.run(inputs, p.state)  # warm-up call, also the output we judge
+                _sync(p.path.device)
+                p.last_call_s = time.perf_counter() - t0
+                outputs[name] = p.path.finish(out, inputs, p.state)
+                for _ in range(max(0, warmup - 1)):
+                    p.path.run(inputs, p.state)
+                live.append((name, inputs))
+            except KernelError as exc:
+                rec.available, rec.why = False, str(exc)
+        # round-robin timing across the live paths
+        samples: dict[str, list[float]] = {name: [] for name, _ in live}
+        slow = {name for name, _ in live if prepared[name].last_call_s > slow_call_s}
+        for r in range(repeats):
+            for name, inputs in live:
+                if name in slow and r > 0:
+                    continue
+                p = prepared[name]
+                t0 = time.perf_counter()
+                p.path.run(inputs, p.state)
+                _sync(p.path.device)
+                samples[name].append(time.perf_counter() - t0)
+        for name, _ in live:
+            p, rec = prepared[name], per_m[name]
+            t = summarize(samples[name])
+            rec.median_ms, rec.p20_ms, rec.p80_ms = t.median_ms, t.p20_ms, t.p80_ms
+            rec.min_ms, rec.max_ms, rec.repeats = t.min_ms, t.max_ms, t.repeats
+            rec.detail = _detail(p, m)
+            if p.last_call_s > max_call_s or t.min_ms / 1e3 > max_call_s:
+                p.skip_from_m = m * 2
+            if m and rows.numel():
+                _fill_errors(rec, outputs[name], x, rows, weight, wf, refs)
+        for name in paths:
+            records.append(per_m[name])
+            done += 1
+            if progress:
+                progress(done, total, f"M = {m}: {name}")
+    return records
+
+
+def _dequant64(weight: Int4Weight) -> torch.Tensor:
+    from kernels.quant import dequantize_groupwise
+    return dequantize_groupwise(weight.w_q, weight.scales, weight.group_size, weight.zeros,
+                                dtype=torch.float64)
+
+
+def _fill_errors(rec: BenchRecord, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor,
+                 weight: Int4Weight, wf: torch.Tensor, refs: dict) -> None:
+    if rec.computes == "int8" and weight.effective_group != weight.k:
+        rec.detail = "speed bound only: the integer GEMM alone applies no group scales"
+        return
+    xs = x[rows]
+    if "float" not in refs:
+        refs["float"] = xs.to(torch.float64) @ wf.t()
+    o = out[rows]
+    if not bool(torch.isfinite(o).all()):
+        rec.why = (rec.why + "; " if rec.why else "") + "output holds Inf or NaN"
+    rep = compare(o, refs["float"])
+    rec.rel_error, rec.sqnr_db, rec.cosine = rep.rel_error, rep.sqnr_db, rep.cosine
+    rec.max_abs_error, rec.worst_token_rel_error = rep.max_abs_error, rep.worst_token_rel_error
+    rec.error_rows = int(rows.numel())
+    key = "w4a8" if rec.computes in ("w4a8", "int8") else "w4a16"
+    if key not in refs:
+        fn = w4a8_reference if key == "w4a8" else w4a16_reference
+        refs[key] = fn(xs, weight.w_q, weight.scales, weight.group_size, weight.zeros)
+    rec.kernel_rel_error = compare(o, refs[key]).rel_error
+
+
+def bench_layer_weight(layer, paths: Sequence[str], ms: Sequence[int], **kwargs) -> list[BenchRecord]:
+    """`bench_weight` for a workbench QuantizedLayer (its float weight when it has one)."""
+    return bench_weight(int4_weight_of(layer), getattr(layer, "source_weight", None), paths, ms,
+                        layer_name=layer.name, **kwargs)
+
+
+def write_json(records: Iterable[BenchRecord], path: str | Path, provenance: dict,
+               extra: dict | None = None) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    doc = {"provenance": provenance, "records": [r.to_dict() for r in records]}
+    doc.update(extra or {})
+    path.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
+    return path
+
+
+def _json_default(obj):
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    if hasattr(obj, "__dataclass_fields__"):
+        return asdict(obj)
+    return str(obj)
+
+
+def write_csv(records: Iterable[BenchRecord], path: str | Path, provenance: dict) -> Path:
+    """Tidy CSV: one row per record, provenance repeated in prov_* columns."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    names = [f.name for f in fields(BenchRecord)]
+    prov_cols = {f"prov_{k}": (";".join(v) if isinstance(v, list) else v)
+                 for k, v in provenance.items()}
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=names + list(prov_cols))
+        w.writeheader()
+        for r in records:
+            w.writerow({**r.to_dict(), **prov_cols})
+    return path
+
+
+def records_from_json(path: str | Path) -> tuple[dict, list[BenchRecord]]:
+    doc = json.loads(Path(path).read_text())
+    known = {f.name for f in fields(BenchRecord)}
+    recs = [BenchRecord(**{k: v for k, v in r.items() if k in known}) for r in doc["records"]]
+    return doc.get("provenance", {}), recs
