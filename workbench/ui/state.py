@@ -96,7 +96,7 @@ def init_state() -> None:
 
         ss["pf.fields.base"] = preset_fields(ss["pf.preset"])
         for f, v in ss["pf.fields.base"].items():
-            ss[f"pf.{f}"] = v
+            ss.setdefault(f"pf.{f}", v)
         ss["pf.fields"] = True
     if not ss.get("_query_applied"):
         ss["_query_applied"] = True

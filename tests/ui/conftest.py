@@ -1,0 +1,76 @@
+"""AppTest helpers: the real app (app.py and its router), one page at a time.
+
+Tests pin the platform to a preset so they do not depend on the machine running them.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("streamlit")
+from streamlit.testing.v1 import AppTest  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+APP = ROOT / "app.py"
+TIMEOUT = 120  # the first run of a process imports torch and the checkpoint readers
+
+
+def open_app(page: str | None = None, *, state: dict | None = None, query: dict | None = None) -> AppTest:
+    """Run the app (landing page), then switch to `page` ("layer", "trace", ...)."""
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    at.session_state["pf.preset"] = "x86-avx512"
+    for key, value in (state or {}).items():
+        at.session_state[key] = value
+    for key, value in (query or {}).items():
+        at.query_params[key] = value
+    at.run()
+    if page is not None:
+        at.switch_page(f"workbench/ui/pages/{page}.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _walk(node):
+    children = getattr(node, "children", None)
+    if children is not None:
+        label = getattr(node, "label", None)
+        if isinstance(label, str):
+            yield label
+        for child in children.values():
+            yield from _walk(child)
+        return
+    kind = getattr(node, "type", "")
+    if kind == "metric":
+        yield f"{node.label}: {node.value}"
+    elif kind in ("title", "header", "subheader", "markdown", "caption", "success", "info",
+                  "warning", "error", "code", "text", "alert", "exception"):
+        yield str(node.value)
+
+
+def text(at: AppTest, *, main_only: bool = True) -> str:
+    """Every visible string of the page in document order (markdown, alerts, code, metrics...)."""
+    return "\n".join(_walk(at.main if main_only else at._tree))
+
+
+def errors(at: AppTest) -> list[str]:
+    return [str(e.value) for e in at.error]
+
+
+def plotly_count(at: AppTest) -> int:
+    return len(at.get("plotly_chart"))
+
+
+class UI:
+    """The helpers above, handed to tests as the `ui` fixture (importlib mode has no conftest import)."""
+
+    open_app = staticmethod(open_app)
+    text = staticmethod(text)
+    errors = staticmethod(errors)
+    plotly_count = staticmethod(plotly_count)
+    ROOT = ROOT
+
+
+@pytest.fixture
+def ui() -> type[UI]:
+    return UI
