@@ -1,0 +1,127 @@
+"""The bench harness, sweeps, crossover and the bench command, on small real layers."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+import torch
+
+from workbench.__main__ import main
+from workbench.bench import (
+    BenchRecord, bench_layer_weight, host_provenance, records_from_json, summarize,
+    synthetic_bench_layer, time_fn, write_csv, write_json,
+)
+from workbench.errors import InvalidInputError
+from workbench.sweeps import crossover, slowdown, sweep_alignment, sweep_group, sweep_m
+
+REQUIRED = {"path", "m", "n", "k", "group_size", "median_ms", "rel_error", "available"}
+
+
+def test_summarize_and_time_fn():
+    t = summarize([0.001, 0.002, 0.003, 0.004, 0.100])
+    assert t.median_ms == pytest.approx(3.0) and t.min_ms == pytest.approx(1.0)
+    assert t.p20_ms == pytest.approx(1.8) and t.p80_ms == pytest.approx(23.2)
+    calls = []
+    t = time_fn(lambda: calls.append(1), warmup=2, repeats=3)
+    assert len(calls) == 5 and t.repeats == 3
+
+
+@pytest.fixture(scope="module")
+def small_records():
+    layer = synthetic_bench_layer(64, 256, 64, seed=3)
+    seen = []
+    recs = bench_layer_weight(layer, ["w4a8_native", "w4a16_fallback", "int8_mm", "bf16_dense",
+                                      "triton_w4a8"], [0, 1, 9], repeats=2,
+                              progress=lambda d, t, msg: seen.append((d, t)))
+    return recs, seen
+
+
+def test_records_errors_and_availability(small_records):
+    recs, seen = small_records
+    assert len(recs) == 15 and seen[-1] == (15, 15)
+    by = {(r.path, r.m): r for r in recs}
+    nat = by[("w4a8_native", 9)]
+    assert nat.available and nat.median_ms > 0 and nat.p20_ms <= nat.p80_ms
+    assert nat.kernel_rel_error <= 1e-6  # against the exact W4A8 reference
+    assert 0.01 < nat.rel_error < 0.3  # int4 weights + int8 activations vs the float layer
+    fb = by[("w4a16_fallback", 9)]
+    assert fb.kernel_rel_error <= 2.0 ** -8 and fb.detail.startswith("ran ")
+    assert by[("int8_mm", 9)].rel_error is None and "group scales" in by[("int8_mm", 9)].detail
+    tri = by[("triton_w4a8", 1)]
+    if not torch.cuda.is_available():
+        assert not tri.available and tri.why == "no CUDA device" and tri.median_ms is None
+    assert by[("w4a8_native", 0)].median_ms is not None and by[("w4a8_native", 0)].rel_error is None
+
+
+def test_json_and_csv_round_trip(small_records, tmp_path):
+    recs, _ = small_records
+    prov = host_provenance()
+    assert {"host", "isa", "torch", "threads", "date"} <= set(prov)
+    p = write_json(recs, tmp_path / "r.json", prov)
+    prov2, recs2 = records_from_json(p)
+    assert prov2["torch"] == torch.__version__ and len(recs2) == len(recs)
+    assert recs2[0].to_dict() == recs[0].to_dict()
+    c = write_csv(recs, tmp_path / "r.csv", prov)
+    rows = list(csv.DictReader(c.open()))
+    assert len(rows) == len(recs) and rows[0]["prov_torch"] == torch.__version__
+
+
+def _rec(path, m, med, p20=None, p80=None):
+    return BenchRecord(path=path, m=m, n=8, k=8, group_size=8, median_ms=med, rel_error=0.0,
+                       available=True, p20_ms=p20 or med, p80_ms=p80 or med)
+
+
+def test_crossover_and_slowdown_logic():
+    recs = [_rec("w4a8_native", 1, 2.0), _rec("w4a16_fallback", 1, 1.0),
+            _rec("w4a8_native", 32, 1.1, 1.0, 1.2), _rec("w4a16_fallback", 32, 1.15, 1.1, 1.3),
+            _rec("w4a8_native", 128, 1.0, 0.9, 1.05), _rec("w4a16_fallback", 128, 3.0, 2.5, 3.5)]
+    c = crossover(recs)
+    assert c.m == 32 and c.ratio == pytest.approx(1.15 / 1.1) and not c.separated and c.holds_above
+    assert dict(c.points)[128] == pytest.approx(3.0)
+    never = crossover(recs[:2])
+    assert never.m is None and never.ratio is None
+    recs += [_rec("vllm_dynamic4bit", 1, 50.0),
+             BenchRecord(path="vllm_dynamic4bit", m=128, n=8, k=8, group_size=8, median_ms=None,
+                         rel_error=None, available=True, why="not timed")]
+    s = slowdown(recs)
+    assert s.points == ((1, 50.0),) and s.untimed == (128,) and s.max_factor == 50.0
+    with pytest.raises(InvalidInputError, match="no M has timings"):
+        crossover(recs, fast="nope")
+
+
+def test_sweeps_cover_alignment_and_groups():
+    recs = sweep_alignment(ns=(64, 68), k=128, group_size=64, ms=(2,), repeats=1,
+                           paths=("w4a8_native", "w4a16_tinygemm"))
+    tg = {r.n: r for r in recs if r.path == "w4a16_tinygemm"}
+    assert tg[64].available and not tg[68].available and "N % 16" in tg[68].why
+    assert "N % 16" in [r for r in recs if r.n == 68][0].layer
+    grp = sweep_group((-1, 32), n=32, k=128, ms=(3,), repeats=1)
+    assert {r.group_size for r in grp} == {-1, 32}
+    assert all(r.kernel_rel_error is not None for r in grp)
+    ms = sweep_m(32, 128, 32, ms=(1, 4), repeats=1)
+    assert {(r.path, r.m) for r in ms} == {(p, m) for p in ("w4a8_native", "w4a16_fallback") for m in (1, 4)}
+
+
+def test_bench_cli_issue_form(capsys, tmp_path):
+    out = tmp_path / "res.json"
+    rc = main(["bench", "--m", "1,3", "--n", "32", "--k", "256", "--group", "128", "--paths",
+               "w4a8_native,w4a16_fallback,int8_mm,bf16_dense,vllm_dynamic4bit", "--json",
+               "--repeats", "1", "--out", str(out)])
+    assert rc == 0
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(lines) == 10 and all(REQUIRED <= set(d) for d in lines)
+    assert {d["path"] for d in lines} == {"w4a8_native", "w4a16_fallback", "int8_mm", "bf16_dense",
+                                          "vllm_dynamic4bit"}
+    doc = json.loads(out.read_text())
+    assert doc["provenance"]["torch"] == torch.__version__ and len(doc["records"]) == 10
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--m", "1,x"], "--m"), (["--paths", "warp_drive"], "unknown warp_drive"),
+    (["--group", "100"], "does not divide"), (["--model", "Llama-3.1-8B", "--layer", "nope"], "--layer"),
+])
+def test_bench_cli_bad_input_is_one_line(argv, match, capsys):
+    assert main(["bench", "--n", "32", "--k", "256", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and match in err
