@@ -7,6 +7,8 @@ Weight operand: the half-split layout of kernels.triton_pack. Packed int8 [N, Kp
 byte j of row n holds w[n, j] (low nibble) and w[n, Kp/2 + j] (high nibble). A K step of
 BLOCK_K bytes thus covers activation columns [k0, k0 + BLOCK_K) with the low nibbles and
 [Kp/2 + k0, Kp/2 + k0 + BLOCK_K) with the high nibbles: two dots per step, no permute.
+The unpacked operands are 16 * w (nibble at the top of the byte); the stored scales are
+scale / 16.
 
 Orientation: with SWAP_AB = False the tile is acc[BM, BN] = X[BM, BK] @ W^T[BK, BN];
 with SWAP_AB = True it is acc[BN, BM] = W[BN, BK] @ X^T[BK, BM], which lets Triton feed
@@ -17,6 +19,8 @@ per-tile counter; the split that arrives last sums the partials in split order (
 result does not depend on arrival order), writes the output and resets the counter.
 """
 from __future__ import annotations
+
+import os
 
 import triton
 import triton.language as tl
@@ -86,14 +90,41 @@ def _k_range(HALF_K, BLOCK_K: tl.constexpr, SPLIT_K):
     return start, end
 
 
+# Inline PTX needs a GPU; the interpreter takes the plain-Triton form of the same ops.
+_PTX: tl.constexpr = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"))
+
+
 @triton.jit
 def _unpack_lo(p):
-    return (p << 4) >> 4
+    """int8 tile of packed bytes -> 16 * low nibble, as int8 (the nibble moved to the top
+    of its byte is its two's complement value times 16: no sign extension needed; the
+    1/16 is folded into the stored scales, see triton_pack)."""
+    if _PTX:
+        # Four bytes per 32-bit register: one shift and one mask for four weights.
+        # Plain `p << 4` on int8 compiles to 16-bit shifts plus byte permutes.
+        return tl.inline_asm_elementwise(
+            "{ .reg .b32 t; shl.b32 t, $1, 4; and.b32 $0, t, 0xF0F0F0F0; }",
+            "=r,r", [p], dtype=tl.int8, is_pure=True, pack=4)
+    else:
+        return p << 4
 
 
 @triton.jit
 def _unpack_hi(p):
-    return p >> 4
+    """int8 tile of packed bytes -> 16 * high nibble, as int8: the high nibble in place."""
+    if _PTX:
+        return tl.inline_asm_elementwise(
+            "and.b32 $0, $1, 0xF0F0F0F0;", "=r,r", [p], dtype=tl.int8, is_pure=True, pack=4)
+    else:
+        return p & -16
+
+
+@triton.jit
+def _small_i32_to_f32(d):
+    """Exact int32 -> float32 for |d| <= 2**22 (one group's dot: |d| <= 2**14 * g, g <= 256)
+    by integer add + float subtract: int->float conversion runs at a quarter of the FMA
+    rate on Hopper and would cost more than the group's tensor-core work."""
+    return (d + 0x4B400000).to(tl.float32, bitcast=True) - 12582912.0
 
 
 @triton.jit
@@ -167,14 +198,15 @@ def w4a8_kernel(
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
                                mask=(HALF_K + k0 + rk)[:, None] < K, other=0)
             if GROUP_K == 0:
-                acc_i = tl.dot(_unpack_lo(p), a_lo, acc_i)
-                acc_i = tl.dot(_unpack_hi(p), a_hi, acc_i)
+                acc_i = tl.dot(_unpack_lo(p), a_lo, acc_i, out_dtype=tl.int32)
+                acc_i = tl.dot(_unpack_hi(p), a_hi, acc_i, out_dtype=tl.int32)
             else:
                 s_lo = tl.load(ws_ptr + it * stride_sg + an)
                 s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                d_lo = tl.dot(_unpack_lo(p), a_lo)
-                d_hi = tl.dot(_unpack_hi(p), a_hi)
-                acc += d_lo.to(tl.float32) * s_lo[:, None] + d_hi.to(tl.float32) * s_hi[:, None]
+                d = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
+                acc += _small_i32_to_f32(d) * s_lo[:, None]
+                d = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
+                acc += _small_i32_to_f32(d) * s_hi[:, None]
         xs = tl.load(xs_ptr + am)
         if GROUP_K == 0:
             acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[:, None]
@@ -198,14 +230,15 @@ def w4a8_kernel(
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
                                mask=(HALF_K + k0 + rk)[None, :] < K, other=0)
             if GROUP_K == 0:
-                acc_i = tl.dot(a_lo, _unpack_lo(p), acc_i)
-                acc_i = tl.dot(a_hi, _unpack_hi(p), acc_i)
+                acc_i = tl.dot(a_lo, _unpack_lo(p), acc_i, out_dtype=tl.int32)
+                acc_i = tl.dot(a_hi, _unpack_hi(p), acc_i, out_dtype=tl.int32)
             else:
                 s_lo = tl.load(ws_ptr + it * stride_sg + an)
                 s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                d_lo = tl.dot(a_lo, _unpack_lo(p))
-                d_hi = tl.dot(a_hi, _unpack_hi(p))
-                acc += d_lo.to(tl.float32) * s_lo[None, :] + d_hi.to(tl.float32) * s_hi[None, :]
+                d = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
+                acc += _small_i32_to_f32(d) * s_lo[None, :]
+                d = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
+                acc += _small_i32_to_f32(d) * s_hi[None, :]
         xs = tl.load(xs_ptr + am)
         if GROUP_K == 0:
             acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[None, :]
@@ -219,29 +252,143 @@ def w4a8_kernel(
 
 # %% W4A16: bf16/fp16 activations x int4 weights dequantized in registers
 
-@triton.jit
-def _dequant(q, s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr, BLOCK_K: tl.constexpr,
-             SWAP_AB: tl.constexpr, DTYPE: tl.constexpr):
-    """int4 tile (int8 registers) -> DTYPE weights: q * scale of its group.
+# Nibble -> 16-bit float with integer bit tricks (no int->float conversion, which runs at
+# a quarter of the FMA rate): the offset nibble n + 8 becomes the low mantissa bits of
+# 128 + (n + 8) in bf16 (1024 + (n + 8) in fp16), one fma then subtracts 136 (1032)
+# exactly. Four weights per instance: one byte each in, two 16-bit halves per register out.
+_NIB_TO_F16 = """{
+.reg .b32 t, u0, u1, hi, one, off;
+EXTRACT
+xor.b32 t, t, 0x08080808;
+mov.b32 hi, MAGIC;
+prmt.b32 u0, t, hi, 0x4140;
+prmt.b32 u1, t, hi, 0x4342;
+mov.b32 one, ONE;
+mov.b32 off, OFFSET;
+fma.rn.TY $0, u0, one, off;
+fma.rn.TY $1, u1, one, off;
+SCALE
+}"""
+_EXTRACT = {False: "and.b32 t, $2, 0x0F0F0F0F;", True: "shr.u32 t, $2, 4;\nand.b32 t, t, 0x0F0F0F0F;"}
+_FMT = {"bf16": ("0x43434343", "0x3F803F80", "0xC308C308", "bf16x2"),
+        "fp16": ("0x64646464", "0x3C003C00", "0xE408E408", "f16x2")}
+# Grouped: times the scale, rounded once (fma with -0 adds nothing).
+_SCALE = "mov.b32 off, 0x80008000;\nfma.rn.TY $0, $0, $3, off;\nfma.rn.TY $1, $1, $4, off;"
 
-    idx: K index (packed coordinates, 0..Kp) of the tile's first column.
-    Per-channel (GROUP_K == 0) returns plain integers; the scale is applied at the end.
+
+def _nib_asm(high: bool, fmt: str, scaled: bool) -> str:
+    magic, one, off, ty = _FMT[fmt]
+    src = (_NIB_TO_F16.replace("EXTRACT", _EXTRACT[high]).replace("SCALE", _SCALE if scaled else "")
+           .replace("MAGIC", magic).replace("ONE", one).replace("OFFSET", off))
+    return src.replace("TY", ty)
+
+
+_ASM = {(h, f, sc): tl.constexpr(_nib_asm(h, f, sc))
+        for h in (False, True) for f in ("bf16", "fp16") for sc in (False, True)}
+_ASM_LO_BF16: tl.constexpr = _ASM[(False, "bf16", False)]
+_ASM_HI_BF16: tl.constexpr = _ASM[(True, "bf16", False)]
+_ASM_LO_FP16: tl.constexpr = _ASM[(False, "fp16", False)]
+_ASM_HI_FP16: tl.constexpr = _ASM[(True, "fp16", False)]
+_ASM_LO_BF16_S: tl.constexpr = _ASM[(False, "bf16", True)]
+_ASM_HI_BF16_S: tl.constexpr = _ASM[(True, "bf16", True)]
+_ASM_LO_FP16_S: tl.constexpr = _ASM[(False, "fp16", True)]
+_ASM_HI_FP16_S: tl.constexpr = _ASM[(True, "fp16", True)]
+
+
+@triton.jit
+def _asm_nib(p, s, ASM: tl.constexpr, SCALED: tl.constexpr, DTYPE: tl.constexpr):
+    # inline_asm_elementwise does not unwrap a constexpr dtype: spell each one out.
+    if DTYPE == tl.bfloat16:
+        if SCALED:
+            w = tl.inline_asm_elementwise(ASM, "=r,=r,r,r,r", [p, s], dtype=tl.bfloat16,
+                                          is_pure=True, pack=4)
+        else:
+            w = tl.inline_asm_elementwise(ASM, "=r,=r,r", [p], dtype=tl.bfloat16,
+                                          is_pure=True, pack=4)
+    else:
+        if SCALED:
+            w = tl.inline_asm_elementwise(ASM, "=r,=r,r,r,r", [p, s], dtype=tl.float16,
+                                          is_pure=True, pack=4)
+        else:
+            w = tl.inline_asm_elementwise(ASM, "=r,=r,r", [p], dtype=tl.float16,
+                                          is_pure=True, pack=4)
+    return w
+
+
+@triton.jit
+def _nibbles_to_f16(p, s, HIGH: tl.constexpr, SCALED: tl.constexpr, DTYPE: tl.constexpr):
+    """GPU only: int4 nibbles of packed bytes -> DTYPE values n (times s when SCALED)."""
+    if DTYPE == tl.bfloat16:
+        if SCALED:
+            if HIGH:
+                w = _asm_nib(p, s, _ASM_HI_BF16_S, True, DTYPE)
+            else:
+                w = _asm_nib(p, s, _ASM_LO_BF16_S, True, DTYPE)
+        else:
+            if HIGH:
+                w = _asm_nib(p, s, _ASM_HI_BF16, False, DTYPE)
+            else:
+                w = _asm_nib(p, s, _ASM_LO_BF16, False, DTYPE)
+    else:
+        if SCALED:
+            if HIGH:
+                w = _asm_nib(p, s, _ASM_HI_FP16_S, True, DTYPE)
+            else:
+                w = _asm_nib(p, s, _ASM_LO_FP16_S, True, DTYPE)
+        else:
+            if HIGH:
+                w = _asm_nib(p, s, _ASM_HI_FP16, False, DTYPE)
+            else:
+                w = _asm_nib(p, s, _ASM_LO_FP16, False, DTYPE)
+    return w
+
+
+@triton.jit
+def _dequant(p, HIGH: tl.constexpr, s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr,
+             BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, DTYPE: tl.constexpr):
+    """Packed bytes -> DTYPE weights of the low or high nibbles, times their group scale.
+
+    idx: K index (packed coordinates, 0..Kp) of the tile's first column. Per-channel
+    (GROUP_K == 0) returns n on the GPU and 16 * n in the interpreter (CHANNEL_UNIT);
+    the scale multiplies the accumulator at the end.
     """
     if GROUP_K == 0:
-        # via float32: exact for int4 values, and the interpreter mis-casts int8 -> bf16
-        return q.to(tl.float32).to(DTYPE)
-    if BLOCK_K <= GROUP_K:
-        s = tl.load(s_ptr + (idx // GROUP_K) * stride_sg + an)
-        if SWAP_AB:
-            return (q.to(tl.float32) * s[:, None]).to(DTYPE)
-        return (q.to(tl.float32) * s[None, :]).to(DTYPE)
-    # A tile spans several groups: gather each column's scale (L1-resident).
-    g = (idx + tl.arange(0, BLOCK_K)) // GROUP_K
-    if SWAP_AB:
-        s = tl.load(s_ptr + g[None, :] * stride_sg + an[:, None])
+        if _PTX:
+            w = _nibbles_to_f16(p, p, HIGH, False, DTYPE)
+        else:
+            if HIGH:
+                q = _unpack_hi(p)
+            else:
+                q = _unpack_lo(p)
+            w = q.to(tl.float32).to(DTYPE)  # the interpreter mis-casts int8 -> bf16 directly
     else:
-        s = tl.load(s_ptr + g[:, None] * stride_sg + an[None, :])
-    return (q.to(tl.float32) * s).to(DTYPE)
+        # Stored scales are scale / 16 (triton_pack): x16 is exact.
+        if BLOCK_K <= GROUP_K:
+            sv = tl.load(s_ptr + (idx // GROUP_K) * stride_sg + an) * 16.0
+            if SWAP_AB:
+                s = tl.broadcast_to(sv[:, None], p.shape)
+            else:
+                s = tl.broadcast_to(sv[None, :], p.shape)
+        else:
+            # A tile spans several groups: gather each column's scale (L1-resident).
+            g = (idx + tl.arange(0, BLOCK_K)) // GROUP_K
+            if SWAP_AB:
+                s = tl.load(s_ptr + g[None, :] * stride_sg + an[:, None]) * 16.0
+            else:
+                s = tl.load(s_ptr + g[:, None] * stride_sg + an[None, :]) * 16.0
+        if _PTX:
+            w = _nibbles_to_f16(p, s.to(DTYPE), HIGH, True, DTYPE)
+        else:
+            if HIGH:
+                q = _unpack_hi(p)
+            else:
+                q = _unpack_lo(p)
+            w = (q.to(tl.float32) * (s * 0.0625)).to(DTYPE)
+    return w
+
+
+# Per-channel W4A16 feeds n (GPU) or 16 * n (interpreter) to the dot.
+CHANNEL_UNIT: tl.constexpr = tl.constexpr(16.0 if _PTX else 1.0)
 
 
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
@@ -288,14 +435,13 @@ def w4a16_kernel(
                 a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[:, None] < K, other=0.0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
                                mask=(HALF_K + k0 + rk)[:, None] < K, other=0.0)
-            w_lo = _dequant(_unpack_lo(p), ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
+            w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB, DTYPE)
+            w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, BLOCK_K,
                             SWAP_AB, DTYPE)
-            w_hi = _dequant(_unpack_hi(p), ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
-                            BLOCK_K, SWAP_AB, DTYPE)
             acc = tl.dot(w_lo, a_lo, acc)
             acc = tl.dot(w_hi, a_hi, acc)
         if GROUP_K == 0:
-            acc = acc * tl.load(ws_ptr + an)[:, None]
+            acc = acc * (tl.load(ws_ptr + an) * CHANNEL_UNIT)[:, None]
         offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
         mask = (rm[None, :] < M) & (rn[:, None] < N)
     else:
@@ -312,14 +458,13 @@ def w4a16_kernel(
                 a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[None, :] < K, other=0.0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
                                mask=(HALF_K + k0 + rk)[None, :] < K, other=0.0)
-            w_lo = _dequant(_unpack_lo(p), ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
+            w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB, DTYPE)
+            w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, BLOCK_K,
                             SWAP_AB, DTYPE)
-            w_hi = _dequant(_unpack_hi(p), ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
-                            BLOCK_K, SWAP_AB, DTYPE)
             acc = tl.dot(a_lo, w_lo, acc)
             acc = tl.dot(a_hi, w_hi, acc)
         if GROUP_K == 0:
-            acc = acc * tl.load(ws_ptr + an)[None, :]
+            acc = acc * (tl.load(ws_ptr + an) * CHANNEL_UNIT)[None, :]
         offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]
         mask = (rm[:, None] < M) & (rn[None, :] < N)
 

@@ -7,15 +7,17 @@ Layout ("half-split"), done once when a layer is loaded:
 
     K is padded with zero weights to Kp, a multiple of 2 * max(128, g).
     packed int8 [N, Kp / 2]:  byte[n, j] = (w[n, j] & 0xF) | (w[n, j + Kp/2] << 4)
-    scales float32 [Kp / g, N]: transposed so one K step reads N-contiguous scales;
-    the groups of the padding hold 0.
+    scales float32 [Kp / g, N]: scale / 16, transposed so one K step reads N-contiguous
+    scales; the groups of the padding hold 0.
 
 So the low nibbles of a packed row are the first half of K and the high nibbles the
 second half, each in order. In the kernel one int8 tile yields two int8 operand tiles
-with no interleave, join or permute: `(b << 4) >> 4` (arithmetic shifts on int8
-sign-extend the low nibble) and `b >> 4`. Each feeds its own `tl.dot` against the
-matching activation columns (j and Kp/2 + j). Since Kp/2 is a multiple of g, a K step
-of at most g bytes never straddles a group in either half.
+with no interleave, join, permute or sign extension: `b << 4` and `b & 0xF0` put each
+nibble in the top of its byte, where the byte reads as 16 * w in two's complement. On a
+GPU both run on four bytes per 32-bit register (one shift and one mask). Each tile feeds
+its own `tl.dot` against the matching activation columns (j and Kp/2 + j), and the
+stored scale / 16 undoes the factor exactly (a power of two). Since Kp/2 is a multiple
+of g, a K step of at most g bytes never straddles a group in either half.
 """
 from __future__ import annotations
 
@@ -30,14 +32,16 @@ __all__ = ["HalfSplitInt4", "pack_half_split", "unpack_half_split", "SUPPORTED_G
 
 # Group sizes with a power-of-two K step that tiles them; -1 is per-channel.
 SUPPORTED_GROUPS = (-1, 32, 64, 128, 256)
+# Per-channel W4A8 sums K products of |x_q| <= 128 and |16 w| <= 128 in int32.
+_MAX_K = (2 ** 31 - 1) // (128 * 128)
 
 
 @dataclass(frozen=True)
 class HalfSplitInt4:
     """An int4 weight in the half-split layout, ready for the Triton kernels.
 
-    packed: int8 [N, k_padded // 2]; scales: float32 [k_padded // g, N] (one row of N
-    scales when per-channel); group_size: g, or -1 for per-channel.
+    packed: int8 [N, k_padded // 2]; scales: float32 scale / 16, [k_padded // g, N] (one
+    row of N when per-channel); group_size: g, or -1 for per-channel.
     """
 
     packed: torch.Tensor
@@ -92,6 +96,9 @@ def pack_half_split(
         raise KernelInputError(
             f"group_size = {group_size}; the Triton kernels accept {SUPPORTED_GROUPS} "
             f"(-1 = per-channel) or group_size == K")
+    if k > _MAX_K:
+        raise KernelInputError(
+            f"w_q has K = {k} columns; the W4A8 kernel's int32 accumulator holds K <= {_MAX_K}")
     dev = torch.device(device) if device is not None else w_q.device
     w = w_q.to(dev)
     kp = _padded_k(k, 128 if per_channel else g)
@@ -103,7 +110,8 @@ def pack_half_split(
     # (hi | lo) lies in [-128, 127] as int16 (hi carries the sign), so the int8 cast is exact.
     packed = (hi | lo).to(torch.int8).contiguous()
 
-    s = scales2d.to(device=dev, dtype=torch.float32)
+    # The kernels' int8 operands are 16 * w (see module docstring); / 16 is exact.
+    s = scales2d.to(device=dev, dtype=torch.float32) / 16
     if per_channel:
         s_t = s.reshape(1, n).contiguous()
     else:
@@ -120,5 +128,5 @@ def unpack_half_split(w: HalfSplitInt4) -> tuple[torch.Tensor, torch.Tensor]:
     hi = p >> 4
     w_q = torch.cat([lo, hi], dim=1)[:, : w.k].to(torch.int8)
     if w.per_channel:
-        return w_q, w.scales.reshape(w.n, 1).clone()
-    return w_q, w.scales[: w.k // w.group_size].t().contiguous()
+        return w_q, w.scales.reshape(w.n, 1) * 16
+    return w_q, w.scales[: w.k // w.group_size].t().contiguous() * 16

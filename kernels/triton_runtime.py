@@ -5,6 +5,7 @@ without triton or without a GPU, so the workbench can say why the GPU kernels ar
 """
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import os
@@ -43,11 +44,17 @@ def triton_available() -> tuple[bool, str]:
     Under TRITON_INTERPRET=1 they run on CPU tensors through Triton's interpreter,
     exactly but slowly; that mode is for tests.
     """
+    return _probe(interpreting())
+
+
+@functools.lru_cache(maxsize=2)
+def _probe(interp: bool) -> tuple[bool, str]:
+    # Cached: every kernel call asks, and reading package metadata costs milliseconds.
     # find_spec, not import: importing triton fixes, for the whole process, whether its
     # @jit builtins are compiled or interpreted, so a probe must not do it early.
     if importlib.util.find_spec("triton") is None:
         return False, "triton not installed (pip install triton)"
-    if interpreting():
+    if interp:
         return True, "Triton interpreter (TRITON_INTERPRET=1): CPU tensors, for tests only"
     if not torch.cuda.is_available():
         return False, "no CUDA device"

@@ -7,15 +7,20 @@ Public API (CUDA tensors; CPU tensors only under TRITON_INTERPRET=1):
     out = w4a16_matmul(x, packed)                    # x bf16/fp16 [M, K] -> [M, N], x's dtype
 
 Same weight convention and half-split layout as kernels.triton_w4a8 (one packed weight
-serves both kernels). Grouped weights are dequantized as q * scale rounded to x's dtype,
-as Marlin and the other W4A16 kernels do; per-channel weights enter the dot as exact
-integers and their scale multiplies the float32 accumulator at the end. Small M uses
+serves both kernels). Grouped weights are dequantized as q * scale rounded to x's dtype
+(on the GPU the scale itself is first rounded to x's dtype, as in checkpoints that store
+bf16/fp16 scales), as Marlin and the other W4A16 kernels do; per-channel weights enter
+the dot as exact integers and their scale multiplies the float32 accumulator at the end.
+On the GPU the nibbles become bf16/fp16 by integer bit tricks (inline PTX), not by
+int -> float conversions, which run at a quarter of the FMA rate. Small M uses
 split-K (float32 partials, reduced in a fixed order).
 
 Launch configs come from `W4A16_CONFIGS`, keyed by (M bucket, per-channel or grouped),
 tuned on an H200 by benchmarks/gpu_sweep.py; pass `config=` to override.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 import torch
 
@@ -56,8 +61,11 @@ def prepare_w4a16(
 
 
 def w4a16_config(m: int, packed: HalfSplitInt4) -> TileConfig:
-    """The tuned config for this M and weight, block_k fitted to Kp/2."""
+    """The tuned config for this M and weight, block_k fitted to Kp/2 and, for grouped
+    weights, to at most g (one scale vector per step; wider steps gather scales)."""
     cfg = W4A16_CONFIGS[(m_bucket(m), "channel" if packed.per_channel else "group")]
+    if not packed.per_channel and cfg.block_k > packed.group_size:
+        cfg = replace(cfg, block_k=packed.group_size)
     return fit_block_k(cfg, packed.half_k)
 
 

@@ -114,8 +114,11 @@ def quantize_per_token_int8_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch
     if m == 0:
         return x_q, x_scale
     block = min(max(triton_next_pow2(k), 128), 8192)
+    # No FMA contraction: v = x * inv must be rounded before frac = v - trunc(v), as in
+    # the reference; a fused multiply-subtract flips ties that rounding creates.
     quant_per_token_int8_kernel[(m,)](x, x_q, x_scale, k, x.stride(0), x_q.stride(0),
-                                      BLOCK=block, num_warps=8 if block >= 4096 else 4)
+                                      BLOCK=block, num_warps=8 if block >= 4096 else 4,
+                                      enable_fp_fusion=False)
     return x_q, x_scale
 
 
