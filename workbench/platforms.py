@@ -72,7 +72,8 @@ class Platform:
         return self.device == "cpu"
 
     def is_zen_cpu(self) -> bool:
-        return self.device == "cpu" and self.zen
+        # vLLM only picks ZenCpuPlatform when `import zentorch` succeeds (vllm/platforms/__init__.py).
+        return self.device == "cpu" and self.zen and "zentorch" in self.packages
 
     def has_package(self, name: str) -> bool:
         return name in self.packages
