@@ -156,9 +156,9 @@ def _time_once(fn, x, prepared) -> float:
 def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     """Whichever W4A16 path is faster for this M (float32 [M, N]).
 
-    The first call in each power-of-two M bucket times both paths twice, interleaved,
-    on this x and keeps the faster (minimum of the two tries); later calls in the
-    bucket run it directly. `fallback_choice(prepared, m)` tells which path runs.
+    The first call in each power-of-two M bucket times both paths on this x, three
+    interleaved tries each (two when a call takes over half a second), and keeps the
+    faster by its minimum; later calls in the bucket run it directly. `fallback_choice(prepared, m)` tells which path runs.
     """
     _check(x, prepared)
     m = x.shape[0]
@@ -170,9 +170,11 @@ def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     b = _bucket(m)
     if b not in prepared.choices:
         t = {"tinygemm": float("inf"), "dequant": float("inf")}
-        for _ in range(2):
+        for r in range(3):
             t["tinygemm"] = min(t["tinygemm"], _time_once(w4a16_tinygemm, x, prepared))
             t["dequant"] = min(t["dequant"], _time_once(w4a16_dequant, x, prepared))
+            if r == 1 and max(t.values()) > 0.5:
+                break  # slow calls: two interleaved tries each are enough
         prepared.timings[b] = t
         prepared.choices[b] = min(t, key=t.get)
     if prepared.choices[b] == "tinygemm":

@@ -378,7 +378,7 @@ def write_csv(records: Iterable[BenchRecord], path: str | Path, provenance: dict
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     names = [f.name for f in fields(BenchRecord)]
-    prov_cols = {f"prov_{k}": (";".join(v) if isinstance(v, list) else v)
+    prov_cols = {f"prov_{k}": (json.dumps(v) if isinstance(v, (list, dict)) else v)
                  for k, v in provenance.items()}
     with path.open("w", newline="") as fh:
         w = csv.DictWriter(fh, fieldnames=names + list(prov_cols))

@@ -1,0 +1,169 @@
+"""The CPU kernels' "Done when" ratios, measured in one process on this machine.
+
+    python benchmarks/bench_cpu_ratios.py [--threads 1] [--quick] [--out benchmarks/results]
+
+N = K = 4096 (bf16 activations, RTN-quantized normal(0, 0.02) weights, bf16 scales):
+
+1. per-channel W4A8 native / torch._int_mm alone on already-quantized int8 (M >= 32),
+   and / FBGEMM's int8 GEMM alone (this CPU's int8 bound);
+2. group-128 W4A8 native / per-channel W4A8 native (M >= 128), and the naive loop
+   (one integer GEMM per group) / per-channel;
+3. W4A16 fallback / min(tinygemm, dequantize + GEMM) at every M;
+4. the M sweep (1 .. 8192) of W4A8 native against the W4A16 fallback: crossover M;
+5. vLLM's Dynamic4bitLinearKernel path / W4A16 fallback: the slowdown factor.
+
+Every ratio compares calls timed round-robin in the same rounds (see
+workbench.bench), so load from other processes falls on both sides; ratios are given
+of medians and of minima (the least disturbed call, steadier on a shared machine). Results go to
+cpu_ratios.json (ratios, with the records behind them) and cpu_sweep_m.json / .csv.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from kernels.registry import get_path  # noqa: E402
+from workbench.bench import (  # noqa: E402
+    bench_layer_weight, host_provenance, int4_weight_of, summarize, synthetic_bench_layer,
+    write_csv, write_json,
+)
+from workbench.sweeps import crossover, slowdown  # noqa: E402
+
+N = K = 4096
+
+
+def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 0) -> dict:
+    """Round-robin timing of several (path, prepared) pairs on the same activations."""
+    gen = torch.Generator().manual_seed(seed + m)
+    x = torch.randn(m, K, generator=gen).to(torch.bfloat16)
+    ready = {}
+    for label, (path_name, state) in candidates.items():
+        path = get_path(path_name)
+        inputs = path.make_input(x.to(path.activation_dtype) if path.activation_dtype else x, state)
+        path.run(inputs, state)  # warm-up (and the fallback's per-M tuning)
+        path.run(inputs, state)
+        ready[label] = (path, state, inputs)
+    samples = {label: [] for label in ready}
+    for _ in range(repeats):
+        for label, (path, state, inputs) in ready.items():
+            t0 = time.perf_counter()
+            path.run(inputs, state)
+            samples[label].append(time.perf_counter() - t0)
+    return {label: summarize(s) for label, s in samples.items()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--quick", action="store_true", help="fewer M and repeats (a smoke run)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    ap.add_argument("--tag", default="", help="suffix for the result file names")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    out = Path(args.out)
+    reps = 3 if args.quick else 7
+    prov = host_provenance({"script": "benchmarks/bench_cpu_ratios.py", "n": N, "k": K,
+                            "activations": "bfloat16", "weights": "RTN int4 of normal(0, 0.02), bf16 scales"})
+    from kernels.int8_gemm import rank_engines
+    prov["int8_engines_per_channel"] = [list(e) for e in rank_engines(False)]
+    prov["int8_engines_grouped"] = [list(e) for e in rank_engines(True)]
+    t_start = time.time()
+    chan = int4_weight_of(synthetic_bench_layer(N, K, -1))
+    g128 = int4_weight_of(synthetic_bench_layer(N, K, 128))
+    prep = {
+        "native_channel": ("w4a8_native", get_path("w4a8_native").prepare(chan)),
+        "native_g128": ("w4a8_native", get_path("w4a8_native").prepare(g128)),
+        "group_loop_g128": ("w4a8_group_loop", get_path("w4a8_group_loop").prepare(g128)),
+        "int8_mm": ("int8_mm", get_path("int8_mm").prepare(chan)),
+        "int8_fbgemm": ("int8_fbgemm", get_path("int8_fbgemm").prepare(chan)),
+    }
+    engines = {k: getattr(v[1], "engine", None) for k, v in prep.items()}
+    prov["engines"] = {k: (e.value if e is not None else None) for k, e in engines.items()}
+    result: dict = {"provenance": prov, "ratios": {}, "timings_ms": {}}
+
+    def note(key, m, timings):
+        result["timings_ms"].setdefault(key, {})[m] = {k: t.__dict__ for k, t in timings.items()}
+
+    # 1. per-channel native against the integer GEMM alone
+    r1 = {}
+    for m in ([32, 128] if args.quick else [32, 128, 256]):
+        t = interleaved({k: prep[k] for k in ("native_channel", "int8_mm", "int8_fbgemm")}, m,
+                        1 if m >= 128 else reps)  # _int_mm takes seconds here
+        note("per_channel_vs_int8", m, t)
+        r1[m] = {"native_over_int_mm": t["native_channel"].median_ms / t["int8_mm"].median_ms,
+                 "native_over_fbgemm": t["native_channel"].median_ms / t["int8_fbgemm"].median_ms,
+                 "native_over_fbgemm_min": t["native_channel"].min_ms / t["int8_fbgemm"].min_ms}
+        print(f"[1] M={m}: native/int_mm {r1[m]['native_over_int_mm']:.3f}, "
+              f"native/fbgemm {r1[m]['native_over_fbgemm']:.3f}", flush=True)
+    result["ratios"]["per_channel_native_over_int8"] = r1
+
+    # 2. group-128 against per-channel
+    r2 = {}
+    for m in ([128, 512] if args.quick else [128, 512, 2048]):
+        t = interleaved({k: prep[k] for k in ("native_channel", "native_g128", "group_loop_g128")}, m,
+                        reps if m <= 512 else 3)
+        note("group_vs_channel", m, t)
+        r2[m] = {"g128_over_channel": t["native_g128"].median_ms / t["native_channel"].median_ms,
+                 "g128_over_channel_min": t["native_g128"].min_ms / t["native_channel"].min_ms,
+                 "naive_loop_over_channel": t["group_loop_g128"].median_ms / t["native_channel"].median_ms}
+        print(f"[2] M={m}: g128/channel {r2[m]['g128_over_channel']:.3f}, "
+              f"naive loop/channel {r2[m]['naive_loop_over_channel']:.3f}", flush=True)
+    result["ratios"]["group128_over_per_channel"] = r2
+    del prep
+
+    # 3. W4A16 fallback against the better of its two paths
+    fb = {name: (name, get_path(name).prepare(g128))
+          for name in ("w4a16_fallback", "w4a16_tinygemm", "w4a16_dequant")}
+    r3 = {}
+    ms3 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+    for m in ms3:
+        t = interleaved(fb, m, reps + 2 if m <= 512 else 3)
+        note("w4a16_fallback", m, t)
+        best = min(t["w4a16_tinygemm"].median_ms, t["w4a16_dequant"].median_ms)
+        best_min = min(t["w4a16_tinygemm"].min_ms, t["w4a16_dequant"].min_ms)
+        from kernels.cpu_w4a16 import fallback_choice
+        r3[m] = {"fallback_over_best": t["w4a16_fallback"].median_ms / best,
+                 "fallback_over_best_min": t["w4a16_fallback"].min_ms / best_min,
+                 "choice": fallback_choice(fb["w4a16_fallback"][1], m),
+                 "tinygemm_ms": t["w4a16_tinygemm"].median_ms, "dequant_ms": t["w4a16_dequant"].median_ms}
+        print(f"[3] M={m}: fallback/best {r3[m]['fallback_over_best']:.3f} (min-based "
+              f"{r3[m]['fallback_over_best_min']:.3f}, ran {r3[m]['choice']})", flush=True)
+    result["ratios"]["w4a16_fallback_over_best_path"] = r3
+    del fb
+
+    # 4 + 5. the M sweep, crossover, Dynamic4bit slowdown (records for the app and notebooks)
+    layer = synthetic_bench_layer(N, K, 128)
+    ms4 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    recs = bench_layer_weight(layer, ["w4a8_native", "w4a16_fallback", "vllm_dynamic4bit"], ms4,
+                              repeats=3 if args.quick else 5, max_call_s=3.0,
+                              progress=lambda d, t, msg: print(f"[4] {d}/{t} {msg}", flush=True))
+    cross = crossover(recs, "w4a8_native", "w4a16_fallback")
+    slow = slowdown(recs, "vllm_dynamic4bit", "w4a16_fallback")
+    result["crossover_w4a8_native_vs_w4a16_fallback"] = cross.to_dict()
+    result["dynamic4bit_slowdown_vs_w4a16_fallback"] = slow.to_dict()
+    print(f"[4] crossover M = {cross.m} (ratio {cross.ratio}, separated {cross.separated}, "
+          f"holds above {cross.holds_above})", flush=True)
+    print(f"[5] Dynamic4bit / W4A16 fallback: {[(m, round(f, 1)) for m, f in slow.points]}", flush=True)
+    result["seconds"] = round(time.time() - t_start, 1)
+    prov["loadavg_1m_end"] = host_provenance()["loadavg_1m"]
+    tag = f"_{args.tag}" if args.tag else ""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"cpu_ratios{tag}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
+    write_json(recs, out / f"cpu_sweep_m{tag}.json", prov,
+               extra={"crossover": cross.to_dict(), "dynamic4bit_slowdown": slow.to_dict()})
+    write_csv(recs, out / f"cpu_sweep_m{tag}.csv", prov)
+    print(f"wrote {out}/cpu_ratios{tag}.json, cpu_sweep_m{tag}.json/.csv in {result['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
