@@ -65,7 +65,7 @@ def _build() -> ctypes.CDLL:
     lib = ctypes.CDLL(str(out))
     fn = lib.w4a8_gemm_u8s8
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, ptr, ptr, i64, i64, ctypes.c_int]
+    fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, i64, ctypes.c_int]
     fn.restype = ctypes.c_int
     return lib
 

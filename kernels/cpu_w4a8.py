@@ -23,7 +23,7 @@ from kernels.quant import quantize_per_token_int8
 
 __all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized"]
 
-_NR = 16  # columns per tile of the AVX2 kernel
+_NR = 8  # columns per tile of the AVX2 kernel
 
 
 @dataclass(eq=False)
@@ -62,13 +62,13 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
     groups = k // g
     w = torch.zeros(n_pad, k4 * 4, dtype=torch.int8)
     w[:n, :k] = wc
-    # [N/16, 16, K/4, 4] -> [N/16, K/4, 16, 4]
+    # [N/8, 8, K/4, 4] -> [N/8, K/4, 8, 4]
     bp = w.view(n_pad // _NR, _NR, k4, 4).permute(0, 2, 1, 3).contiguous()
     comp = torch.zeros(n_pad, groups, dtype=torch.int32)
     comp[:n] = 128 * wc.to(torch.int32).view(n, groups, g).sum(-1)
     sc = torch.zeros(n_pad, groups, dtype=torch.float32)
     sc[:n] = scales
-    # [N/16, 16, G] -> [N/16, G, 16]
+    # [N/8, 8, G] -> [N/8, G, 8]
     comp = comp.view(n_pad // _NR, _NR, groups).transpose(1, 2).contiguous()
     sc = sc.view(n_pad // _NR, _NR, groups).transpose(1, 2).contiguous()
     # 32-byte aligned loads in the kernel: keep a 64-byte aligned copy of bp.
@@ -76,8 +76,10 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
     off = (-flat.data_ptr()) % 64
     bp_aligned = flat[off:off + bp.numel()].view_as(bp)
     bp_aligned.copy_(bp)
+    # int16 partial sums of `ch` vpmaddubsw results stay exact: 8 when |w| <= 8, else 4
+    ch = 8 if int(wc.abs().max()) <= 8 else 4
     return {"bp": bp_aligned, "bp_storage": flat, "comp": comp, "sc": sc, "k4": k4, "g4": g4,
-            "n_pad": n_pad}
+            "n_pad": n_pad, "ch": ch}
 
 
 def _fbgemm_pack(block: torch.Tensor):
@@ -183,7 +185,7 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
         a_u8 = a_u8.contiguous()
         rc = lib.w4a8_gemm_u8s8(
             a_u8.data_ptr(), a_u8.stride(0), m, a["k4"], a["bp"].data_ptr(), a["comp"].data_ptr(),
-            a["sc"].data_ptr(), prepared.n_groups, a["g4"], x_scale.data_ptr(), out.data_ptr(),
+            a["sc"].data_ptr(), prepared.n_groups, a["g4"], a["ch"], x_scale.data_ptr(), out.data_ptr(),
             out.stride(0), prepared.n, torch.get_num_threads())
         if rc != 0:
             raise KernelUnavailableError(f"AVX2 W4A8 kernel failed with code {rc}")
