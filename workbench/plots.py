@@ -63,26 +63,28 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
     """vLLM's documented hardware table against the code: each cell docs / code, disagreements red."""
     hardware = [c["hardware"] for c in rows[0]["cells"]] if rows else []
     names = [r["implementation"] for r in rows]
+    # -1: docs and code disagree; 0 / 1: both say NO / YES; 2: docs only (row not modelled)
     z, text, hover = [], [], []
     for r in rows:
         zr, tr, hr = [], [], []
         for c in r["cells"]:
             docs = "YES" if c["docs"] else "NO"
             if c["code"] is None:
-                zr.append(0.5 if c["docs"] else 0.0)
+                zr.append(2)
                 tr.append(f"docs {docs}")
             else:
                 code = "YES" if c["code"] else "NO"
-                zr.append(-1.0 if c["disagrees"] else (1.0 if c["code"] else 0.0))
+                zr.append(-1 if c["disagrees"] else (1 if c["code"] else 0))
                 tr.append(f"docs {docs}<br>code {code}" + (" (W4A16)" if c["weight_only"] else ""))
             hr.append(c["explanation"])
         z.append(zr)
         text.append(tr)
         hover.append(hr)
-    colorscale = [[0.0, _REJECT], [0.33, _REJECT], [0.34, "#f4f4f4"], [0.6, "#cfe8d8"], [1.0, _OK]]
+    colorscale = [[0.0, _REJECT], [0.16, _REJECT], [0.17, "#e4efe8"], [0.5, "#e4efe8"],
+                  [0.51, _OK], [0.83, _OK], [0.84, "#f2f2f2"], [1.0, "#f2f2f2"]]
     fig = go.Figure(go.Heatmap(z=z, x=hardware, y=names, text=text, texttemplate="%{text}",
                                customdata=hover, hovertemplate="%{y} on %{x}<br>%{customdata}<extra></extra>",
-                               colorscale=colorscale, zmin=-1, zmax=1, showscale=False, xgap=2, ygap=2))
+                               colorscale=colorscale, zmin=-1, zmax=2, showscale=False, xgap=2, ygap=2))
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, "vLLM docs (Supported Hardware) against what the 0.33.0 code selects; "
                         "red: they disagree", height=120 + 48 * len(names))

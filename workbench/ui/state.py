@@ -72,7 +72,8 @@ DEFAULTS: dict[str, Any] = {
     "kern.m_list": "1,4,16,64,256",
     "kern.reps": 3,
     "align.model": "",
-    "align.tp": 2,
+    "align.dim": "N",
+    "align.offsets": "0,8,16,32,64,96",
     "tour.step": 0,
     **{f"env.{k}": v for k, v in ENV_DEFAULTS.items()},
 }

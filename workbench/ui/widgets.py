@@ -192,7 +192,7 @@ def scheme_view(trace) -> None:
     df = pd.DataFrame(rows)
     style = df.style.apply(lambda r: ["background-color: #d4f4dd; font-weight: 600" if r["matched"] == "yes"
                                       else "" for _ in r], axis=1)
-    st.dataframe(style, hide_index=True, width="stretch")
+    st.dataframe(style, hide_index=True, width="stretch", height=36 * (len(rows) + 1) + 4)
     if trace.scheme:
         st.markdown(f"**Scheme:** `{trace.scheme}`")
     for gate in trace.gates:

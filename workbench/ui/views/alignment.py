@@ -20,20 +20,13 @@ def _disabled(env: dict[str, str], extra: list[str]) -> dict[str, str]:
     return {**env, "VLLM_DISABLED_KERNELS": ",".join(x for x in (user, *extra) if x)}
 
 
-def kernel_verdicts(spec, platform, env: dict[str, str], tp_size: int, parallel: str | None) -> dict:
-    """What vLLM picks for this partition and what every other candidate says about it."""
-    from workbench.checkpoints import trace_layer
+def kernel_verdicts(t, platform, env: dict[str, str]) -> dict:
+    """What vLLM picked in trace `t` and what every other candidate says about the same config."""
     from workbench.dispatch import trace_mp
 
-    t = trace_layer(spec, platform, env, tp_size=tp_size, parallel=parallel)
-    k_part, n_part = spec.partition_shape(tp_size, parallel)
-    row: dict[str, Any] = {"layer": spec.name, "K": k_part, "N": n_part, "scheme": t.scheme,
-                           "selected": t.selected, "error": t.error, "error_type": t.error_type,
-                           "candidates": list(t.candidates), "verdicts": {}}
-    row["label"] = f"{spec.name.split('.')[-1]}  [K {k_part}, N {n_part}]"
+    verdicts: dict[str, tuple[str, str]] = {}
     if t.mp_config is None:
-        return row
-    verdicts = row["verdicts"]
+        return verdicts
     first, accepted, cur = True, [], t
     while True:
         for s in cur.steps:
@@ -48,7 +41,23 @@ def kernel_verdicts(spec, platform, env: dict[str, str], tp_size: int, parallel:
         accepted.append(cur.selected)
         first = False
         cur = trace_mp(t.mp_config, platform, _disabled(env, accepted))
-    return row
+    return verdicts
+
+
+def _row(name: str, k: int | None, n: int | None, t, platform, env) -> dict:
+    return {"layer": name, "label": f"{name.split('.')[-1]}  [K {k}, N {n}]", "K": k, "N": n,
+            "scheme": t.scheme, "selected": t.selected, "error": t.error, "error_type": t.error_type,
+            "candidates": list(t.candidates), "verdicts": kernel_verdicts(t, platform, env)}
+
+
+def _error_row(name: str, exc: BaseException) -> dict:
+    from workbench.errors import USER_ERRORS
+
+    if not isinstance(exc, USER_ERRORS):
+        raise exc
+    return {"layer": name, "label": name.split(".")[-1], "K": None, "N": None, "scheme": None,
+            "selected": None, "error": str(exc), "error_type": type(exc).__name__, "candidates": [],
+            "verdicts": {}}
 
 
 def _spec_with_shape(spec, name: str, k: int, n: int):
@@ -61,8 +70,9 @@ def _spec_with_shape(spec, name: str, k: int, n: int):
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _table(layer_key: str, _specs, platform_json: str, env_json: str, tp: int,
-           parallel: str | None) -> list[dict]:
+def _checkpoint_table(layer_key: str, _specs, platform_json: str, env_json: str, tp: int,
+                      parallel: str | None) -> list[dict]:
+    from workbench.checkpoints import trace_layer
     from workbench.platforms import platform_from_json
 
     platform = platform_from_json(json.loads(platform_json))
@@ -70,53 +80,64 @@ def _table(layer_key: str, _specs, platform_json: str, env_json: str, tp: int,
     rows = []
     for spec in _specs:
         try:
-            rows.append(kernel_verdicts(spec, platform, env, tp, parallel))
-        except Exception as exc:  # noqa: BLE001 - a shape TP cannot split: one row, not the page
-            from workbench.errors import USER_ERRORS
-
-            if not isinstance(exc, USER_ERRORS):
-                raise
-            rows.append({"layer": spec.name, "label": spec.name.split(".")[-1], "K": None, "N": None,
-                         "scheme": None, "selected": None, "error": str(exc),
-                         "error_type": type(exc).__name__, "candidates": [], "verdicts": {}})
+            t = trace_layer(spec, platform, env, tp_size=tp, parallel=parallel)
+            k, n = spec.partition_shape(tp, parallel)
+            rows.append(_row(spec.name, k, n, t, platform, env))
+        except Exception as exc:  # noqa: BLE001 - a shard TP cannot split: one row, not the page
+            rows.append(_error_row(spec.name, exc))
     return rows
 
 
-def _model_specs(spec, model_name: str) -> list:
-    from workbench import models
+@st.cache_data(show_spinner=False, max_entries=64)
+def _model_table(layer_key: str, _spec, model: str, platform_json: str, env_json: str,
+                 tp: int) -> list[dict]:
+    """A model preset's per-rank shapes (as vLLM shards them) with the current layer's args."""
+    from workbench.dispatch import trace_scheme
+    from workbench.models import partitions
+    from workbench.platforms import platform_from_json
 
-    preset = models.get_model(model_name)
-    return [_spec_with_shape(spec, name, k, n) for name, (k, n) in models.linear_shapes(preset).items()]
+    platform = platform_from_json(json.loads(platform_json))
+    env = json.loads(env_json)
+    full = {p.layer: p for p in partitions(model, 1)}
+    rows = []
+    for p in partitions(model, tp):
+        try:
+            spec = _spec_with_shape(_spec, f"{model}.{p.layer}", full[p.layer].k, full[p.layer].n)
+            scheme = spec.scheme_input(1)
+            scheme["input_size_per_partition"], scheme["output_size_per_partition"] = p.k, p.n
+            rows.append(_row(spec.name, p.k, p.n, trace_scheme(scheme, platform, env), platform, env))
+        except Exception as exc:  # noqa: BLE001
+            rows.append(_error_row(f"{model}.{p.layer}", exc))
+    return rows
 
 
-def layer_table(*, key: str = "align", tp: int | None = None) -> None:
-    """The heatmap and table for the current checkpoint's layers (or a model preset's shapes)."""
+def layer_table(*, key: str = "align") -> None:
+    """The heatmap and table: the checkpoint's layers, or a model preset's shapes, at the TP size."""
     from workbench import plots
 
     ss = st.session_state
     ref = loaders.current_ref(ss)
     platform = widgets.current_platform()
     env = widgets.current_env()
-    tp_size = ss["tp.size"] if tp is None else tp
+    tp_size = int(ss["tp.size"])
     par = None if ss["tp.parallel"] == "auto" else ss["tp.parallel"]
     base = loaders.layer_spec(ref)
+    pj, ej = json.dumps(platform.to_json(), sort_keys=True), json.dumps(env, sort_keys=True)
     model = ss.get("align.model") or ""
     if model:
-        specs = _model_specs(base, model)
-        what = f"{model} shapes with the args of {ref.label}"
+        rows = _model_table(ref.key, base, model, pj, ej, tp_size)
+        what = f"{model} per-rank shapes with the args of {ref.label}"
     elif ref.path is not None:
-        specs = loaders.open_dir(ref.path).layers
+        rows = _checkpoint_table(ref.key, loaders.open_dir(ref.path).layers, pj, ej, tp_size, par)
         what = f"every quantized layer of {ref.path.name}"
     else:
-        specs = [base]
+        rows = _checkpoint_table(ref.key, [base], pj, ej, tp_size, par)
         what = ref.label
-    rows = _table(f"{ref.key}|{model}", specs, json.dumps(platform.to_json(), sort_keys=True),
-                  json.dumps(env, sort_keys=True), int(tp_size), par)
     kernels = list(dict.fromkeys(k for r in rows for k in r["candidates"]))
     st.markdown(f"**{what}** at TP {tp_size} on {platform.label()}")
-    if kernels:
-        st.plotly_chart(plots.alignment_figure([r for r in rows if r["verdicts"]] or rows, kernels),
-                        key=f"{key}-heat")
+    with_verdicts = [r for r in rows if r["verdicts"]]
+    if kernels and with_verdicts:
+        st.plotly_chart(plots.alignment_figure(with_verdicts, kernels), key=f"{key}-heat")
     table = []
     for r in rows:
         line = {"layer": r["layer"], "K/TP": r["K"], "N/TP": r["N"], "scheme": r["scheme"],
@@ -127,9 +148,115 @@ def layer_table(*, key: str = "align", tp: int | None = None) -> None:
                 outcome, f"{outcome}: {reason}" if reason else outcome)
         table.append(line)
     st.dataframe(table, hide_index=True, width="stretch")
-    errors = [r for r in rows if r["error"] and not r["verdicts"]]
-    for r in errors:
-        st.error(f"{r['layer']}: vLLM raises {r['error_type']} before any kernel is tried: {r['error']}")
+    for r in rows:
+        if r["error"] and not r["verdicts"]:
+            st.error(f"{r['layer']}: vLLM raises {r['error_type']} before any kernel is tried: "
+                     f"{r['error']}")
+
+
+# --------------------------------------------------------------------------- alignment sweep
+
+# Tile rules that force zero-padding, as (label, K multiple, N multiple); Marlin picks the
+# cheaper of its two families itself (`marlin_padded_nk`).
+PAD_RULES = (("Machete (K % 64, N % 128)", 64, 128), ("Cutlass W4A8 (K, N % 128)", 128, 128),
+             ("torch CPU int4pack (N % 16)", 1, 16), ("XPU / INC W4A8 (K, N % 8)", 8, 8))
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def marlin_padded_nk(n: int, k: int, group_size: int) -> tuple[int, int]:
+    """vLLM 0.33.0 `marlin_padded_nk`: the cheaper of (n % 64, k % lcm(128, g)) and (n % 128, k % lcm(64, g))."""
+    import math
+
+    g = group_size if group_size > 0 else 1
+    cands = ((_round_up(n, 64), _round_up(k, math.lcm(128, g))),
+             (_round_up(n, 128), _round_up(k, math.lcm(64, g))))
+    return min(cands, key=lambda nk: (nk[0] * nk[1], nk[0] + nk[1]))
+
+
+def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size: int) -> list[dict]:
+    """Extra work (%) of zero-padding each shape up to what each tile rule needs."""
+    rows = []
+    for off in offsets:
+        size = base + off
+        k, n = (size, other) if dim == "K" else (other, size)
+        if k <= 0 or n <= 0:
+            continue
+        pn, pk = marlin_padded_nk(n, k, group_size)
+        rows.append({"offset": off, "size": size, "rule": "Marlin (marlin_padded_nk)",
+                     "cost": 100.0 * (pn * pk / (n * k) - 1)})
+        for label, km, nm in PAD_RULES:
+            rows.append({"offset": off, "size": size, "rule": label,
+                         "cost": 100.0 * (_round_up(n, nm) * _round_up(k, km) / (n * k) - 1)})
+    return rows
+
+
+def alignment_sweep(*, key: str = "align") -> None:
+    """K or N offsets around the layer's shard: what vLLM picks, the padding each rule costs."""
+    from workbench import plots
+    from workbench.checkpoints import trace_layer
+    from workbench.models import broken_rules
+
+    ss = st.session_state
+    ref = loaders.current_ref(ss)
+    spec = loaders.layer_spec(ref)
+    platform = widgets.current_platform()
+    env = widgets.current_env()
+    c1, c2 = st.columns(2)
+    with c1:
+        state.bind(st.radio, "Offset dimension", "align.dim", options=["N", "K"], horizontal=True)
+    with c2:
+        state.bind(st.text_input, "Offsets", "align.offsets")
+    try:
+        offsets = sorted({int(x) for x in ss["align.offsets"].split(",") if x.strip()})
+    except ValueError:
+        from workbench.errors import InvalidInputError
+
+        raise InvalidInputError(f"offsets: {ss['align.offsets']!r}; accepted: integers separated by "
+                                "commas, e.g. 0,8,16,64") from None
+    dim = ss["align.dim"]
+    base_k, base_n = spec.in_features, spec.out_features
+    base, other = (base_k, base_n) if dim == "K" else (base_n, base_k)
+    g = spec.group_size
+    rows = padding_rows(dim, base, other, offsets, g)
+    verdicts = []
+    for off in offsets:
+        size = base + off
+        k, n = (size, other) if dim == "K" else (other, size)
+        if k <= 0 or n <= 0:
+            continue
+        try:
+            t = trace_layer(_spec_with_shape(spec, spec.name, k, n), platform, env)
+            picks = t.selected or f"{t.error_type}"
+        except Exception as exc:  # noqa: BLE001
+            widgets.show_error(exc)
+            continue
+        verdicts.append({"offset": off, "K": k, "N": n, "vLLM picks": picks,
+                         "rules broken": "; ".join(broken_rules(k, n, g)) or "none"})
+    st.plotly_chart(plots.padding_cost_figure(rows, series="rule",
+                    title=f"Zero-padding cost of {dim} = {base} + offset (other dim {other}, group {g})",
+                    xaxis_title=f"offset added to {dim}"), key=f"{key}-pad")
+    st.dataframe(verdicts, hide_index=True, width="stretch")
+    st.caption(f"vLLM's choice for each shape on {platform.label()}; Marlin pads internally "
+               "(and logs a warning), the other kernels reject a shape their rule does not divide.")
+    if dim == "N" and st.button("Measure on this machine", key=f"{key}.measure"):
+        from workbench.sweeps import sweep_alignment
+
+        bar = st.progress(0.0)
+        recs = sweep_alignment([base + o for o in offsets if base + o > 0], k=base_k, group_size=g,
+                               ms=(16,), repeats=3,
+                               progress=lambda d, t, msg: bar.progress(d / t, text=msg))
+        bar.empty()
+        ss["align.measured"] = [r.to_dict() for r in recs]
+    measured = ss.get("align.measured")
+    if measured:
+        pts = [{"offset": r["n"] - base, "cost": r["median_ms"] * 1e3 / r["n"], "path": r["path"]}
+               for r in measured if r["median_ms"]]
+        st.plotly_chart(plots.padding_cost_figure(pts, series="path", title="Measured on this machine "
+                        "(M = 16): time per output column", xaxis_title="offset added to N",
+                        yaxis_title="µs per output column"), key=f"{key}-measured")
 
 
 def render() -> None:
@@ -137,12 +264,23 @@ def render() -> None:
     st.markdown("Tensor parallelism splits N (column-parallel) or K (row-parallel). A shard that is "
                 "not a whole number of quant groups is refused by the scheme; a shard a kernel's tile "
                 "rule does not divide is rejected by that kernel (or zero-padded, for Marlin).")
-    c1, c2 = st.columns(2)
+    from workbench.models import MODELS
+
+    ss = st.session_state
+    c1, c2, c3 = st.columns(3)
     with c1:
-        state.bind(st.number_input, "tensor-parallel size", "tp.size", min_value=1, max_value=64, step=1)
+        state.bind(st.selectbox, "Shapes", "align.model", options=["", *MODELS],
+                   format_func=lambda m: m or "the current checkpoint's layers")
     with c2:
+        state.bind(st.number_input, "tensor-parallel size", "tp.size", min_value=1, max_value=64, step=1)
+    with c3:
         widgets.platform_picker("Platform", key_suffix="align")
     try:
         layer_table()
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
+        widgets.show_error(exc)
+    st.subheader("Alignment sweep")
+    try:
+        alignment_sweep()
+    except Exception as exc:  # noqa: BLE001
         widgets.show_error(exc)

@@ -1,6 +1,355 @@
-"""(in progress)"""
+"""Kernels: run W4A8 native, the W4A16 fallback and what vLLM would run here, on this machine.
+
+Every number comes from `workbench.bench` (round-robin timing, errors against the float64
+references). A sweep runs one M at a time and keeps each M's records in the session as
+it goes, so Stop (which interrupts the run) keeps what was measured.
+"""
+from __future__ import annotations
+
+import json
+
 import streamlit as st
+
+from workbench.ui import loaders, runs, state, widgets
+
+DEFAULT_M = "1,4,16,64,256"
+MAX_M = 16384
+
+
+def parse_ms(text: str) -> list[int]:
+    from workbench.errors import InvalidInputError
+
+    try:
+        ms = sorted({int(t) for t in text.replace(";", ",").split(",") if t.strip()})
+    except ValueError:
+        raise InvalidInputError(f"token counts M: {text!r}; accepted: integers separated by commas, "
+                                "e.g. 1,16,256") from None
+    if not ms or ms[0] < 1 or ms[-1] > MAX_M:
+        raise InvalidInputError(f"token counts M: {text!r}; accepted: 1 to {MAX_M}, at least one")
+    return ms
+
+
+def engine_plan(ref):
+    """vLLM's choice for this layer on this machine, and the paths that model it here."""
+    from workbench.dispatch import parse_env
+    from workbench.execution import plan_from_trace
+
+    host = loaders.host_platform()
+    env = widgets.current_env()
+    t = widgets.compute_trace(ref, host, env, tp_size=1, parallel="auto")
+    return t, plan_from_trace(t, host, parse_env(env)), host
+
+
+def plan_view(t, plan, host) -> None:
+    if t.selected:
+        st.markdown(f"On **{host.label()}** vLLM selects **`{t.selected}`**; it computes "
+                    f"**{plan.computes.upper()}**. Here that is modelled by path **`{plan.path}`** "
+                    f"({plan.fidelity}): {plan.note}.")
+    else:
+        st.markdown(f"On **{host.label()}** vLLM finds no kernel for this layer ({t.error_type}); "
+                    "the comparison runs the W4A8 native and W4A16 fallback paths only.")
+    if plan.path and not plan.available:
+        st.warning(f"`{plan.path}` cannot run on this machine: {plan.why}")
+    elif plan.why:
+        st.caption(f"`{plan.path}`: {plan.why}")
+
+
+def _path_options(layer) -> dict[str, str]:
+    from kernels.registry import PATHS
+    from workbench.bench import int4_weight_of
+
+    w = int4_weight_of(layer)
+    out = {}
+    for name, p in PATHS.items():
+        ok, why = p.availability(w)
+        out[name] = p.summary + ("" if ok else f" (unavailable: {why})")
+    return out
+
+
+def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> None:
+    from workbench.bench import bench_layer_weight, host_provenance
+
+    ss = st.session_state
+    ss["kern.records"] = []
+    ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": paths, "ms": ms,
+                       "status": "running", "provenance": host_provenance()}
+    total = len(ms) * len(paths)
+    bar = st.progress(0.0, text="starting")
+    for i, m in enumerate(ms):
+        def progress(done: int, _total: int, msg: str, i: int = i) -> None:
+            bar.progress(min(1.0, (i * len(paths) + done) / total), text=msg)
+
+        recs = bench_layer_weight(layer, paths, [m], repeats=reps, warmup=1, max_call_s=5.0,
+                                  error_rows=64, progress=progress)
+        ss["kern.records"] = ss["kern.records"] + [r.to_dict() for r in recs]
+        ss["kern.meta"]["done_m"] = m
+    ss["kern.meta"]["status"] = "done"
+    bar.empty()
+
+
+def _controls(layer, ref, plan, key: str, default_m: str | None) -> None:
+    ss = st.session_state
+    options = _path_options(layer)
+    if "kern.paths" not in ss or ss.get("kern.paths.layer") != ref.key:
+        ss["kern.paths"] = [p for p in plan.paths_to_compare() if p in options]
+        ss["kern.paths.layer"] = ref.key
+    if default_m and ss["kern.m_list"] == state.DEFAULTS["kern.m_list"]:
+        ss["kern.m_list"] = default_m
+    c1, c2, c3 = st.columns([3, 2, 1])
+    with c1:
+        state.bind(st.multiselect, "Paths", "kern.paths", options=list(options),
+                   format_func=lambda p: p, help="\n".join(f"- `{k}`: {v}" for k, v in options.items()))
+    with c2:
+        state.bind(st.text_input, "Token counts M", "kern.m_list")
+    with c3:
+        state.bind(st.number_input, "Repeats", "kern.reps", min_value=1, max_value=50, step=1)
+    b1, b2, _ = st.columns([1, 1, 6])
+    run = b1.button("Run", key=f"{key}.run", type="primary")
+    # Any click interrupts a running script; this one just says so.
+    stop = b2.button("Stop", key=f"{key}.stop")
+    meta = ss.get("kern.meta")
+    if stop and meta and meta.get("status") == "running":
+        meta["status"] = f"stopped after M = {meta.get('done_m', 'none')}"
+    elif meta and meta.get("status") == "running" and not run:
+        meta["status"] = f"stopped after M = {meta.get('done_m', 'none')}"
+    if run:
+        from workbench.errors import InvalidInputError
+
+        ms = parse_ms(ss["kern.m_list"])
+        if not ss["kern.paths"]:
+            raise InvalidInputError("paths: pick at least one kernel path to run")
+        _run(layer, ref, list(ss["kern.paths"]), ms, int(ss["kern.reps"]), key)
+
+
+def _local_rows(ref) -> tuple[list[dict], dict | None]:
+    ss = st.session_state
+    meta = ss.get("kern.meta")
+    if not meta or meta.get("layer_key") != ref.key:
+        return [], meta
+    return runs.record_rows(ss.get("kern.records", [])), meta
+
+
+def _saved_rows(shape: tuple[int, int] | None, key: str) -> list[dict]:
+    """Rows of the saved results the user picked, on one (N, K) shape."""
+    ss = st.session_state
+    files = runs.saved_files()
+    if not files:
+        st.caption(f"No saved results in {runs.RESULTS_DIR} (the H200 results land there).")
+        return []
+    names = [f.name for f in files]
+    if "kern.saved" not in ss:
+        ss["kern.saved"] = [n for n in names if n.startswith("h200") and n.endswith(".json")][:1]
+    state.bind(st.multiselect, "Saved results to plot beside local ones", "kern.saved", options=names)
+    rows: list[dict] = []
+    for name in ss["kern.saved"]:
+        if name not in names:
+            continue
+        try:
+            prov, r = runs.read_saved(name, (runs.RESULTS_DIR / name).read_bytes())
+        except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
+            widgets.show_error(exc)
+            continue
+        rows += r
+        desc = prov.get("gpu") or prov.get("device") or prov.get("cuda") or prov.get("cpu")
+        if desc:
+            st.caption(f"{name}: {desc}" + (f", commit {prov['commit']}" if prov.get("commit") else ""))
+    if not rows:
+        return []
+    shapes = runs.shapes_of(rows)
+    labels = [f"N {n} x K {k}" for n, k in shapes]
+    default = 0
+    if shape is not None:  # the saved shape closest to the local layer
+        default = min(range(len(shapes)), key=lambda i: abs(shapes[i][0] * shapes[i][1] - shape[0] * shape[1]))
+    if ss.get("kern.saved_shape") not in labels:
+        ss["kern.saved_shape"] = labels[default]
+    state.bind(st.selectbox, "Saved shape", "kern.saved_shape", options=labels)
+    n, k = shapes[labels.index(ss["kern.saved_shape"])]
+    return [r for r in rows if (r["n"], r["k"]) == (n, k)]
+
+
+def _speedups(local: list[dict], saved: list[dict], meta: dict | None) -> tuple[list[dict], dict]:
+    pts: list[dict] = []
+    cross: dict[str, int | None] = {}
+    paths = {r["path"] for r in local}
+    fallback = "w4a16_fallback" if "w4a16_fallback" in paths else None
+    if fallback:
+        for p in sorted({r["path"] for r in local if r["computes"] == "w4a8"}):
+            series = f"{p} over {fallback}"
+            s = runs.speedup_rows(local, p, fallback, series)
+            pts += s
+            cross[series] = runs.crossover_of(s)
+    saved_paths = {r["path"] for r in saved}
+    for fast in sorted(p for p in saved_paths if ": w4a8 g" in p):
+        slow = fast.replace(": w4a8 g", ": w4a16 g")
+        if slow in saved_paths:
+            series = f"{fast} over {slow.split(': ')[1]}"
+            s = runs.speedup_rows(saved, fast, slow, series)
+            pts += s
+            cross[series] = runs.crossover_of(s)
+    return pts, cross
+
+
+def _export(fig, name: str, key: str) -> None:
+    from workbench import plots
+
+    c1, c2 = st.columns([1, 1])
+    c1.download_button(f"{name}.html", plots.figure_html(fig, offline=False), file_name=f"{name}.html",
+                       mime="text/html", key=f"{key}-{name}-html", on_click="ignore")
+    if c2.button(f"Render {name}.png", key=f"{key}-{name}-png-render"):
+        try:
+            png = plots.figure_png(fig)
+        except Exception as exc:  # noqa: BLE001 - kaleido needs a local Chrome: say so, keep going
+            st.error(f"PNG export of {name}: kaleido could not render it ({type(exc).__name__}: {exc}); "
+                     "it needs kaleido and a Chrome or Chromium on this machine. The HTML export works.")
+        else:
+            st.download_button(f"{name}.png", png, file_name=f"{name}.png", mime="image/png",
+                               key=f"{key}-{name}-png", on_click="ignore")
+
+
+def figures(local: list[dict], saved: list[dict], meta: dict | None, key: str, *,
+            export: bool = True) -> None:
+    from workbench import plots
+
+    lat = plots.latency_figure(local + saved)
+    st.plotly_chart(lat, key=f"{key}-latency")
+    if export:
+        _export(lat, "latency", key)
+    pts, cross = _speedups(local, saved, meta)
+    if pts:
+        sp = plots.speedup_figure(pts, crossovers=cross)
+        st.plotly_chart(sp, key=f"{key}-speedup")
+        st.caption("Measured crossover: " + "; ".join(
+            f"{s}: {'M = ' + str(m) if m else 'never in the measured range'}" for s, m in cross.items())
+            + f". vLLM's INC XPU path switches W4A8 on at {plots.INC_TOKEN_THRESHOLD} tokens per call.")
+        if export:
+            _export(sp, "speedup", key)
+    err_rows = [r for r in local if r.get("sqnr_db") is not None]
+    if err_rows:
+        ef = plots.error_figure(err_rows)
+        st.plotly_chart(ef, key=f"{key}-error")
+        if export:
+            _export(ef, "error", key)
+
+
+def per_token(layer, ref, key: str) -> None:
+    from workbench import plots
+
+    ss = st.session_state
+    meta = ss.get("kern.meta") or {}
+    paths = meta.get("paths") or ss["kern.paths"]
+    real = ref.source == "trained"
+    c1, c2 = st.columns(2)
+    with c1:
+        m = st.number_input("M for per-token error", min_value=1, max_value=4096, value=64,
+                            key=f"{key}.pt_m")
+    with c2:
+        st.markdown("Activations: **real MiniLM inputs on real sentences**" if real else
+                    "Activations: seeded normal, bf16 (as the sweep uses)")
+    if st.button("Compute per-token error", key=f"{key}.pt_run"):
+        x = runs.activations(layer, int(m), "real" if real else "random")
+        errs, skipped = runs.per_token_errors(layer, paths, x)
+        ss["kern.per_token"] = {"layer_key": ref.key, "m": int(x.shape[0]), "errors": errs,
+                                "skipped": skipped}
+    pt = ss.get("kern.per_token")
+    if pt and pt["layer_key"] == ref.key:
+        fig = plots.per_token_error_figure(pt["errors"], title=f"Per-token error at M = {pt['m']} "
+                                           "(against x @ W_float^T)")
+        st.plotly_chart(fig, key=f"{key}-per-token")
+        for p, why in pt["skipped"].items():
+            st.caption(f"`{p}` not run: {why}")
+        _export(fig, "per_token_error", key)
+
+
+def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: bool = False) -> None:
+    """Plan, run controls and the figures, for the current layer (the Kernels page and the Tour)."""
+    ss = st.session_state
+    ref = loaders.current_ref(ss)
+    layer = loaders.load_layer(ref)
+    t, plan, host = engine_plan(ref)
+    plan_view(t, plan, host)
+    _controls(layer, ref, plan, key, default_m)
+    local, meta = _local_rows(ref)
+    if auto_run and not local and not (meta and meta.get("layer_key") == ref.key):
+        _run(layer, ref, list(ss["kern.paths"]), parse_ms(ss["kern.m_list"]), int(ss["kern.reps"]), key)
+        local, meta = _local_rows(ref)
+    if meta and meta.get("layer_key") == ref.key:
+        st.caption(f"Results for {meta['label']}: M = {meta['ms']}, {meta['status']}; measured on "
+                   f"{meta['provenance'].get('cpu')}, {meta['provenance'].get('threads')} threads, "
+                   f"load {meta['provenance'].get('loadavg_1m') or 0:.1f} at the start.")
+    elif meta:
+        st.info(f"The last results are for {meta['label']}; press Run for this layer.")
+    if local:
+        figures(local, [], meta, key, export=False)
+        table = [{k: r[k] for k in ("path", "m", "latency_us", "sqnr_db", "rel_error", "kernel_rel_error")}
+                 for r in local]
+        st.dataframe(table, hide_index=True, width="stretch")
+
+
+def speedup_story(*, key: str = "inc") -> None:
+    """Saved (H200) and local speedup curves with the crossover and INC's 512 marked."""
+    from workbench import plots
+
+    ss = st.session_state
+    ref = loaders.current_ref(ss)
+    local, meta = _local_rows(ref)
+    saved = _saved_rows(None, key)
+    pts, cross = _speedups(local, saved, meta)
+    if not pts:
+        st.info("No speedup curve yet: run a sweep on the Kernels page, or pick saved results above.")
+        fig = plots.speedup_figure([], crossovers={})
+    else:
+        fig = plots.speedup_figure(pts, crossovers=cross)
+    st.plotly_chart(fig, key=f"{key}-speedup")
+    for s, m in cross.items():
+        st.markdown(f"- **{s}**: W4A8 wins from **M = {m}**" if m else
+                    f"- **{s}**: W4A8 never wins in the measured range")
 
 
 def render() -> None:
-    st.title("kernels")
+    st.title("Kernels")
+    ss = st.session_state
+    try:
+        ref = loaders.current_ref(ss)
+        layer = loaders.load_layer(ref)
+        t, plan, host = engine_plan(ref)
+    except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
+        widgets.show_error(exc)
+        return
+    st.markdown(f"Layer **{ref.label}**: K {layer.in_features}, N {layer.out_features}, "
+                f"group {layer.group_size}. Paths run on this machine; errors are against the float64 "
+                "references (`kernels.reference`).")
+    plan_view(t, plan, host)
+    try:
+        _controls(layer, ref, plan, "kern", None)
+    except Exception as exc:  # noqa: BLE001
+        widgets.show_error(exc)
+    local, meta = _local_rows(ref)
+    if meta and meta.get("layer_key") == ref.key:
+        prov = meta["provenance"]
+        st.caption(f"Results: M = {meta['ms']}, {meta['status']}; {prov.get('cpu')}, "
+                   f"{prov.get('threads')} threads, torch {prov.get('torch')}, load "
+                   f"{prov.get('loadavg_1m') or 0:.1f} at the start. Ratios between paths are "
+                   "what to read: they are timed round-robin in the same process.")
+    elif meta:
+        st.info(f"The last results are for {meta['label']}; press Run for this layer.")
+    st.subheader("Saved results")
+    saved = _saved_rows((layer.out_features, layer.in_features), "kern")
+    if local or saved:
+        st.subheader("Figures")
+        figures(local, saved, meta, "kern")
+    if local:
+        st.subheader("Per-token error")
+        try:
+            per_token(layer, ref, "kern")
+        except Exception as exc:  # noqa: BLE001
+            widgets.show_error(exc)
+        st.subheader("Data")
+        st.dataframe(ss["kern.records"], hide_index=True, width="stretch",
+                     column_order=["path", "m", "median_ms", "p20_ms", "p80_ms", "sqnr_db", "rel_error",
+                                   "kernel_rel_error", "detail", "why"])
+        st.download_button("Records as CSV", runs.records_csv(ss["kern.records"]),
+                           file_name="kernels.csv", mime="text/csv", key="kern-csv", on_click="ignore")
+        st.download_button("Records as JSON", json.dumps({"provenance": meta["provenance"],
+                                                          "records": ss["kern.records"]}, indent=1),
+                           file_name="kernels.json", mime="application/json", key="kern-json",
+                           on_click="ignore")

@@ -105,11 +105,12 @@ def _trained_source() -> None:
 
 def _summary(layer, ckpt=None) -> None:
     st.subheader(f"`{layer.name}`")
-    c = st.columns(6)
+    c = st.columns([1, 1, 1, 2, 1.3, 1])
     c[0].metric("K (in_features)", layer.in_features)
     c[1].metric("N (out_features)", layer.out_features)
     c[2].metric("group size", "channel" if layer.group_size == -1 else layer.group_size)
-    c[3].metric("format", layer.ct_format or layer.format.value)
+    c[3].metric("format", layer.ct_format or layer.format.value,
+                help="the compressed-tensors format when there is one, else the checkpoint format")
     c[4].metric("quantized bytes", f"{layer.nbytes:,}")
     bf16 = layer.in_features * layer.out_features * 2
     c[5].metric("vs bf16 weight", f"{layer.nbytes / bf16:.1%}")
@@ -133,7 +134,7 @@ def _summary(layer, ckpt=None) -> None:
         st.json({"weights": layer.weight_args, "input_activations": layer.input_args,
                  "output_activations": layer.output_args, **({"quant_config": layer.quant_config}
                                                               if layer.quant_config else {})},
-                expanded=1)
+                expanded=2)
     for note in layer.notes:
         st.caption(note)
     from workbench import plots

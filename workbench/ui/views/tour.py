@@ -45,15 +45,10 @@ def _trace_view(*, compare: bool = False) -> None:
         widgets.scheme_view(t)
     st.markdown("**Kernel selection, candidate by candidate**")
     if t.steps:
-        trace_view.kernel_loop(t, key="tour")
+        trace_view.kernel_loop(t, key="tour-loop")
 
 
 def _view_docs_vs_code() -> None:
-    from workbench.dispatch.docs_matrix import DOCS_TABLE, HARDWARE
-
-    w4a8_x86 = DOCS_TABLE["llm-compressor INT8 (W4A8)"][HARDWARE.index("x86 CPU")]
-    st.markdown(f"vLLM's *Supported Hardware* table, row **llm-compressor INT8 (W4A8)**, column "
-                f"**x86 CPU**: **{'YES' if w4a8_x86 else 'NO'}**.")
     _trace_view()
 
 
@@ -61,7 +56,8 @@ def _view_reference_path() -> None:
     from workbench.ui.views import kernels
 
     _trace_view_brief()
-    kernels.comparison(key="tour-ref", default_m="1,16,64")
+    # The presenter should see numbers at once: a small sweep runs on entering the step.
+    kernels.comparison(key="tour-ref", default_m="1,16,64", auto_run=True)
 
 
 def _trace_view_brief() -> None:
@@ -160,7 +156,8 @@ STEPS: tuple[TourStep, ...] = (
         "kernel is tried. `gate_proj` / `up_proj` shards get N = 576, which W4A16 kernels with an "
         "N % 128 rule (Machete) reject.",
         {"layer.source": "sample", "layer.sample": "ct-w4a8-int-intermediate-1152",
-         "layer.name": "model.layers.0.mlp.down_proj", "pf.preset": "sm90-h200", "tp.size": 2},
+         "layer.name": "model.layers.0.mlp.down_proj", "pf.preset": "sm90-h200", "tp.size": 2,
+         "align.model": ""},
         _view_tp),
 )
 
