@@ -1,0 +1,47 @@
+"""Alignment page: TP shards against every candidate kernel, model presets, the padding sweep."""
+from __future__ import annotations
+
+
+def _table(at):
+    return next(d.value for d in at.dataframe if "vLLM picks" in d.value.columns)
+
+
+def test_tp_split_that_breaks_the_group_is_refused(ui):
+    at = ui.open_app("alignment", state={"layer.sample": "ct-w4a8-int-intermediate-1152",
+                                         "pf.preset": "sm90-h200"})
+    t = _table(at).set_index("layer")
+    assert t.loc["model.layers.0.mlp.down_proj", "vLLM picks"] == "HummingLinearKernel"
+    at.number_input(key="w:tp.size").set_value(2).run()
+    t = _table(at).set_index("layer")
+    assert t.loc["model.layers.0.mlp.down_proj", "K/TP"] == 576
+    assert t.loc["model.layers.0.mlp.down_proj", "vLLM picks"] == "ValueError"
+    assert any("input_size_per_partition=576 is not divisible by group_size=128" in e for e in ui.errors(at))
+    # every candidate's verdict, not only the loop's first acceptance: Humming is selected and
+    # the kernels after it (Marlin, Conch, ...) still say why they reject int4
+    gate = t.loc["model.layers.0.mlp.gate_proj"]
+    assert gate["N/TP"] == 576 and gate["Humming"] == "SELECTED"
+    assert gate["Marlin"].startswith("rejected: Quant type (int4) not supported by  Marlin")
+    assert ui.plotly_count(at) >= 2  # the heatmap and the padding sweep
+
+
+def test_model_preset_shapes(ui):
+    at = ui.open_app("alignment", state={"pf.preset": "sm90-h200", "tp.size": 2})
+    at.selectbox(key="w:align.model").set_value("Qwen2.5-72B").run()
+    t = _table(at).set_index("layer")
+    assert t.loc["Qwen2.5-72B.down_proj", "K/TP"] == 14784  # llm-compressor #973
+    assert t.loc["Qwen2.5-72B.down_proj", "vLLM picks"] == "ValueError"
+    assert t.loc["Qwen2.5-72B.o_proj", "vLLM picks"] == "HummingLinearKernel"
+
+
+def test_padding_sweep_follows_marlin_rule(ui):
+    from workbench.ui.views.alignment import marlin_padded_nk, padding_rows
+
+    # vLLM's rule: the cheaper of (n%64, k%lcm(128,g)) and (n%128, k%lcm(64,g))
+    assert marlin_padded_nk(264, 1024, 128) == (320, 1024)
+    assert marlin_padded_nk(256, 1000, 128) == (256, 1024)
+    rows = {(r["offset"], r["rule"]): r["cost"] for r in padding_rows("N", 256, 1024, [0, 8], 128)}
+    assert rows[(0, "Marlin (marlin_padded_nk)")] == 0.0
+    assert abs(rows[(8, "Cutlass W4A8 (K, N % 128)")] - 100 * (384 / 264 - 1)) < 1e-9
+    at = ui.open_app("alignment")
+    at.text_input(key="w:align.offsets").set_value("0,x").run()
+    assert any("offsets: '0,x'" in e for e in ui.errors(at))

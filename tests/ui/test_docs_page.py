@@ -1,0 +1,29 @@
+"""Docs versus code page: the documented table beside the computed one, each disagreement traced."""
+from __future__ import annotations
+
+
+def test_matrix_and_disagreements(ui):
+    from workbench.dispatch.docs_matrix import compute_matrix
+
+    expected = sum(c["disagrees"] for r in compute_matrix() for c in r["cells"])
+    at = ui.open_app("docs")
+    assert ui.plotly_count(at) == 1
+    shown = ui.text(at)
+    assert f"{expected} disagreement(s), each explained by its trace" in shown
+    label = "llm-compressor INT8 (W4A8) on x86 CPU (x86-avx512): docs NO, code YES"
+    assert label in shown
+    # each disagreement carries its trace: here the CPU list's first candidate is selected
+    assert "Docs say NO, but the code selects CompressedTensorsW4A8Int -> Dynamic4bitLinearKernel" in shown
+    table = next(d.value for d in at.dataframe)
+    row = table.set_index("implementation").loc["llm-compressor INT8 (W4A8)"]
+    assert row["x86 CPU"] == "NO / YES ≠"
+    # the only red boxes are vLLM's own outcomes inside disagreement traces (GPTQ on Volta)
+    assert all(e.startswith("No kernel: vLLM 0.33.0 raises") for e in ui.errors(at))
+
+
+def test_env_knobs_reach_the_matrix(ui):
+    # With Dynamic4bit disabled, x86 W4A8 falls through to CPUWNA16, which rejects int4: docs agree.
+    at = ui.open_app("docs", state={"env.VLLM_DISABLED_KERNELS": "Dynamic4bitLinearKernel"})
+    assert "llm-compressor INT8 (W4A8) on x86 CPU" not in ui.text(at)
+    table = next(d.value for d in at.dataframe)
+    assert table.set_index("implementation").loc["llm-compressor INT8 (W4A8)", "x86 CPU"] == "NO / NO"

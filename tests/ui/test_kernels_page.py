@@ -1,0 +1,64 @@
+"""Kernels page: a real (small) sweep on this machine, its figures, per-token error, saved results."""
+from __future__ import annotations
+
+import json
+
+
+def test_sweep_runs_and_draws_every_figure(ui):
+    at = ui.open_app("kernels")
+    shown = ui.text(at)
+    assert "vLLM selects **`Dynamic4bitLinearKernel`**" in shown or "vLLM finds no kernel" in shown
+    at.text_input(key="w:kern.m_list").set_value("1,16").run()
+    at.number_input(key="w:kern.reps").set_value(1).run()
+    at.multiselect(key="w:kern.paths").set_value(["w4a8_native", "w4a16_fallback"]).run()
+    at.button(key="kern.run").click().run(timeout=300)
+    assert not ui.errors(at), ui.errors(at)
+    records = at.session_state["kern.records"]
+    assert {(r["path"], r["m"]) for r in records} == {(p, m) for p in ("w4a8_native", "w4a16_fallback")
+                                                     for m in (1, 16)}
+    # W4A8 against the float reference: int8 activations cost some SQNR, but not much
+    native = [r for r in records if r["path"] == "w4a8_native"]
+    assert all(30 < r["sqnr_db"] < 80 for r in native)
+    assert all(r["kernel_rel_error"] < 1e-5 for r in native)  # the kernel itself is exact-ish
+    assert ui.plotly_count(at) == 3  # latency, speedup, error
+    assert "Measured crossover: w4a8_native over w4a16_fallback" in ui.text(at)
+    at.number_input(key="kern.pt_m").set_value(8).run()
+    at.button(key="kern.pt_run").click().run(timeout=300)
+    pt = at.session_state["kern.per_token"]
+    assert pt["m"] == 8 and set(pt["errors"]) == {"w4a8_native", "w4a16_fallback"}
+    assert all(len(v) == 8 for v in pt["errors"].values())
+    assert ui.plotly_count(at) == 4
+    labels = [b.label for b in at.get("download_button")]
+    assert "Records as CSV" in labels and "latency.html" in labels
+
+
+def test_bad_token_counts_are_named(ui):
+    at = ui.open_app("kernels")
+    at.text_input(key="w:kern.m_list").set_value("1, a").run()
+    at.button(key="kern.run").click().run()
+    assert ui.errors(at) == ["token counts M: '1, a'; accepted: integers separated by commas, e.g. 1,16,256"]
+
+
+def test_saved_results_are_read_in_both_formats(tmp_path):
+    from workbench.errors import InvalidInputError
+    from workbench.ui import runs
+
+    h200 = {"gpu": "H200", "records": [
+        {"kernel": "w4a8", "group_size": 128, "N": 8192, "K": 8192, "M": m, "time_us": t8}
+        for m, t8 in ((1, 30.0), (1024, 100.0))] + [
+        {"kernel": "w4a16", "group_size": 128, "N": 8192, "K": 8192, "M": m, "time_us": t16}
+        for m, t16 in ((1, 20.0), (1024, 200.0))] + [
+        {"kernel": "w4a8", "group_size": 128, "N": 8192, "K": 8192, "M": 7, "error": "OOM"}]}
+    prov, rows = runs.read_saved("h200_bench.json", json.dumps(h200).encode())
+    assert prov == {"gpu": "H200"} and len(rows) == 4
+    sp = runs.speedup_rows(rows, "H200: w4a8 g128", "H200: w4a16 g128", "s")
+    assert [(p["m"], p["speedup"]) for p in sp] == [(1, 20 / 30), (1024, 2.0)]
+    assert runs.crossover_of(sp) == 1024
+    ours = {"provenance": {"cpu": "x"}, "records": [
+        {"path": "w4a8_native", "m": 4, "n": 64, "k": 128, "group_size": 128, "median_ms": 0.5}]}
+    _, rows = runs.read_saved("cpu_bench.json", json.dumps(ours).encode())
+    assert rows[0]["latency_us"] == 500.0 and rows[0]["path"] == "x: w4a8_native"
+    import pytest
+
+    with pytest.raises(InvalidInputError, match="no 'records' list"):
+        runs.read_saved("x_bench.json", b"{}")

@@ -1,0 +1,48 @@
+"""Tour page: each step makes its settings, shows its live view, and has a reproducing link."""
+from __future__ import annotations
+
+
+def test_first_step_is_the_x86_story(ui):
+    at = ui.open_app("tour")
+    shown = ui.text(at)
+    assert "1. The docs say x86 CPU cannot run W4A8; the code picks Dynamic4bitLinearKernel" in shown
+    assert "vLLM's docs say **x86 CPU** runs llm-compressor W4A8: **NO**" in shown
+    assert "[Link to step 1](./tour?step=1)" in shown
+    assert at.session_state["pf.preset"] == "x86-avx512"
+
+
+def test_jump_to_h200_step_and_change_a_setting(ui):
+    at = ui.open_app("tour")
+    at.selectbox(key="w:tour.jump").set_value(2).run()
+    shown = ui.text(at)
+    assert "3. On H200 every candidate rejects" in shown
+    # left: edited H200 without humming (vLLM's error); right: the preset, Humming weight-only
+    assert any("raises **ValueError**" in e for e in ui.errors(at))
+    assert "vLLM 0.33.0 selects **HummingLinearKernel**" in " ".join(s.value for s in at.success)
+    # the presenter changes a setting: installing humming again changes the left side
+    at.multiselect(key="w:pf.packages").set_value(["humming"]).run()
+    assert not any("raises **ValueError**" in e for e in ui.errors(at))
+    # ...and the change is the app's state: the trace page shows it
+    at.switch_page("workbench/ui/pages/trace.py").run()
+    assert "The code picks **`HummingLinearKernel`**" in ui.text(at)
+
+
+def test_step_link_reproduces_the_view_in_a_fresh_session(ui):
+    at = ui.open_app("tour", query={"step": "6"})
+    shown = ui.text(at)
+    assert "6. A tensor-parallel shard that breaks alignment" in shown
+    assert at.session_state["tp.size"] == 2
+    assert any("input_size_per_partition=576 is not divisible by group_size=128" in e
+               for e in ui.errors(at))
+    at.button(key="tour.prev").click().run()
+    assert at.session_state["tour.step"] == 4
+    assert at.session_state["env.VLLM_XPU_INC_WNA16_BACKEND"] == "w4a8"
+    assert at.session_state["tp.size"] == 1
+    assert "INCXPUW4A8LinearMethod" in ui.text(at)
+
+
+def test_machete_step(ui):
+    at = ui.open_app("tour", query={"step": "4"})
+    shown = ui.text(at)
+    assert "The code picks **`MacheteLinearKernel`**" in shown
+    assert any("silently runs W4A16" in w.value for w in at.warning)
