@@ -99,7 +99,7 @@ def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
     method = qc.get("quant_method")
     if method is None and where == "quantize_config.json":
         method = "gptq"  # AutoGPTQ's standalone file predates quant_method
-    key = method.lower() if isinstance(method, str) else method
+    key = method.lower() if isinstance(method, str) else None
     if key not in QUANT_METHODS:
         raise UnknownFormatError(
             f"{files.root / where}: quant_method {method!r} is not a format the workbench reads; "

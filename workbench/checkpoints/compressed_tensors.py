@@ -239,6 +239,9 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
     strategy = w.get("strategy")
     if strategy == "group":
         g = w["group_size"]
+        if not isinstance(g, int) or g <= 0:
+            raise InvalidConfigError(f"layer {prefix}: config group {group.name!r} has strategy 'group' "
+                                     f"with group_size {g!r}; accepted: a positive integer")
         if k % g:
             raise GroupSizeError(f"layer {prefix}: group_size {g} does not divide in_features "
                                  f"K = {k}; accepted: a divisor of K (or strategy 'channel')")
@@ -287,6 +290,10 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
                 f"layer {prefix}: config group {group.name!r} has no 'format' and the global "
                 f"format is {cfg.format!r}; a mixed-precision checkpoint names a format per group")
         w = group.weights
+        bits = w.get("num_bits")
+        if w.get("type") == "int" and not (isinstance(bits, int) and 1 <= bits <= 8):
+            raise InvalidConfigError(f"config group {group.name!r}: weights.num_bits {bits!r}; "
+                                     "accepted for int weights: 1..8")
         notes = list(cfg.notes)
         if w.get("actorder") in ("group", "dynamic"):
             notes.append(f"weights.actorder = {w['actorder']!r}: vLLM 0.33.0 raises ValueError "
