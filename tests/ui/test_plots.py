@@ -1,0 +1,70 @@
+"""Plot builders (workbench.plots): each figure holds exactly the data it was given."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+pytest.importorskip("plotly")
+
+from workbench import plots  # noqa: E402
+
+
+def test_int4_histogram_counts_every_weight():
+    from workbench.synthetic import synthetic_layer
+
+    layer = synthetic_layer(out_features=64, in_features=256, group_size=128, seed=3)
+    fig = plots.int4_histogram(layer)
+    bar = fig.data[0]
+    assert list(bar.x) == list(range(-8, 8))
+    assert sum(bar.y) == 64 * 256
+    w = layer.int4_weight()
+    assert bar.y[list(bar.x).index(0)] == int((w == 0).sum())
+    asym = synthetic_layer(out_features=64, in_features=256, group_size=128, symmetric=False, seed=3)
+    assert list(plots.int4_histogram(asym).data[0].x) == list(range(16))
+    assert len(plots.scale_histogram(layer).data[0].x) == 64 * 2
+
+
+def test_docs_matrix_marks_every_disagreement():
+    from workbench.dispatch.docs_matrix import compute_matrix
+
+    rows = compute_matrix()
+    fig = plots.docs_matrix_figure(rows)
+    z = fig.data[0].z
+    assert sum(v == -1 for line in z for v in line) == sum(c["disagrees"] for r in rows for c in r["cells"])
+    assert sum(v == 2 for line in z for v in line) == sum(c["code"] is None for r in rows for c in r["cells"])
+
+
+def test_speedup_marks_crossover_and_inc_threshold():
+    pts = [{"m": m, "speedup": s, "series": "a"} for m, s in ((1, 0.5), (64, 0.9), (512, 1.4))]
+    fig = plots.speedup_figure(pts, crossovers={"a": 512, "b": None})
+    xs = sorted(sh.x0 for sh in fig.layout.shapes if sh.type == "line" and sh.x0 == sh.x1)
+    assert xs == [512, plots.INC_TOKEN_THRESHOLD]
+    assert [sh.y0 for sh in fig.layout.shapes if sh.y0 == sh.y1] == [1.0]
+    assert list(fig.data[0].x) == [1, 64, 512] and fig.layout.xaxis.type == "log"
+
+
+def test_latency_is_log_log_with_one_trace_per_path():
+    rows = [{"path": p, "m": m, "latency_us": m * f} for p, f in (("a", 1.0), ("b", 2.0)) for m in (16, 1, 4)]
+    fig = plots.latency_figure(rows)
+    assert [t.name for t in fig.data] == ["a", "b"]
+    assert list(fig.data[1].x) == [1, 4, 16] and list(fig.data[1].y) == [2.0, 8.0, 32.0]
+    assert fig.layout.xaxis.type == "log" and fig.layout.yaxis.type == "log"
+
+
+def test_alignment_figure_codes_outcomes():
+    rows = [{"label": "a", "verdicts": {"K1": ("selected", ""), "K2": ("rejected", "why")}},
+            {"label": "b", "verdicts": {"K1": ("rejected", "x"), "K2": ("accepts", "")}}]
+    fig = plots.alignment_figure(rows, ["K1", "K2", "K3"])
+    assert [list(r) for r in fig.data[0].z] == [[2, -1, 0], [-1, 1, 0]]
+    assert fig.data[0].customdata[0][1] == "why"
+
+
+def test_exports():
+    fig = plots.per_token_error_figure({"p": [0.1, 0.2]})
+    html = plots.figure_html(fig)
+    assert "<html>" in html and "Plotly.newPlot" in html and len(html) > 1_000_000  # plotly.js embedded
+    if shutil.which("chromium") is None and shutil.which("google-chrome") is None:
+        pytest.skip("PNG export needs a local Chrome or Chromium (kaleido drives it)")
+    png = plots.figure_png(fig, width=300, height=200)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
