@@ -79,54 +79,62 @@ LIMITS = {"int8_tops": 1979.0, "bf16_tflops": 989.0, "hbm_gbs": 4800.0}
 T = TileConfig
 CANDIDATES = {
     ("w4a8", "prefill"): [
-        T(128, 256, 64, num_warps=8, num_stages=4), T(128, 256, 128, num_warps=8, num_stages=3),
-        T(128, 128, 128, num_warps=8, num_stages=4), T(256, 128, 64, num_warps=8, num_stages=4),
-        T(128, 128, 64, num_warps=4, num_stages=5),
-        T(128, 256, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(128, 128, 128, num_warps=8, num_stages=4, swap_ab=True),
-        T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
         T(128, 256, 128, num_warps=8, num_stages=3, swap_ab=True),
+        T(128, 256, 128, num_warps=8, num_stages=4, swap_ab=True),
+        T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
+        T(128, 128, 128, num_warps=8, num_stages=4, swap_ab=True),
+        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
+        T(128, 256, 64, num_warps=8, num_stages=4, swap_ab=True),
+        T(64, 256, 128, num_warps=8, num_stages=4, swap_ab=True),
+        T(128, 64, 128, num_warps=4, num_stages=4, swap_ab=True),
+        T(128, 256, 128, num_warps=8, num_stages=3),
     ],
     ("w4a8", "mid"): [
-        T(64, 128, 128, num_warps=4, num_stages=4), T(64, 256, 64, num_warps=4, num_stages=4),
-        T(128, 128, 64, num_warps=4, num_stages=4),
         T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
         T(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
         T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True),
+        T(64, 256, 128, num_warps=8, num_stages=3, swap_ab=True),
+        T(32, 256, 128, num_warps=8, num_stages=4, swap_ab=True),
+        T(64, 128, 128, num_warps=4, num_stages=5, swap_ab=True),
     ],
     ("w4a8", "decode"): [
-        T(16, 64, 128, split_k=0, num_stages=4), T(16, 128, 128, split_k=0, num_stages=4),
-        T(16, 64, 256, split_k=0, num_stages=3),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 32, 256, split_k=0, num_stages=4, swap_ab=True),
         T(16, 128, 256, split_k=0, num_stages=3, swap_ab=True),
+        T(16, 128, 256, split_k=0, num_stages=4, swap_ab=True),
+        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True),
+        T(16, 128, 128, split_k=0, num_stages=6, swap_ab=True),
+        T(16, 256, 128, split_k=0, num_stages=4, num_warps=8, swap_ab=True),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
+        T(16, 64, 256, split_k=0, num_stages=4, swap_ab=True),
+        T(16, 128, 128, split_k=0, num_stages=4),
+        T(16, 64, 256, split_k=0, num_stages=3),
     ],
     ("w4a16", "prefill"): [
-        T(128, 256, 64, num_warps=8, num_stages=3), T(128, 128, 64, num_warps=4, num_stages=4),
-        T(256, 128, 64, num_warps=8, num_stages=3), T(128, 256, 32, num_warps=8, num_stages=4),
-        T(128, 256, 64, num_warps=8, num_stages=3, swap_ab=True),
-        T(128, 128, 64, num_warps=4, num_stages=4, swap_ab=True),
         T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
+        T(256, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
+        T(256, 128, 32, num_warps=8, num_stages=5, swap_ab=True),
+        T(128, 256, 64, num_warps=8, num_stages=3, swap_ab=True),
         T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
+        T(256, 64, 64, num_warps=8, num_stages=4, swap_ab=True),
+        T(128, 256, 64, num_warps=8, num_stages=3),
+        T(128, 128, 64, num_warps=4, num_stages=4),
     ],
     ("w4a16", "mid"): [
         T(64, 128, 64, num_warps=4, num_stages=4), T(64, 256, 64, num_warps=4, num_stages=4),
         T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True),
-        T(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
+        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
         T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True),
     ],
     ("w4a16", "decode"): [
         T(16, 64, 128, split_k=0, num_stages=4), T(16, 128, 64, split_k=0, num_stages=4),
+        T(16, 128, 128, split_k=0, num_stages=4), T(16, 64, 64, split_k=0, num_stages=6),
+        T(16, 256, 64, split_k=0, num_stages=4, num_warps=8),
         T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
         T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 64, 256, split_k=0, num_stages=3, swap_ab=True),
-        T(16, 32, 256, split_k=0, num_stages=4, swap_ab=True),
     ],
     ("int8", "prefill"): [
         T(128, 256, 128, num_warps=8, num_stages=3), T(256, 128, 128, num_warps=8, num_stages=3),
-        T(128, 128, 128, num_warps=4, num_stages=4), T(128, 128, 128, num_warps=8, num_stages=4),
-        T(128, 256, 64, num_warps=8, num_stages=4), T(64, 256, 128, num_warps=4, num_stages=4),
+        T(128, 256, 128, num_warps=8, num_stages=4), T(128, 128, 128, num_warps=8, num_stages=4),
+        T(128, 256, 64, num_warps=8, num_stages=4), T(256, 128, 64, num_warps=8, num_stages=4),
     ],
     ("int8", "mid"): [
         T(64, 128, 128, num_warps=4, num_stages=4), T(64, 256, 128, num_warps=4, num_stages=4),
@@ -161,14 +169,17 @@ def time_calls(fns: list, samples: int = 25) -> dict:
     for f in fns:
         f()
     torch.cuda.synchronize()
-    s, e = _events(2)
-    s.record()
-    for f in fns:
-        f()
-    e.record()
-    torch.cuda.synchronize()
-    est_ms = s.elapsed_time(e) / len(fns)
-    if est_ms < 0.5:
+    est_ms = float("inf")
+    for _ in range(2):  # the smaller of two passes: one hiccup must not pick the method
+        s, e = _events(2)
+        s.record()
+        for f in fns:
+            f()
+        e.record()
+        torch.cuda.synchronize()
+        est_ms = min(est_ms, s.elapsed_time(e) / len(fns))
+    # Graphs remove host launch time, which exceeds the GPU time of short calls.
+    if est_ms < 2.0:
         reps = max(1, math.ceil(1.0 / (est_ms * len(fns) + 1e-6)))
         reps = min(reps, 200)
         g = torch.cuda.CUDAGraph()
@@ -367,7 +378,7 @@ def _cpu_reference_job(job: dict) -> dict:
         else:
             ref_all = w4a16_reference(x, w_q, scales, g)
             xa = x.double()
-            u_w = 0.0 if g == -1 else 2.0 ** -8
+            u_w = 2.0 ** -8  # scale, then w * scale, rounded to bf16
         mag_all = xa.abs() @ w_abs.t()
         for i, it in enumerate(items):
             sl = slice(bounds[i], bounds[i + 1])
@@ -411,11 +422,15 @@ def run_check(shapes, deadline) -> dict:
                 torch.full((m, shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
                 o16 = w16.w4a16_matmul(x, packed)
                 xq_t, xs_t = w8.quantize_per_token_int8_triton(x)
-                xq_r, xs_r = quantize_per_token_int8(x)
-                res["quant_bit_equal"] = bool(torch.equal(xq_t, xq_r) and torch.equal(xs_t, xs_r))
+                # kernels.quant on the CPU is the reference (torch's CUDA reciprocal and
+                # rounding may differ from the CPU's in the last bit).
+                xq_c, xs_c = quantize_per_token_int8(x.cpu())
+                res["quant_bit_equal_cpu_ref"] = bool(torch.equal(xq_t.cpu(), xq_c) and
+                                                      torch.equal(xs_t.cpu(), xs_c))
+                xq_r, xs_r = xq_c.cuda(), xs_c.cuda()
                 for name, o, xa, u_w in (
                     ("w4a8", o8, xq_r.float() * xs_r, 0.0),
-                    ("w4a16", o16, x.float(), 0.0 if g == -1 else 2.0 ** -8),
+                    ("w4a16", o16, x.float(), 2.0 ** -8),
                 ):
                     ref = xa @ w32.t()
                     err = (o.float() - ref).abs()
@@ -447,7 +462,7 @@ def finish_check(state: dict, until: float) -> dict:
             cpu.append({"error": f"{type(exc).__name__}: {exc}"})
     state["executor"].shutdown(wait=False, cancel_futures=True)
     ok_gpu = all(r["w4a8_within_bound_fp32ref"] and r["w4a16_within_bound_fp32ref"] and
-                 r["w4a8_all_finite"] and r["w4a16_all_finite"] and r["quant_bit_equal"]
+                 r["w4a8_all_finite"] and r["w4a16_all_finite"] and r["quant_bit_equal_cpu_ref"]
                  for r in state["gpu"])
     ok_cpu = all("results" in c and all(r["within_rounding_bound"] for r in c["results"]) for c in cpu)
     log(f"check: all-element fp32 bound {'PASS' if ok_gpu else 'FAIL'}; "
@@ -788,18 +803,22 @@ def ceilings() -> dict:
 
 # %% profile target (run under ncu)
 
-def run_profile(shape=(8192, 8192), m=4096) -> None:
+def run_profile() -> None:
+    """One launch of each tuned GEMM, for ncu: prefill (8192, 8192, M=4096) and decode
+    (28672, 8192, M=1), plus the plain int8 GEMM at the prefill point."""
     w8, w16, i8 = api()
-    x = make_x(m, shape[1])
-    xq, xs = w8.quantize_per_token_int8_triton(x)
-    for g in (-1, 128):
-        w_q, scales = make_weight(shape, g)
-        packed = w8.prepare_w4a8(w_q, scales, g)
-        w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16)
-        w16.w4a16_matmul(x, packed)
-    w_q, _ = make_weight(shape, -1)
-    i8.int8_gemm(xq, xs.reshape(-1), w_q, torch.ones(shape[0], device="cuda"),
-                 i8.INT8_CONFIGS["prefill"])
+    for shape, m in (((8192, 8192), 4096), ((28672, 8192), 1)):
+        x = make_x(m, shape[1])
+        xq, xs = w8.quantize_per_token_int8_triton(x)
+        for g in (-1, 128):
+            w_q, scales = make_weight(shape, g)
+            packed = w8.prepare_w4a8(w_q, scales, g)
+            w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16)
+            w16.w4a16_matmul(x, packed)
+        if m > 16:
+            w_q, _ = make_weight(shape, -1)
+            i8.int8_gemm(xq, xs.reshape(-1), w_q, torch.ones(shape[0], device="cuda"),
+                         i8.INT8_CONFIGS["prefill"])
     torch.cuda.synchronize()
 
 
@@ -895,7 +914,6 @@ def main() -> None:
     if facts:
         (out / "h200_compiled.json").write_text(json.dumps(facts, indent=1))
     log(f"total {time.time() - t_start:.0f}s")
-    (out / "log.txt").write_text("\n".join(LOG))
 
 
 def summary(recs: list[dict]) -> str:

@@ -255,9 +255,12 @@ def w4a8_kernel(
 # Nibble -> 16-bit float with integer bit tricks (no int->float conversion, which runs at
 # a quarter of the FMA rate): the offset nibble n + 8 becomes the low mantissa bits of
 # 128 + (n + 8) in bf16 (1024 + (n + 8) in fp16), one fma then subtracts 136 (1032)
-# exactly. Four weights per instance: one byte each in, two 16-bit halves per register out.
+# exactly; a second fma multiplies by the scale (times 1, plus -0: rounded once). Four
+# weights per instance: one byte each in, two 16-bit halves per register out.
+# Outputs are written last, from temporaries: "=r" outputs may share registers with the
+# inputs ($2 bytes, $3 $4 scales, two per register).
 _NIB_TO_F16 = """{
-.reg .b32 t, u0, u1, hi, one, off;
+.reg .b32 t, u0, u1, hi, one, off, z, r0, r1;
 EXTRACT
 xor.b32 t, t, 0x08080808;
 mov.b32 hi, MAGIC;
@@ -265,130 +268,93 @@ prmt.b32 u0, t, hi, 0x4140;
 prmt.b32 u1, t, hi, 0x4342;
 mov.b32 one, ONE;
 mov.b32 off, OFFSET;
-fma.rn.TY $0, u0, one, off;
-fma.rn.TY $1, u1, one, off;
-SCALE
+fma.rn.TY u0, u0, one, off;
+fma.rn.TY u1, u1, one, off;
+mov.b32 z, 0x80008000;
+fma.rn.TY r0, u0, $3, z;
+fma.rn.TY r1, u1, $4, z;
+mov.b32 $0, r0;
+mov.b32 $1, r1;
 }"""
 _EXTRACT = {False: "and.b32 t, $2, 0x0F0F0F0F;", True: "shr.u32 t, $2, 4;\nand.b32 t, t, 0x0F0F0F0F;"}
 _FMT = {"bf16": ("0x43434343", "0x3F803F80", "0xC308C308", "bf16x2"),
         "fp16": ("0x64646464", "0x3C003C00", "0xE408E408", "f16x2")}
-# Grouped: times the scale, rounded once (fma with -0 adds nothing).
-_SCALE = "mov.b32 off, 0x80008000;\nfma.rn.TY $0, $0, $3, off;\nfma.rn.TY $1, $1, $4, off;"
 
 
-def _nib_asm(high: bool, fmt: str, scaled: bool) -> str:
+def _nib_asm(high: bool, fmt: str) -> str:
     magic, one, off, ty = _FMT[fmt]
-    src = (_NIB_TO_F16.replace("EXTRACT", _EXTRACT[high]).replace("SCALE", _SCALE if scaled else "")
-           .replace("MAGIC", magic).replace("ONE", one).replace("OFFSET", off))
-    return src.replace("TY", ty)
+    src = _NIB_TO_F16.replace("EXTRACT", _EXTRACT[high]).replace("MAGIC", magic)
+    return src.replace("ONE", one).replace("OFFSET", off).replace("TY", ty)
 
 
-_ASM = {(h, f, sc): tl.constexpr(_nib_asm(h, f, sc))
-        for h in (False, True) for f in ("bf16", "fp16") for sc in (False, True)}
-_ASM_LO_BF16: tl.constexpr = _ASM[(False, "bf16", False)]
-_ASM_HI_BF16: tl.constexpr = _ASM[(True, "bf16", False)]
-_ASM_LO_FP16: tl.constexpr = _ASM[(False, "fp16", False)]
-_ASM_HI_FP16: tl.constexpr = _ASM[(True, "fp16", False)]
-_ASM_LO_BF16_S: tl.constexpr = _ASM[(False, "bf16", True)]
-_ASM_HI_BF16_S: tl.constexpr = _ASM[(True, "bf16", True)]
-_ASM_LO_FP16_S: tl.constexpr = _ASM[(False, "fp16", True)]
-_ASM_HI_FP16_S: tl.constexpr = _ASM[(True, "fp16", True)]
+_ASM_LO_BF16: tl.constexpr = tl.constexpr(_nib_asm(False, "bf16"))
+_ASM_HI_BF16: tl.constexpr = tl.constexpr(_nib_asm(True, "bf16"))
+_ASM_LO_FP16: tl.constexpr = tl.constexpr(_nib_asm(False, "fp16"))
+_ASM_HI_FP16: tl.constexpr = tl.constexpr(_nib_asm(True, "fp16"))
 
 
 @triton.jit
-def _asm_nib(p, s, ASM: tl.constexpr, SCALED: tl.constexpr, DTYPE: tl.constexpr):
-    # inline_asm_elementwise does not unwrap a constexpr dtype: spell each one out.
-    if DTYPE == tl.bfloat16:
-        if SCALED:
-            w = tl.inline_asm_elementwise(ASM, "=r,=r,r,r,r", [p, s], dtype=tl.bfloat16,
-                                          is_pure=True, pack=4)
-        else:
-            w = tl.inline_asm_elementwise(ASM, "=r,=r,r", [p], dtype=tl.bfloat16,
-                                          is_pure=True, pack=4)
-    else:
-        if SCALED:
-            w = tl.inline_asm_elementwise(ASM, "=r,=r,r,r,r", [p, s], dtype=tl.float16,
-                                          is_pure=True, pack=4)
-        else:
-            w = tl.inline_asm_elementwise(ASM, "=r,=r,r", [p], dtype=tl.float16,
-                                          is_pure=True, pack=4)
-    return w
+def _nibbles_to_f16(p, s, HIGH: tl.constexpr, DTYPE: tl.constexpr):
+    """GPU only: int4 nibbles of packed bytes -> DTYPE n * s (s: DTYPE, same shape).
 
-
-@triton.jit
-def _nibbles_to_f16(p, s, HIGH: tl.constexpr, SCALED: tl.constexpr, DTYPE: tl.constexpr):
-    """GPU only: int4 nibbles of packed bytes -> DTYPE values n (times s when SCALED)."""
+    inline_asm_elementwise does not unwrap a constexpr dtype: each one is spelled out.
+    """
     if DTYPE == tl.bfloat16:
-        if SCALED:
-            if HIGH:
-                w = _asm_nib(p, s, _ASM_HI_BF16_S, True, DTYPE)
-            else:
-                w = _asm_nib(p, s, _ASM_LO_BF16_S, True, DTYPE)
+        if HIGH:
+            w = tl.inline_asm_elementwise(_ASM_HI_BF16, "=r,=r,r,r,r", [p, s],
+                                          dtype=tl.bfloat16, is_pure=True, pack=4)
         else:
-            if HIGH:
-                w = _asm_nib(p, s, _ASM_HI_BF16, False, DTYPE)
-            else:
-                w = _asm_nib(p, s, _ASM_LO_BF16, False, DTYPE)
+            w = tl.inline_asm_elementwise(_ASM_LO_BF16, "=r,=r,r,r,r", [p, s],
+                                          dtype=tl.bfloat16, is_pure=True, pack=4)
     else:
-        if SCALED:
-            if HIGH:
-                w = _asm_nib(p, s, _ASM_HI_FP16_S, True, DTYPE)
-            else:
-                w = _asm_nib(p, s, _ASM_LO_FP16_S, True, DTYPE)
+        if HIGH:
+            w = tl.inline_asm_elementwise(_ASM_HI_FP16, "=r,=r,r,r,r", [p, s],
+                                          dtype=tl.float16, is_pure=True, pack=4)
         else:
-            if HIGH:
-                w = _asm_nib(p, s, _ASM_HI_FP16, False, DTYPE)
-            else:
-                w = _asm_nib(p, s, _ASM_LO_FP16, False, DTYPE)
+            w = tl.inline_asm_elementwise(_ASM_LO_FP16, "=r,=r,r,r,r", [p, s],
+                                          dtype=tl.float16, is_pure=True, pack=4)
     return w
 
 
 @triton.jit
 def _dequant(p, HIGH: tl.constexpr, s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr,
              BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, DTYPE: tl.constexpr):
-    """Packed bytes -> DTYPE weights of the low or high nibbles, times their group scale.
+    """Packed bytes -> DTYPE weights n * s of the low or high nibbles.
 
-    idx: K index (packed coordinates, 0..Kp) of the tile's first column. Per-channel
-    (GROUP_K == 0) returns n on the GPU and 16 * n in the interpreter (CHANNEL_UNIT);
-    the scale multiplies the accumulator at the end.
+    s is the column's scale (per-channel, GROUP_K == 0) or its group's, rounded to DTYPE
+    first as a bf16/fp16 checkpoint stores it; the product is rounded once.
+    idx: K index (packed coordinates, 0..Kp) of the tile's first column.
+    Per-channel weights take the same path as grouped ones: a single-input inline-asm
+    variant (integer n, scale on the accumulator) returned wrong values for about 1% of
+    outputs with swap_ab on the H200 (Triton 3.6), where this path checked exact.
     """
+    # Stored scales are scale / 16 (triton_pack): x16 is exact.
     if GROUP_K == 0:
-        if _PTX:
-            w = _nibbles_to_f16(p, p, HIGH, False, DTYPE)
+        sv = tl.load(s_ptr + an) * 16.0
+    elif BLOCK_K <= GROUP_K:
+        sv = tl.load(s_ptr + (idx // GROUP_K) * stride_sg + an) * 16.0
+    if GROUP_K == 0 or BLOCK_K <= GROUP_K:
+        if SWAP_AB:
+            s = tl.broadcast_to(sv[:, None], p.shape)
         else:
-            if HIGH:
-                q = _unpack_hi(p)
-            else:
-                q = _unpack_lo(p)
-            w = q.to(tl.float32).to(DTYPE)  # the interpreter mis-casts int8 -> bf16 directly
+            s = tl.broadcast_to(sv[None, :], p.shape)
     else:
-        # Stored scales are scale / 16 (triton_pack): x16 is exact.
-        if BLOCK_K <= GROUP_K:
-            sv = tl.load(s_ptr + (idx // GROUP_K) * stride_sg + an) * 16.0
-            if SWAP_AB:
-                s = tl.broadcast_to(sv[:, None], p.shape)
-            else:
-                s = tl.broadcast_to(sv[None, :], p.shape)
+        # A tile spans several groups: gather each column's scale (L1-resident).
+        g = (idx + tl.arange(0, BLOCK_K)) // GROUP_K
+        if SWAP_AB:
+            s = tl.load(s_ptr + g[None, :] * stride_sg + an[:, None]) * 16.0
         else:
-            # A tile spans several groups: gather each column's scale (L1-resident).
-            g = (idx + tl.arange(0, BLOCK_K)) // GROUP_K
-            if SWAP_AB:
-                s = tl.load(s_ptr + g[None, :] * stride_sg + an[:, None]) * 16.0
-            else:
-                s = tl.load(s_ptr + g[:, None] * stride_sg + an[None, :]) * 16.0
-        if _PTX:
-            w = _nibbles_to_f16(p, s.to(DTYPE), HIGH, True, DTYPE)
+            s = tl.load(s_ptr + g[:, None] * stride_sg + an[None, :]) * 16.0
+    if _PTX:
+        w = _nibbles_to_f16(p, s.to(DTYPE), HIGH, DTYPE)
+    else:
+        if HIGH:
+            q = _unpack_hi(p)
         else:
-            if HIGH:
-                q = _unpack_hi(p)
-            else:
-                q = _unpack_lo(p)
-            w = (q.to(tl.float32) * (s * 0.0625)).to(DTYPE)
+            q = _unpack_lo(p)
+        # Same roundings as the PTX path: scale to DTYPE, then n * scale once.
+        w = ((q.to(tl.float32) * 0.0625) * s.to(DTYPE).to(tl.float32)).to(DTYPE)
     return w
-
-
-# Per-channel W4A16 feeds n (GPU) or 16 * n (interpreter) to the dot.
-CHANNEL_UNIT: tl.constexpr = tl.constexpr(16.0 if _PTX else 1.0)
 
 
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
@@ -406,11 +372,7 @@ def w4a16_kernel(
     SPLIT_K,
     GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
 ):
-    """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation.
-
-    Per-channel weights go into the dot as exact small integers; their scale multiplies
-    the fp32 accumulator once at the end.
-    """
+    """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation."""
     DTYPE: tl.constexpr = x_ptr.dtype.element_ty
     pid_m, pid_n, tile_id = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     start, end = _k_range(HALF_K, BLOCK_K, SPLIT_K)
@@ -440,8 +402,6 @@ def w4a16_kernel(
                             SWAP_AB, DTYPE)
             acc = tl.dot(w_lo, a_lo, acc)
             acc = tl.dot(w_hi, a_hi, acc)
-        if GROUP_K == 0:
-            acc = acc * (tl.load(ws_ptr + an) * CHANNEL_UNIT)[:, None]
         offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
         mask = (rm[None, :] < M) & (rn[:, None] < N)
     else:
@@ -463,8 +423,6 @@ def w4a16_kernel(
                             SWAP_AB, DTYPE)
             acc = tl.dot(a_lo, w_lo, acc)
             acc = tl.dot(a_hi, w_hi, acc)
-        if GROUP_K == 0:
-            acc = acc * (tl.load(ws_ptr + an) * CHANNEL_UNIT)[None, :]
         offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]
         mask = (rm[:, None] < M) & (rn[None, :] < N)
 

@@ -130,8 +130,8 @@ def resolve_split_k(cfg: TileConfig, m: int, n: int, k_steps: int, device: torch
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     sms = sm_count(device)
     split = 1
-    # Double while one wave is less than full and each split keeps >= 4 K steps to
-    # amortize its partial-sum write.
-    while tiles * split * 2 <= 2 * sms and k_steps // (split * 2) >= 4 and split < 32:
+    # Double up to about two programs per multiprocessor (loads in flight hide HBM
+    # latency), keeping >= 2 K steps per split so the pipeline has something to overlap.
+    while split < 32 and tiles * split * 2 <= 2 * sms and k_steps // (split * 2) >= 2:
         split *= 2
     return split

@@ -11,8 +11,8 @@ dots exactly but has two gaps, each handled where it matters:
 Error bound for out vs the float64 reference, per element:
     |out - ref| <= u * |ref| + (u_w + K * 2**-24) * (|x| @ |W|^T)
 u: unit roundoff of the output dtype (output rounding); u_w: rounding of dequantized
-weights (W4A16 grouped only, where q * scale is rounded to x's dtype); K * 2**-24: float32
-accumulation. W4A8's int32 group dots are exact, so its bound has no weight term.
+weights (W4A16, where the scale and then q * scale are rounded to x's dtype: 2 * u / 2);
+K * 2**-24: float32 accumulation. W4A8's int32 group dots are exact: no weight term.
 """
 from __future__ import annotations
 
@@ -209,8 +209,7 @@ def test_w4a16_equals_reference_to_rounding(layer_factory, x_factory, m, n, k, g
     assert out.dtype == torch.float16
     ref = w4a16_reference(x, w_q, scales, g)
     u = U[torch.float16]
-    assert_within_rounding(out, ref, x.double(), _dequant64(w_q, scales, g), u,
-                           u_w=0.0 if g == -1 else u)
+    assert_within_rounding(out, ref, x.double(), _dequant64(w_q, scales, g), u, u_w=u)
 
 
 @pytest.mark.skipif(not ON_GPU, reason="the Triton interpreter cannot run a bf16 tl.dot")
@@ -223,8 +222,7 @@ def test_w4a16_bf16_on_gpu(layer_factory, x_factory, g):
     out = w16.w4a16_matmul(x.to(DEVICE), packed)
     ref = w4a16_reference(x, w_q, scales, g)
     u = U[torch.bfloat16]
-    assert_within_rounding(out, ref, x.double(), _dequant64(w_q, scales, g), u,
-                           u_w=0.0 if g == -1 else u)
+    assert_within_rounding(out, ref, x.double(), _dequant64(w_q, scales, g), u, u_w=u)
 
 
 def test_split_k_is_deterministic_and_resets_its_counters(layer_factory, x_factory):
