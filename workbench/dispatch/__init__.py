@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from workbench.dispatch.env import Env, parse_env
+from workbench.dispatch.env import Env, KernelConfigValidationError, parse_env
 from workbench.dispatch.trace import Predicate, Step, Trace
 from workbench.dispatch.types import MPConfig
 from workbench.dispatch.vllm_0_33 import VLLM_VERSION
@@ -29,6 +29,11 @@ def _env(env: Env | Mapping[str, Any] | None) -> Env:
     return env if isinstance(env, Env) else parse_env(env)
 
 
+def _refused(level: str, exc: KernelConfigValidationError) -> Trace:
+    """vLLM refuses the kernel config before any layer is built."""
+    return Trace(level=level, error=str(exc), error_type=exc.error_type)
+
+
 def _finish(trace: Trace, platform: Platform, env: Env) -> Trace:
     if trace.selected and trace.mp_config is not None:
         trace.runtime = runtime_note(trace.selected, trace.mp_config, platform, env)
@@ -39,7 +44,11 @@ def trace_mp(config: MPConfig | Mapping[str, Any], platform: Any = "sm90-h200",
              env: Env | Mapping[str, Any] | None = None) -> Trace:
     """`choose_mp_linear_kernel(config)` on `platform`, step by step."""
     cfg = config if isinstance(config, MPConfig) else MPConfig.from_json(config)
-    p, e = resolve_platform(platform), _env(env)
+    p = resolve_platform(platform)
+    try:
+        e = _env(env)
+    except KernelConfigValidationError as exc:
+        return _refused("mp", exc)
     return _finish(choose_mp_linear_kernel(cfg, p, e), p, e)
 
 
@@ -47,7 +56,11 @@ def trace_scheme(scheme: SchemeInput | Mapping[str, Any], platform: Any = "sm90-
                  env: Env | Mapping[str, Any] | None = None) -> Trace:
     """Resolve a compressed-tensors layer's scheme, then run the selection its weights need."""
     s = scheme if isinstance(scheme, SchemeInput) else None
-    p, e = resolve_platform(platform), _env(env)
+    p = resolve_platform(platform)
+    try:
+        e = _env(env)
+    except KernelConfigValidationError as exc:
+        return _refused("scheme", exc)
     if s is None:
         from workbench.dispatch.vllm_0_33.compressed_tensors import SchemeError
 
@@ -63,5 +76,9 @@ def trace_inc(layer: Mapping[str, Any], platform: Any = "xpu",
     """INC / AutoRound layer resolution (facts §5)."""
     from workbench.dispatch.vllm_0_33.inc import trace_inc_layer
 
-    p, e = resolve_platform(platform), _env(env)
+    p = resolve_platform(platform)
+    try:
+        e = _env(env)
+    except KernelConfigValidationError as exc:
+        return _refused("inc", exc)
     return _finish(trace_inc_layer(layer, p, e), p, e)

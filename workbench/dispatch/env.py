@@ -25,6 +25,34 @@ class EnvChoiceError(InvalidInputError):
     """A `VLLM_*` value outside its choices; the message is vLLM's own."""
 
 
+class KernelConfigValidationError(InvalidInputError):
+    """`linear_backend` / `linear_backend_per_quant` values vLLM's `KernelConfig` refuses.
+
+    vLLM fails before any selection with pydantic's ValidationError; `str()` is its text
+    (pydantic 2.14, the version the reference cases were recorded with).
+    """
+
+    error_type = "ValidationError"
+
+
+_PYDANTIC_URL = "https://errors.pydantic.dev/2.14/v/"
+
+
+def _literal_error(loc: str, value: Any) -> str:
+    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
+
+    choices = ", ".join(repr(b) for b in LINEAR_BACKENDS[:-1]) + f" or {LINEAR_BACKENDS[-1]!r}"
+    return (f"{loc}\n  Input should be {choices} [type=literal_error, input_value={value!r}, "
+            f"input_type={type(value).__name__}]\n    For further information visit "
+            f"{_PYDANTIC_URL}literal_error")
+
+
+def _validation_error(errors: list[str]) -> KernelConfigValidationError:
+    n = len(errors)
+    head = f"{n} validation error{'s' if n > 1 else ''} for KernelConfig"
+    return KernelConfigValidationError("\n".join([head, *errors]))
+
+
 @dataclass(frozen=True)
 class Env:
     """Dispatch knobs. `raw` keeps what the user set, for display and export."""
@@ -107,12 +135,8 @@ def parse_env(env: Mapping[str, Any] | None) -> Env:
         elif key == "VLLM_MARLIN_INPUT_DTYPE":
             values["marlin_input_dtype_raw"] = str(value)
         elif key == "linear_backend":
-            backend = str(value).lower().replace("-", "_")  # KernelConfig's normalizer
-            if backend not in LINEAR_BACKENDS:
-                raise InvalidInputError(
-                    f"env linear_backend: unknown backend {value!r}; accepted: {', '.join(LINEAR_BACKENDS)}"
-                )
-            values["linear_backend"] = backend
+            backend = value.lower().replace("-", "_") if isinstance(value, str) else value
+            values["linear_backend"] = backend  # KernelConfig's normalizer ran first
         elif key == "linear_backend_per_quant":
             if isinstance(value, str):
                 try:
@@ -124,20 +148,37 @@ def parse_env(env: Mapping[str, Any] | None) -> Env:
                     ) from None
             if value is None:
                 continue
-            if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            if not isinstance(value, dict):
                 raise InvalidInputError(
                     "env linear_backend_per_quant: expected an object of scheme -> backend, e.g. "
                     '{"mixed_precision": "marlin"}'
                 )
-            for scheme, backend in value.items():
-                if backend not in LINEAR_BACKENDS:  # this field is not normalized in vLLM
-                    raise InvalidInputError(
-                        f"env linear_backend_per_quant[{scheme!r}]: unknown backend {backend!r}; "
-                        f"accepted: {', '.join(LINEAR_BACKENDS)}"
-                    )
             values["linear_backend_per_quant"] = tuple(value.items())
+    _validate_kernel_config(values)
     raw = tuple((k, v if isinstance(v, str) else json.dumps(v)) for k, v in env.items())
     return Env(raw=raw, **values)
+
+
+def _validate_kernel_config(values: dict) -> None:
+    """What `KernelConfig` validation refuses, in its field order (values are not normalized in
+    `linear_backend_per_quant`)."""
+    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
+
+    errors = []
+    backend = values.get("linear_backend", "auto")
+    if backend not in LINEAR_BACKENDS:
+        errors.append(_literal_error("linear_backend", backend))
+    per_quant = values.get("linear_backend_per_quant")
+    if per_quant is not None:
+        if not per_quant:
+            errors.append("linear_backend_per_quant\n  Dictionary should have at least 1 item after "
+                          "validation, not 0 [type=too_short, input_value={}, input_type=dict]\n"
+                          f"    For further information visit {_PYDANTIC_URL}too_short")
+        for scheme, value in per_quant:
+            if value not in LINEAR_BACKENDS:
+                errors.append(_literal_error(f"linear_backend_per_quant.{scheme}", value))
+    if errors:
+        raise _validation_error(errors)
 
 
 def parse_env_pairs(pairs: list[str]) -> Env:

@@ -25,6 +25,11 @@ class QuantArgsError(InvalidInputError):
     """QuantizationArgs that compressed-tensors' validator refuses."""
 
 
+class QuantArgsNotImplemented(QuantArgsError):
+    """compressed-tensors raises NotImplementedError itself (float zp_dtype for odd bit widths);
+    pydantic lets it through unwrapped, so vLLM reports it as that exception."""
+
+
 @dataclass
 class QuantArgs:
     num_bits: int = 8
@@ -34,7 +39,8 @@ class QuantArgs:
     strategy: str | None = None
     block_structure: list[int] | None = None
     dynamic: bool | str = False  # True, False or "local"
-    actorder: str | None = None  # "group" or "weight" (aliases resolved)
+    actorder: str | None = None  # lowercased as written: group, weight, dynamic or static
+    strategy_inferred: bool = False  # filled by the validator: prints as the enum member
     scale_dtype: str | None = None  # torch dtype name without "torch."
     zp_dtype: str | None = None
     observer: str | None = None
@@ -46,6 +52,9 @@ class QuantArgs:
             value = getattr(self, name)
             if name in ("scale_dtype", "zp_dtype"):
                 text = "None" if value is None else f"torch.{value}"
+            elif name == "strategy" and self.strategy_inferred:
+                # The model validator writes back an enum member, which use_enum_values leaves be.
+                text = f"<QuantizationStrategy.{value.upper()}: {value!r}>"
             else:
                 text = repr(value)
             parts.append(f"{name}={text}")
@@ -53,6 +62,11 @@ class QuantArgs:
 
     def to_json(self) -> dict:
         return {name: getattr(self, name) for name in _FIELDS}
+
+    @property
+    def actorder_kind(self) -> str | None:
+        """The ordering the alias means: 'group' (dynamic is its alias) or 'weight' (static)."""
+        return ACTORDERS.get(self.actorder) if self.actorder else None
 
 
 def _dtype_name(value: Any, where: str) -> str | None:
@@ -126,7 +140,7 @@ def parse_quant_args(data: Any, where: str) -> QuantArgs:
     elif isinstance(actorder, str):
         if actorder.lower() not in ACTORDERS:
             raise QuantArgsError(f"{where}.actorder: {actorder!r}; accepted: {sorted(ACTORDERS)}")
-        actorder = ACTORDERS[actorder.lower()]
+        actorder = actorder.lower()
     elif actorder is not None:
         raise QuantArgsError(f"{where}.actorder: {actorder!r}; accepted: {sorted(ACTORDERS)}")
     a.actorder = actorder
@@ -163,7 +177,7 @@ def parse_quant_args(data: Any, where: str) -> QuantArgs:
         raise QuantArgsError(f"{where}: Block strategy requires block structure")
     if block is not None and strategy != "block":
         raise QuantArgsError(f"{where}: Block structure requires block strategy")
-    if actorder == "group" and strategy not in ("group", "tensor_group"):
+    if ACTORDERS.get(actorder or "") == "group" and strategy not in ("group", "tensor_group"):
         raise QuantArgsError(f"{where}: Must use group or tensor_group quantization strategy in "
                              "order to apply group activation ordering")
     if dynamic:
@@ -184,11 +198,11 @@ def parse_quant_args(data: Any, where: str) -> QuantArgs:
             a.zp_dtype = "float8_e4m3fn"
         elif a.type == "float":
             if a.num_bits != 8:
-                raise QuantArgsError(f"{where}: Only num_bits in (8) are supported for float "
-                                     f"quantization, got num_bits={a.num_bits}")
+                raise QuantArgsNotImplemented("Only num_bits in (8) are supported")
             a.zp_dtype = "float8_e4m3fn"
         else:
             a.zp_dtype = "int8" if a.num_bits <= 8 else "int16" if a.num_bits <= 16 else "int32"
+    a.strategy_inferred = data.get("strategy") is None
     a.strategy = strategy
     a.observer = observer
     return a

@@ -57,6 +57,7 @@ class Trace:
     level: str = "mp"  # "mp", "scheme" or "inc"
     runtime: str = ""  # what the chosen kernel computes on this platform
     kernel_stage: bool = False  # a scheme's weight creation ran (the oracle's `kernel` object)
+    selection_ran: bool = False  # choose_mp_linear_kernel was called
 
     @property
     def ok(self) -> bool:
@@ -64,14 +65,16 @@ class Trace:
 
     def kernel_json(self) -> dict:
         """The kernel selection alone, in the oracle's `kernel` shape."""
-        return {
-            "mp_config": None if self.mp_config is None else self.mp_config.to_json(),
+        out = {
+            "mp_config": self.mp_config.to_json() if self.selection_ran else None,
             "selected": self.selected,
             "reasons": list(self.reasons),
             "error": self.error,
             "error_type": self.error_type,
-            "candidates": list(self.candidates),
         }
+        if self.selection_ran:  # vLLM's recorder has no candidate list when the loop never ran
+            out["candidates"] = list(self.candidates)
+        return out
 
     def to_json(self) -> dict:
         out = {

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from workbench.dispatch.env import Env
-from workbench.dispatch.quant_args import QuantArgs, parse_quant_args
+from workbench.dispatch.env import EnvChoiceError
+from workbench.dispatch.quant_args import QuantArgs, QuantArgsNotImplemented, parse_quant_args
 from workbench.dispatch.trace import Predicate, Step, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
 from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
@@ -106,10 +107,17 @@ class SchemeInput:
         fmt = data.get("format")
         if fmt is not None and fmt not in FORMATS:
             raise InvalidInputError(f"scheme.format: unknown format {fmt!r}; accepted: {', '.join(FORMATS)}")
+        try:
+            return cls._parse(data, fmt, dims)
+        except QuantArgsNotImplemented as exc:
+            raise SchemeError("NotImplementedError", str(exc)) from None
+
+    @classmethod
+    def _parse(cls, data: dict, fmt: str | None, dims: dict) -> "SchemeInput":
         params = dtype(data.get("params_dtype", "bfloat16"), "scheme.params_dtype").name
         weights = data.get("weights")
         w = None if weights is None else parse_quant_args(weights, "scheme.weights")
-        if w is not None and w.actorder in ("group",):
+        if w is not None and w.actorder in ("group", "dynamic"):
             raise SchemeError("ValueError", (
                 "Compressed-tensors group/dynamic activation ordering "
                 f"(actorder={w.actorder!r}) is no longer supported. Use a checkpoint with "
@@ -391,6 +399,7 @@ def _select(config: MPConfig, p: Platform, env: Env, t: Trace) -> bool:
     k = choose_mp_linear_kernel(config, p, env)
     t.steps, t.selected, t.reasons = k.steps, k.selected, k.reasons
     t.error, t.error_type, t.candidates = k.error, k.error_type, k.candidates
+    t.selection_ran = True
     t.notes.extend(k.notes)
     return k.error is None
 
@@ -454,16 +463,20 @@ def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
                        "(VLLM_BATCH_INVARIANT=1 skips choose_mp_linear_kernel)")
     elif _select(t.mp_config, p, env, t):
         t.notes.append(f"Using {t.selected} for CompressedTensorsWNA16")
-        if t.selected == "MarlinLinearKernel" and env.marlin_input_dtype:
+        try:
+            marlin_input = env.marlin_input_dtype if t.selected == "MarlinLinearKernel" else None
+        except EnvChoiceError as exc:  # env_with_choices validates on first read, here
+            raise SchemeError("ValueError", str(exc)) from None
+        if marlin_input:
             # get_marlin_input_dtype (layers/quantization/utils/marlin_utils.py)
             cap = p.capability or 0
-            if env.marlin_input_dtype == "fp8" and cap != 89 and cap // 10 != 12:
+            if marlin_input == "fp8" and cap != 89 and cap // 10 != 12:
                 raise SchemeError("ValueError", (
                     "Marlin W4A8-FP8 only support SM89 or SM12x device (It is slower than Marlin "
                     "W4A16 on other devices). You can consider using W4A8-INT8 instead(set "
                     "VLLM_MARLIN_INPUT_DTYPE=int8)."))
-            t.notes.append(f"VLLM_MARLIN_INPUT_DTYPE={env.marlin_input_dtype}: act_type becomes "
-                           f"{env.marlin_input_dtype} after selection (Marlin W4A8)")
+            t.notes.append(f"VLLM_MARLIN_INPUT_DTYPE={marlin_input}: act_type becomes "
+                           f"{marlin_input} after selection (Marlin W4A8)")
     else:
         return
     if not (group == -1 and _row_parallel(s)):

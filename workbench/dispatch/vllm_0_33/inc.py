@@ -114,6 +114,7 @@ def _select_gptq(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) 
     k = choose_mp_linear_kernel(t.mp_config, p, env)
     t.steps, t.selected, t.reasons = k.steps, k.selected, k.reasons
     t.error, t.error_type, t.candidates = k.error, k.error_type, k.candidates
+    t.selection_ran = True
     t.notes.extend(k.notes)
 
 

@@ -36,11 +36,11 @@ LINEAR_BACKEND_MP_KERNELS: dict[str, set[str]] = {
     "exllama": {"ExllamaLinearKernel"},
     "triton": {"TritonW4A16LinearKernel"},
 }
-# Every value of vLLM's `LinearBackend` literal (vllm/config/kernel.py).
+# Every value of vLLM's `LinearBackend` literal, in its declared order (vllm/config/kernel.py).
 LINEAR_BACKENDS = (
-    "auto", "cutlass", "machete", "marlin", "humming", "conch", "exllama", "triton", "b12x",
-    "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm", "flashinfer_cudnn",
-    "flashinfer_b12x", "deep_gemm", "torch", "aiter", "fbgemm", "emulation", "xpu", "xpu_woq",
+    "auto", "cutlass", "flashinfer_cutlass", "flashinfer_cutedsl", "flashinfer_trtllm",
+    "flashinfer_cudnn", "flashinfer_b12x", "b12x", "marlin", "humming", "triton", "deep_gemm",
+    "torch", "aiter", "machete", "fbgemm", "conch", "exllama", "emulation", "xpu", "xpu_woq",
 )
 
 HUMMING_PREFERRED_CAPABILITIES = frozenset({90})
@@ -111,14 +111,17 @@ def choose_mp_linear_kernel(config: MPConfig, platform: Platform, env: Env) -> T
             return Trace(steps=steps + [Step(name, "crashed", "integer modulo by zero")],
                          selected=None, reasons=reasons, error="integer modulo by zero",
                          error_type="ZeroDivisionError", mp_config=config,
-                         candidates=[k.__name__ for k in candidates], notes=notes)
+                         candidates=[k.__name__ for k in candidates], notes=notes,
+                         selection_ran=True)
         if ok:
             steps.append(Step(name, "selected", None))
             notes.append(f"Using {name} for mixed-precision linear")
             return Trace(steps=steps, selected=name, reasons=reasons, mp_config=config,
-                         candidates=[k.__name__ for k in candidates], notes=notes)
+                         candidates=[k.__name__ for k in candidates], notes=notes,
+                         selection_ran=True)
         reasons.append(f" {name} cannot implement due to: {why}")
         steps.append(Step(name, "rejected", why))
     return Trace(steps=steps, selected=None, reasons=reasons,
                  error=ERROR_HEADER + "\n".join(reasons), error_type="ValueError",
-                 mp_config=config, candidates=[k.__name__ for k in candidates], notes=notes)
+                 mp_config=config, candidates=[k.__name__ for k in candidates], notes=notes,
+                         selection_ran=True)
