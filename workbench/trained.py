@@ -24,7 +24,7 @@ import torch
 from workbench.errors import InvalidInputError, WorkbenchError
 from workbench.layer import QuantizedLayer
 
-__all__ = ["TrainedModelUnavailableError", "MiniLM", "load_minilm", "minilm_linear_names",
+__all__ = ["TrainedModelUnavailableError", "MiniLM", "load_minilm", "minilm_linear_names", "encode",
            "capture_activations", "trained_layer", "SENTENCES"]
 
 # Real sentences of different registers and lengths (the model's inputs; no data set needed).
@@ -112,8 +112,30 @@ def _layer_norm(x: torch.Tensor, w: dict, prefix: str, eps: float) -> torch.Tens
     return torch.nn.functional.layer_norm(x, x.shape[-1:], w[f"{prefix}.weight"], w[f"{prefix}.bias"], eps)
 
 
-def encode(model: MiniLM, sentence: str, capture: str | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """BERT encoder forward of one sentence: (last hidden state [T, H], input of `capture`)."""
+class _Captured(Exception):
+    """Stops the forward once the captured Linear has seen its input."""
+
+    def __init__(self, x: torch.Tensor):
+        self.x = x
+
+
+def encode(model: MiniLM, sentence: str, capture: str | None = None,
+           stop_at_capture: bool = False) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """BERT encoder forward of one sentence: (last hidden state [T, H], input of `capture`).
+
+    With stop_at_capture the forward ends at the captured Linear (hidden state None).
+    """
+    if stop_at_capture and capture is not None:
+        try:
+            _forward(model, sentence, capture, stop=True)
+        except _Captured as hit:
+            return None, hit.x
+        return None, None
+    return _forward(model, sentence, capture, stop=False)
+
+
+def _forward(model: MiniLM, sentence: str, capture: str | None,
+             stop: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
     w, cfg = model.weights, model.config
     eps = cfg["layer_norm_eps"]
     heads = cfg["num_attention_heads"]
@@ -122,6 +144,8 @@ def encode(model: MiniLM, sentence: str, capture: str | None = None) -> tuple[to
 
     def linear(name: str, x: torch.Tensor) -> torch.Tensor:
         if name == capture:
+            if stop:
+                raise _Captured(x.detach().clone())
             captured.append(x.detach().clone())
         return torch.nn.functional.linear(x, w[f"{name}.weight"], w[f"{name}.bias"])
 
@@ -152,8 +176,14 @@ def capture_activations(name: str = "encoder.layer.0.intermediate.dense",
                                 f"{', '.join(minilm_linear_names(model)[:6])}, ... pooler.dense")
     if not sentences or not all(isinstance(s, str) and s.strip() for s in sentences):
         raise InvalidInputError("sentences: expected a non-empty list of non-empty strings")
+    return _captured(name, tuple(sentences)).clone()
+
+
+@lru_cache(maxsize=8)
+def _captured(name: str, sentences: tuple[str, ...]) -> torch.Tensor:
+    model = load_minilm()
     with torch.no_grad():
-        rows = [encode(model, s, capture=name)[1] for s in sentences]
+        rows = [encode(model, s, capture=name, stop_at_capture=True)[1] for s in sentences]
     return torch.cat(rows)
 
 
