@@ -23,6 +23,9 @@ def _diff(case: dict) -> list[str]:
     else:
         kernel = got["kernel"] or {}
         diffs += [f"kernel.{k}" for k, v in expected["kernel"].items() if kernel.get(k) != v]
+        # The trace JSON's own keys describe the selection the scheme ran (the CLI contract).
+        diffs += [f"top.{k}" for k in ("selected", "reasons", "error", "error_type")
+                  if got[k] != expected["kernel"][k]]
     return diffs
 
 
