@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kernels.registry import get_path  # noqa: E402
 from workbench.bench import (  # noqa: E402
-    bench_layer_weight, host_provenance, int4_weight_of, summarize, synthetic_bench_layer,
+    bench_weight, host_provenance, int4_weight_of, summarize, synthetic_bench_layer,
     write_csv, write_json,
 )
 from workbench.sweeps import crossover, slowdown  # noqa: E402
@@ -66,6 +66,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer M and repeats (a smoke run)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--tag", default="", help="suffix for the result file names")
+    ap.add_argument("--max-call-s", type=float, default=20.0,
+                    help="stop timing a path at larger M once one call takes longer (default 20)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -143,11 +145,18 @@ def main() -> int:
     # 4 + 5. the M sweep, crossover, Dynamic4bit slowdown (records for the app and notebooks)
     layer = synthetic_bench_layer(N, K, 128)
     ms4 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
-    recs = bench_layer_weight(layer, ["w4a8_native", "w4a16_fallback", "vllm_dynamic4bit"], ms4,
-                              repeats=3 if args.quick else 5, max_call_s=3.0,
-                              progress=lambda d, t, msg: print(f"[4] {d}/{t} {msg}", flush=True))
-    cross = crossover(recs, "w4a8_native", "w4a16_fallback")
-    slow = slowdown(recs, "vllm_dynamic4bit", "w4a16_fallback")
+    say = lambda d, t, msg: print(f"[4] {d}/{t} {msg}", flush=True)  # noqa: E731
+    weight = int4_weight_of(layer)
+    recs4 = bench_weight(weight, layer.source_weight, ["w4a8_native", "w4a16_fallback"], ms4,
+                         repeats=3, max_call_s=args.max_call_s, progress=say,
+                         layer_name=f"{layer.name} (M sweep)")
+    ms5 = [1, 4, 16] if args.quick else [1, 2, 4, 8, 16, 32]
+    recs5 = bench_weight(weight, layer.source_weight, ["vllm_dynamic4bit", "w4a16_fallback", "w4a8_native"],
+                         ms5, repeats=3, max_call_s=args.max_call_s, progress=say,
+                         layer_name=f"{layer.name} (Dynamic4bit)")
+    recs = recs4 + recs5
+    cross = crossover(recs4, "w4a8_native", "w4a16_fallback")
+    slow = slowdown(recs5, "vllm_dynamic4bit", "w4a16_fallback")
     result["crossover_w4a8_native_vs_w4a16_fallback"] = cross.to_dict()
     result["dynamic4bit_slowdown_vs_w4a16_fallback"] = slow.to_dict()
     print(f"[4] crossover M = {cross.m} (ratio {cross.ratio}, separated {cross.separated}, "

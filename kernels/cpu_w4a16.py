@@ -7,7 +7,8 @@ Two paths, and a fallback that runs whichever is faster for the M at hand:
   nibbles (w + 8); qScaleAndZeros [K / g, N, 2] holds (scale, zero) with
   w = (u - 8) * scale + zero. It accepts group sizes 32, 64, 128, 256 and N % 16 == 0;
   per-channel runs as the largest of those group sizes with the scale repeated.
-  Output is bfloat16 (returned as float32), so it carries bf16 rounding (~2**-9).
+  Output is bfloat16 (returned as float32), so it carries bf16 rounding (~2**-9);
+  asymmetric layers also carry the bf16 rounding of the float zero (8 - z) * s.
 - `dequant`: dequantize a block of output rows to float32 per call, then a float32
   GEMM. Exact dequantization (int4 x bf16/fp16 scales fits float32), float32 error only.
 """

@@ -168,7 +168,15 @@ def _group_sums(x_qf: torch.Tensor, x_q: torch.Tensor, prepared: W4A8Prepared, j
 def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
                                prepared: W4A8Prepared) -> torch.Tensor:
     """The GEMM on already-quantized activations: x_q int8 [M, K], x_scale [M, 1] -> float32 [M, N]."""
+    if not isinstance(x_q, torch.Tensor) or x_q.dtype != torch.int8 or x_q.dim() != 2:
+        raise KernelInputError(f"x_q must be int8 [M, K], got "
+                               f"{getattr(x_q, 'dtype', type(x_q).__name__)} {tuple(getattr(x_q, 'shape', ()))}")
+    if x_q.shape[1] != prepared.k:
+        raise KernelInputError(f"x_q has K = {x_q.shape[1]} columns but the weight has K = {prepared.k}")
     m = x_q.shape[0]
+    if x_scale.numel() != m or not bool(torch.isfinite(x_scale).all()):
+        raise KernelInputError(f"x_scale must hold {m} finite per-token scales, got shape "
+                               f"{tuple(x_scale.shape)}")
     out = torch.empty(m, prepared.n, dtype=torch.float32)
     if m == 0:
         return out

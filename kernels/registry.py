@@ -312,6 +312,11 @@ PATHS: dict[str, KernelPath] = {p.name: p for p in (
                "w4a8", lambda w: engine_paths.prepare_inc_xpu_w4a8(w.w_q, w.scales, w.group_size, w.zeros),
                engine_paths.inc_xpu_w4a8, probe=_inc_probe, supports=_inc_supports,
                activation_dtype=torch.bfloat16, emulated=True, tags=("engine",)),
+    KernelPath("inc_xpu_w4a8_bf16_misread", "INC XPU W4A8 handed bf16 scales: their bits read as fp16",
+               "w4a8", lambda w: engine_paths.prepare_inc_xpu_w4a8(
+                   w.w_q, w.scales, w.group_size, w.zeros, misread_bf16_scales=True),
+               engine_paths.inc_xpu_w4a8, probe=_inc_probe, supports=_inc_supports,
+               activation_dtype=torch.bfloat16, emulated=True, tags=("engine", "demo")),
     KernelPath("vllm_int4_scaled_mm", "vLLM CPUWNA16 W4A8 route (int4_scaled_mm_cpu, AMX hosts)",
                "w4a8", lambda w: engine_paths.prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros),
                engine_paths.vllm_int4_scaled_mm, probe=_i4smm_probe,

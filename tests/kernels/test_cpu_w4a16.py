@@ -36,7 +36,8 @@ def test_tinygemm_within_bf16_rounding(layer_factory, x_factory, group_size, asy
     p = prepare_w4a16(w_q, scales, group_size, zeros)
     assert p.tinygemm_ok, p.tinygemm_why
     err = rel(w4a16_tinygemm(x, p), w4a16_reference(x, w_q, scales, group_size, zeros))
-    assert err <= BF16_REL
+    # asymmetric: tinygemm's zero is a bf16 float, (8 - z) * s, rounded too
+    assert err <= (BF16_REL if zeros is None else 4 * BF16_REL)
 
 
 def test_tinygemm_refuses_unaligned_n_and_fallback_uses_dequant(layer_factory, x_factory):

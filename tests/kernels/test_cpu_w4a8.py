@@ -91,3 +91,15 @@ def test_all_zero_rows_and_empty_batch(layer_factory):
     out = w4a8_native(x, p)
     assert torch.all(out[0] == 0) and torch.all(out[2] == 0) and torch.isfinite(out).all()
     assert w4a8_native(torch.empty(0, 64), p).shape == (0, 16)
+
+
+def test_from_quantized_rejects_bad_codes(layer_factory):
+    w_q, scales, _ = layer_factory(16, 64, 32)
+    p = prepare_w4a8(w_q, scales, 32)
+    from kernels.errors import KernelInputError
+    with pytest.raises(KernelInputError, match="int8"):
+        w4a8_native_from_quantized(torch.zeros(2, 64), torch.ones(2, 1), p)
+    with pytest.raises(KernelInputError, match="K = 63"):
+        w4a8_native_from_quantized(torch.zeros(2, 63, dtype=torch.int8), torch.ones(2, 1), p)
+    with pytest.raises(KernelInputError, match="x_scale"):
+        w4a8_native_from_quantized(torch.zeros(2, 64, dtype=torch.int8), torch.ones(3, 1), p)
