@@ -27,7 +27,9 @@ def settings(expanded: bool = False) -> None:
                + (" (edited)" if state.platform_edits() else "")
                + f" · env: {', '.join(f'{k}={v}' for k, v in env.items()) or 'vLLM defaults'}"
                + f" · TP {ss['tp.size']}")
-    with st.expander(f"{summary}: edit every field", expanded=expanded):
+    st.caption(summary)
+    # A stable label: Streamlit keeps an expander open across reruns only if it stays the same.
+    with st.expander("Platform, vLLM env knobs and TP: edit every field", expanded=expanded):
         widgets.platform_picker("Platform preset", key_suffix="trace")
         widgets.platform_editor()
         st.divider()
