@@ -296,7 +296,7 @@ def _compile_job(job: dict) -> dict:
             w8.quantize_per_token_int8_triton(make_x(m, k))
         else:
             packed = w8.prepare_w4a8(w_q, scales, g)
-            c = cfg_for(kind, cfg, packed)
+            c = cfg_for("w4a16" if kind == "w4a16i" else kind, cfg, packed)
             if split is not None:
                 c = replace(c, split_k=split)
             x = make_x(m, k)
@@ -304,7 +304,7 @@ def _compile_job(job: dict) -> dict:
                 xq, xs = w8.quantize_per_token_int8_triton(x)
                 w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16, config=c)
             else:
-                w16.w4a16_matmul(x, packed, config=c)
+                w16.w4a16_matmul(x, packed, config=c, int_dequant=kind == "w4a16i")
         torch.cuda.synchronize()
         return {"job": job, "ok": True}
     except Exception as exc:  # noqa: BLE001 - reported per job
@@ -316,7 +316,7 @@ def compile_jobs(kinds_cfgs, groups_k) -> list[dict]:
     jobs, seen = [], set()
     for kind, cfg in kinds_cfgs:
         for g, k in groups_k:
-            if kind == "int8" and g != -1:
+            if kind in ("int8", "w4a16i") and g != -1:
                 continue
             splits = [1, 2] if cfg.split_k == 0 else [None]
             eff = (replace(cfg, block_k=g) if g > 0 and (kind == "w4a8" or cfg.block_k > g)
@@ -368,7 +368,9 @@ def _cpu_reference_job(job: dict) -> dict:
     for it in items:
         bounds.append(bounds[-1] + it["x"].shape[0])
     out = []
-    for kernel in ("w4a8", "w4a16"):
+    for kernel in ("w4a8", "w4a16", "w4a16_int"):
+        if not all(kernel in it for it in items):
+            continue
         got_all = torch.cat([it[kernel] for it in items])
         if kernel == "w4a8":
             ref_all = w4a8_reference(x, w_q, scales, g)
@@ -378,7 +380,8 @@ def _cpu_reference_job(job: dict) -> dict:
         else:
             ref_all = w4a16_reference(x, w_q, scales, g)
             xa = x.double()
-            u_w = 2.0 ** -8  # scale, then w * scale, rounded to bf16
+            # scale, then w * scale, rounded to bf16; exact integers on the int path
+            u_w = 0.0 if kernel == "w4a16_int" else 2.0 ** -8
         mag_all = xa.abs() @ w_abs.t()
         for i, it in enumerate(items):
             sl = slice(bounds[i], bounds[i + 1])
@@ -421,6 +424,10 @@ def run_check(shapes, deadline) -> dict:
                 o8 = w8.w4a8_matmul(x, packed)
                 torch.full((m, shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
                 o16 = w16.w4a16_matmul(x, packed)
+                outs = [("w4a8", o8), ("w4a16", o16)]
+                if g == -1 and int_cfg(m, packed) is not None:
+                    torch.full((m, shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
+                    outs.append(("w4a16_int", w16.w4a16_matmul(x, packed, int_cfg(m, packed), True)))
                 xq_t, xs_t = w8.quantize_per_token_int8_triton(x)
                 # kernels.quant on the CPU is the reference (torch's CUDA reciprocal and
                 # rounding may differ from the CPU's in the last bit).
@@ -428,10 +435,10 @@ def run_check(shapes, deadline) -> dict:
                 res["quant_bit_equal_cpu_ref"] = bool(torch.equal(xq_t.cpu(), xq_c) and
                                                       torch.equal(xs_t.cpu(), xs_c))
                 xq_r, xs_r = xq_c.cuda(), xs_c.cuda()
-                for name, o, xa, u_w in (
-                    ("w4a8", o8, xq_r.float() * xs_r, 0.0),
-                    ("w4a16", o16, x.float(), 2.0 ** -8),
-                ):
+                xa_of = {"w4a8": (xq_r.float() * xs_r, 0.0), "w4a16": (x.float(), 2.0 ** -8),
+                         "w4a16_int": (x.float(), 0.0)}
+                for name, o in outs:
+                    xa, u_w = xa_of[name]
                     ref = xa @ w32.t()
                     err = (o.float() - ref).abs()
                     # float32 reference: its own error is below K * 2^-24 * |x||w|.
@@ -442,8 +449,8 @@ def run_check(shapes, deadline) -> dict:
                 gpu_checks.append(res)
                 rows = sorted(set([0, m - 1] + torch.randperm(m)[:14].tolist()))
                 items.append({"M": m, "rows": rows, "x": x[rows].cpu(),
-                              "w4a8": o8[rows].cpu(), "w4a16": o16[rows].cpu()})
-                del o8, o16, x
+                              **{name: o[rows].cpu() for name, o in outs}})
+                del o8, o16, x, outs
             futures.append(ex.submit(_cpu_reference_job, {
                 "shape": list(shape), "g": g, "w_q": w_q.cpu(), "scales": scales.cpu(),
                 "items": items, "threads": 4}))
@@ -461,9 +468,8 @@ def finish_check(state: dict, until: float) -> dict:
         except Exception as exc:  # noqa: BLE001
             cpu.append({"error": f"{type(exc).__name__}: {exc}"})
     state["executor"].shutdown(wait=False, cancel_futures=True)
-    ok_gpu = all(r["w4a8_within_bound_fp32ref"] and r["w4a16_within_bound_fp32ref"] and
-                 r["w4a8_all_finite"] and r["w4a16_all_finite"] and r["quant_bit_equal_cpu_ref"]
-                 for r in state["gpu"])
+    ok_gpu = all(v for r in state["gpu"] for key, v in r.items()
+                 if key.endswith(("_within_bound_fp32ref", "_all_finite", "quant_bit_equal_cpu_ref")))
     ok_cpu = all("results" in c and all(r["within_rounding_bound"] for r in c["results"]) for c in cpu)
     log(f"check: all-element fp32 bound {'PASS' if ok_gpu else 'FAIL'}; "
         f"kernels.reference float64 rows {'PASS' if ok_cpu else 'FAIL'}")
@@ -566,13 +572,54 @@ def build(prov: str, prob: Problem, m: int, cfg: TileConfig | None = None):
         fns = [lambda p=ps[i % len(ps)], x=xs[i % len(xs)]: w8.w4a8_matmul(x, p, config=c)
                for i in range(max(len(ps), len(xs)))]
         return fns, ops, wbytes + m * k * 2 + out_b
-    if prov == "w4a16":
+    if prov in ("w4a16", "w4a16_int"):
         xs = x_copies(m, k, wbytes)
         c = cfg_for("w4a16", cfg, ps[0]) if cfg else None
-        fns = [lambda p=ps[i % len(ps)], x=xs[i % len(xs)]: w16.w4a16_matmul(x, p, config=c)
+        if prov == "w4a16_int" and c is None:
+            c = int_cfg(m, ps[0])
+        idq = True if prov == "w4a16_int" else None
+        fns = [lambda p=ps[i % len(ps)], x=xs[i % len(xs)]: w16.w4a16_matmul(x, p, c, idq)
                for i in range(max(len(ps), len(xs)))]
         return fns, ops, wbytes + m * k * 2 + out_b
     raise ValueError(prov)
+
+
+def int_cfg(m: int, packed) -> TileConfig | None:
+    """The exact-integer per-channel W4A16 path's swept config for this M, if any."""
+    c = INT_TABLE.get(m_bucket(m))
+    return cfg_for("w4a16", c, packed) if c else None
+
+
+def decide_int_dequant(check_gpu: list[dict], recs: list[dict], winners: dict) -> dict:
+    """Per M bucket: use the exact-integer per-channel W4A16 path where it checked
+    correct on every shape and its swept winner is faster (geometric mean over points)."""
+    w8, w16, _ = api()
+    ok = bool(check_gpu) and all(r.get("w4a16_int_within_bound_fp32ref", True) and
+                                 r.get("w4a16_int_all_finite", True) for r in check_gpu)
+    out = {"int_path_checked_ok": ok, "buckets": {}}
+    chosen = set()
+    for b in ("decode", "mid", "prefill"):
+        wi, ws = winners.get(f"w4a16i|channel|{b}"), winners.get(f"w4a16|channel|{b}")
+        if not (wi and ws):
+            continue
+        t = {}
+        for r in recs:
+            if r.get("bucket") != b or "time_us" not in r or r["g"] != -1:
+                continue
+            if (r["kind"], r["cfg"]) in (("w4a16i", wi["cfg"]), ("w4a16", ws["cfg"])):
+                t.setdefault((r["N"], r["K"], r["M"]), {})[r["kind"]] = r["time_us"]
+        pairs = [v for v in t.values() if len(v) == 2]
+        if not pairs:
+            continue
+        ratio = math.exp(statistics.mean(math.log(v["w4a16i"] / v["w4a16"]) for v in pairs))
+        out["buckets"][b] = {"int_over_scaled_geomean": ratio, "points": len(pairs)}
+        if ok and ratio < 1.0:
+            chosen.add(b)
+            w16.W4A16_CONFIGS[(b, "channel")] = TileConfig(**wi["cfg"])
+    w16.INT_DEQUANT_BUCKETS = frozenset(chosen)
+    out["int_buckets"] = sorted(chosen)
+    log(f"per-channel W4A16 exact-integer path: {json.dumps(out)}")
+    return out
 
 
 def measure(prov, prob, m, cfg=None) -> dict:
@@ -584,7 +631,11 @@ def measure(prov, prob, m, cfg=None) -> dict:
 
 # %% sweep phase
 
-SWEEP_KINDS = [("w4a8", -1), ("w4a8", 128), ("w4a16", -1), ("w4a16", 128), ("int8", -1)]
+SWEEP_KINDS = [("w4a8", -1), ("w4a8", 128), ("w4a16", -1), ("w4a16i", -1), ("w4a16", 128),
+               ("int8", -1)]
+PROVIDER = {"w4a8": "w4a8_gemm", "w4a16": "w4a16", "w4a16i": "w4a16_int", "int8": "triton_int8"}
+# Per-channel W4A16 configs of the exact-integer path (kind "w4a16i"), from the sweep.
+INT_TABLE: dict[str, TileConfig] = {}
 
 
 def run_sweep(shapes, deadline) -> dict:
@@ -596,11 +647,11 @@ def run_sweep(shapes, deadline) -> dict:
             prob = Problem(shape, g)
             for bucket, ms in SWEEP_MS.items():
                 for m in ms:
-                    for cfg in CANDIDATES[(kind, bucket)]:
+                    for cfg in CANDIDATES[("w4a16" if kind == "w4a16i" else kind, bucket)]:
                         if time.time() > deadline:
                             log("sweep: time budget reached")
                             return {"records": recs, "complete": False}
-                        prov = {"w4a8": "w4a8_gemm", "w4a16": "w4a16", "int8": "triton_int8"}[kind]
+                        prov = PROVIDER[kind]
                         rec = {"kind": kind, "g": g, "N": shape[0], "K": shape[1], "M": m,
                                "bucket": bucket, "cfg": asdict(cfg)}
                         try:
@@ -648,12 +699,16 @@ def apply_winners(winners: dict) -> None:
             w16.W4A16_CONFIGS[(bucket, gk)] = cfg
         elif kind == "int8" and gk == "channel":
             i8.INT8_CONFIGS[bucket] = cfg
+        elif kind == "w4a16i":
+            INT_TABLE[bucket] = cfg
 
 
 def table_snapshot() -> dict:
     w8, w16, i8 = api()
     return {"w4a8": {f"{b}|{g}": asdict(c) for (b, g), c in w8.W4A8_CONFIGS.items()},
             "w4a16": {f"{b}|{g}": asdict(c) for (b, g), c in w16.W4A16_CONFIGS.items()},
+            "w4a16_int_dequant_buckets": sorted(w16.INT_DEQUANT_BUCKETS),
+            "w4a16_int_path": {b: asdict(c) for b, c in INT_TABLE.items()},
             "int8": {b: asdict(c) for b, c in i8.INT8_CONFIGS.items()}}
 
 
@@ -727,6 +782,8 @@ def run_bench(shapes, ms, deadline, out_dir, meta) -> list[dict]:
                 plan += [("w4a8_gemm", g, prob, LIMITS["int8_tops"]),
                          ("w4a8", g, prob, LIMITS["int8_tops"]),
                          ("w4a16", g, prob, LIMITS["bf16_tflops"])]
+                if g == -1 and INT_TABLE:
+                    plan.append(("w4a16_int", g, prob, LIMITS["bf16_tflops"]))
             for prov, g, prob, peak in plan:
                 try:
                     t = measure(prov, prob, m)
@@ -814,7 +871,9 @@ def run_profile() -> None:
             w_q, scales = make_weight(shape, g)
             packed = w8.prepare_w4a8(w_q, scales, g)
             w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16)
-            w16.w4a16_matmul(x, packed)
+            w16.w4a16_matmul(x, packed, int_dequant=False)
+            if g == -1 and int_cfg(m, packed) is not None:
+                w16.w4a16_matmul(x, packed, int_cfg(m, packed), True)
         if m > 16:
             w_q, _ = make_weight(shape, -1)
             i8.int8_gemm(xq, xs.reshape(-1), w_q, torch.ones(shape[0], device="cuda"),
@@ -863,6 +922,8 @@ def main() -> None:
 
     if "compile" in phases:
         kinds_cfgs = [(kind, c) for (kind, _), cs in CANDIDATES.items() for c in cs]
+        kinds_cfgs += [("w4a16i", c) for (kind, _), cs in CANDIDATES.items() for c in cs
+                       if kind == "w4a16"]
         groups_k = [(-1, 4096), (128, 4096)]
         jobs = compile_jobs(kinds_cfgs, groups_k)
         jobs += [{"kind": "quant", "cfg": asdict(T(16, 16, 16)), "g": -1, "k": k, "split": None, "m": 2}
@@ -872,8 +933,10 @@ def main() -> None:
     meta["ceilings"] = guarded("ceilings", ceilings)
     log(f"ceilings: {meta['ceilings']}")
 
+    sw, winners = None, {}
     if args.winners:
-        apply_winners(json.loads(args.winners.read_text())["winners"])
+        winners = json.loads(args.winners.read_text())["winners"]
+        apply_winners(winners)
     if "sweep" in phases:
         sw = guarded("sweep", run_sweep, shapes,
                      t_start + 0.5 * args.budget_s if "bench" in phases else deadline)
@@ -892,12 +955,21 @@ def main() -> None:
         tables = [("w4a8", TileConfig(**v)) for v in meta["tables"]["w4a8"].values()]
         tables += [("w4a16", TileConfig(**v)) for v in meta["tables"]["w4a16"].values()]
         tables += [("int8", TileConfig(**v)) for v in meta["tables"]["int8"].values()]
+        tables += [("w4a16i", c) for c in INT_TABLE.values()]
         tail_k = 1024 + 14784 % 1024
         guarded("compile tables", run_compile,
                 compile_jobs(tables, [(-1, 4096), (128, 4096), (-1, tail_k), (64, tail_k),
                                       (32, 4096), (64, 4096)]), args.workers)
 
     check_state = guarded("check", run_check, shapes, deadline) if "check" in phases else None
+    if check_state is not None and sw:
+        meta["w4a16_int_decision"] = guarded("decide", decide_int_dequant, check_state["gpu"],
+                                             sw["records"], winners)
+        meta["tables"] = table_snapshot()
+        if sw:
+            sweep_doc = {**meta, "winners": winners, "complete": sw["complete"],
+                         "records": sw["records"]}
+            (out / "h200_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
 
     if "bench" in phases:
         recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta)
@@ -920,14 +992,16 @@ def summary(recs: list[dict]) -> str:
     """A short table of the headline ratios, printed last."""
     by = {(r["kernel"], r["group_size"], r["N"], r["K"], r["M"]): r["time_us"]
           for r in recs if "time_us" in r}
-    lines = ["N x K | M | bf16 | int8 _int_mm | tri-int8 | W4A8 ch gemm | W4A8 g128 gemm | W4A8 ch e2e | W4A16 ch | W4A16 g128 | tinygemm (us)"]
+    lines = ["N x K | M | bf16 | int8 _int_mm | tri-int8 | W4A8 ch gemm | W4A8 g gemm | W4A8 ch e2e"
+             " | W4A16 ch | W4A16 ch int | W4A16 g | tinygemm (us)"]
     for (n, k) in SHAPES:
         for m in (1, 16, 256, 1024, 4096, 16384):
             g = 128 if k % 128 == 0 else 64
             row = [by.get(key) for key in [
                 ("cublas_bf16", None, n, k, m), ("cublas_int8", None, n, k, m),
                 ("triton_int8", -1, n, k, m), ("w4a8_gemm", -1, n, k, m), ("w4a8_gemm", g, n, k, m),
-                ("w4a8", -1, n, k, m), ("w4a16", -1, n, k, m), ("w4a16", g, n, k, m),
+                ("w4a8", -1, n, k, m), ("w4a16", -1, n, k, m), ("w4a16_int", -1, n, k, m),
+                ("w4a16", g, n, k, m),
                 ("tinygemm_g128", 128, n, k, m)]]
             lines.append(f"{n}x{k} | {m} | " + " | ".join("-" if v is None else f"{v:.1f}" for v in row))
     return "\n".join(lines)

@@ -175,7 +175,9 @@ def w4a8_kernel(
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    # Wrapped row/column indices keep the loads unmasked; the store masks instead.
+    # Columns past N wrap (loads stay unmasked; the store masks). Rows past M are masked
+    # instead: wrapped rows of a small M would re-load one activation row many times.
+    row_ok = rm < M
     am = (rm % M).to(tl.int64)
     an = (rn % N).to(tl.int64)
     rk = tl.arange(0, BLOCK_K)
@@ -191,12 +193,13 @@ def w4a8_kernel(
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
             if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+                a_lo = tl.load(x_ptrs + k0, mask=row_ok[None, :], other=0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[None, :], other=0)
             else:
-                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[:, None] < K, other=0)
+                a_lo = tl.load(x_ptrs + k0,
+                               mask=((k0 + rk)[:, None] < K) & row_ok[None, :], other=0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=(HALF_K + k0 + rk)[:, None] < K, other=0)
+                               mask=((HALF_K + k0 + rk)[:, None] < K) & row_ok[None, :], other=0)
             if GROUP_K == 0:
                 acc_i = tl.dot(_unpack_lo(p), a_lo, acc_i, out_dtype=tl.int32)
                 acc_i = tl.dot(_unpack_hi(p), a_hi, acc_i, out_dtype=tl.int32)
@@ -223,12 +226,13 @@ def w4a8_kernel(
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
             if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+                a_lo = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[:, None], other=0)
             else:
-                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[None, :] < K, other=0)
+                a_lo = tl.load(x_ptrs + k0,
+                               mask=((k0 + rk)[None, :] < K) & row_ok[:, None], other=0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=(HALF_K + k0 + rk)[None, :] < K, other=0)
+                               mask=((HALF_K + k0 + rk)[None, :] < K) & row_ok[:, None], other=0)
             if GROUP_K == 0:
                 acc_i = tl.dot(a_lo, _unpack_lo(p), acc_i, out_dtype=tl.int32)
                 acc_i = tl.dot(a_hi, _unpack_hi(p), acc_i, out_dtype=tl.int32)
@@ -287,6 +291,33 @@ def _nib_asm(high: bool, fmt: str) -> str:
     return src.replace("ONE", one).replace("OFFSET", off).replace("TY", ty)
 
 
+# Per-channel variant: n only (the scale multiplies the accumulator), one input and two
+# weights per instance, so the compiler may move the int8 tile into the dot-operand layout
+# before converting (a single-input four-weight variant gave wrong values there).
+_NIB_TO_F16_INT = """{
+.reg .b32 t, u, hi, one, off;
+EXTRACT
+xor.b32 t, t, 0x00000808;
+mov.b32 hi, MAGIC;
+prmt.b32 u, t, hi, 0x4140;
+mov.b32 one, ONE;
+mov.b32 off, OFFSET;
+fma.rn.TY $0, u, one, off;
+}"""
+_EXTRACT_INT = {False: "and.b32 t, $1, 0x00000F0F;",
+                True: "shr.u32 t, $1, 4;\nand.b32 t, t, 0x00000F0F;"}
+
+
+def _nib_int_asm(high: bool, fmt: str) -> str:
+    magic, one, off, ty = _FMT[fmt]
+    src = _NIB_TO_F16_INT.replace("EXTRACT", _EXTRACT_INT[high]).replace("MAGIC", magic)
+    return src.replace("ONE", one).replace("OFFSET", off).replace("TY", ty)
+
+
+_ASM_INT_LO_BF16: tl.constexpr = tl.constexpr(_nib_int_asm(False, "bf16"))
+_ASM_INT_HI_BF16: tl.constexpr = tl.constexpr(_nib_int_asm(True, "bf16"))
+_ASM_INT_LO_FP16: tl.constexpr = tl.constexpr(_nib_int_asm(False, "fp16"))
+_ASM_INT_HI_FP16: tl.constexpr = tl.constexpr(_nib_int_asm(True, "fp16"))
 _ASM_LO_BF16: tl.constexpr = tl.constexpr(_nib_asm(False, "bf16"))
 _ASM_HI_BF16: tl.constexpr = tl.constexpr(_nib_asm(True, "bf16"))
 _ASM_LO_FP16: tl.constexpr = tl.constexpr(_nib_asm(False, "fp16"))
@@ -313,6 +344,40 @@ def _nibbles_to_f16(p, s, HIGH: tl.constexpr, DTYPE: tl.constexpr):
         else:
             w = tl.inline_asm_elementwise(_ASM_LO_FP16, "=r,=r,r,r,r", [p, s],
                                           dtype=tl.float16, is_pure=True, pack=4)
+    return w
+
+
+@triton.jit
+def _nibbles_to_int_f16(p, HIGH: tl.constexpr, DTYPE: tl.constexpr):
+    """GPU only: int4 nibbles of packed bytes -> DTYPE integers n (exact)."""
+    if DTYPE == tl.bfloat16:
+        if HIGH:
+            w = tl.inline_asm_elementwise(_ASM_INT_HI_BF16, "=r,r", [p], dtype=tl.bfloat16,
+                                          is_pure=True, pack=2)
+        else:
+            w = tl.inline_asm_elementwise(_ASM_INT_LO_BF16, "=r,r", [p], dtype=tl.bfloat16,
+                                          is_pure=True, pack=2)
+    else:
+        if HIGH:
+            w = tl.inline_asm_elementwise(_ASM_INT_HI_FP16, "=r,r", [p], dtype=tl.float16,
+                                          is_pure=True, pack=2)
+        else:
+            w = tl.inline_asm_elementwise(_ASM_INT_LO_FP16, "=r,r", [p], dtype=tl.float16,
+                                          is_pure=True, pack=2)
+    return w
+
+
+@triton.jit
+def _dequant_int(p, HIGH: tl.constexpr, DTYPE: tl.constexpr):
+    """Per-channel INT_DQ path: packed bytes -> DTYPE integers n (scale applied later)."""
+    if _PTX:
+        w = _nibbles_to_int_f16(p, HIGH, DTYPE)
+    else:
+        if HIGH:
+            q = _unpack_hi(p)
+        else:
+            q = _unpack_lo(p)
+        w = (q.to(tl.float32) * 0.0625).to(DTYPE)
     return w
 
 
@@ -371,14 +436,20 @@ def w4a16_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K,
     GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
+    INT_DQ: tl.constexpr = False,  # per-channel only: exact integers, scale on the accumulator
 ):
-    """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation."""
+    """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation.
+
+    With INT_DQ (per-channel weights) the dot takes the exact integers and the fp32
+    accumulator is scaled at the end instead.
+    """
     DTYPE: tl.constexpr = x_ptr.dtype.element_ty
     pid_m, pid_n, tile_id = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     start, end = _k_range(HALF_K, BLOCK_K, SPLIT_K)
 
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    row_ok = rm < M  # rows past M: masked loads (see w4a8_kernel)
     am = (rm % M).to(tl.int64)
     an = (rn % N).to(tl.int64)
     rk = tl.arange(0, BLOCK_K)
@@ -391,17 +462,25 @@ def w4a16_kernel(
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
             if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+                a_lo = tl.load(x_ptrs + k0, mask=row_ok[None, :], other=0.0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[None, :], other=0.0)
             else:
-                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[:, None] < K, other=0.0)
+                a_lo = tl.load(x_ptrs + k0,
+                               mask=((k0 + rk)[:, None] < K) & row_ok[None, :], other=0.0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=(HALF_K + k0 + rk)[:, None] < K, other=0.0)
-            w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB, DTYPE)
-            w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, BLOCK_K,
-                            SWAP_AB, DTYPE)
+                               mask=((HALF_K + k0 + rk)[:, None] < K) & row_ok[None, :], other=0.0)
+            if INT_DQ:
+                w_lo = _dequant_int(p, False, DTYPE)
+                w_hi = _dequant_int(p, True, DTYPE)
+            else:
+                w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
+                                SWAP_AB, DTYPE)
+                w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
+                                BLOCK_K, SWAP_AB, DTYPE)
             acc = tl.dot(w_lo, a_lo, acc)
             acc = tl.dot(w_hi, a_hi, acc)
+        if INT_DQ:
+            acc = acc * (tl.load(ws_ptr + an) * 16.0)[:, None]
         offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
         mask = (rm[None, :] < M) & (rn[:, None] < N)
     else:
@@ -412,17 +491,25 @@ def w4a16_kernel(
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
             if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0))
+                a_lo = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
+                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[:, None], other=0.0)
             else:
-                a_lo = tl.load(x_ptrs + k0, mask=(k0 + rk)[None, :] < K, other=0.0)
+                a_lo = tl.load(x_ptrs + k0,
+                               mask=((k0 + rk)[None, :] < K) & row_ok[:, None], other=0.0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=(HALF_K + k0 + rk)[None, :] < K, other=0.0)
-            w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB, DTYPE)
-            w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, BLOCK_K,
-                            SWAP_AB, DTYPE)
+                               mask=((HALF_K + k0 + rk)[None, :] < K) & row_ok[:, None], other=0.0)
+            if INT_DQ:
+                w_lo = _dequant_int(p, False, DTYPE)
+                w_hi = _dequant_int(p, True, DTYPE)
+            else:
+                w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
+                                SWAP_AB, DTYPE)
+                w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
+                                BLOCK_K, SWAP_AB, DTYPE)
             acc = tl.dot(a_lo, w_lo, acc)
             acc = tl.dot(a_hi, w_hi, acc)
+        if INT_DQ:
+            acc = acc * (tl.load(ws_ptr + an) * 16.0)[None, :]
         offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]
         mask = (rm[:, None] < M) & (rn[None, :] < N)
 

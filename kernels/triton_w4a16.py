@@ -35,9 +35,16 @@ from kernels.triton_runtime import (
 )
 from kernels.triton_w4a8 import fit_block_k, split_k_buffers
 
-__all__ = ["prepare_w4a16", "w4a16_matmul", "triton_available", "W4A16_CONFIGS", "w4a16_config"]
+__all__ = ["prepare_w4a16", "w4a16_matmul", "triton_available", "W4A16_CONFIGS", "w4a16_config",
+           "INT_DEQUANT_BUCKETS"]
 
 _X_DTYPES = (torch.bfloat16, torch.float16)
+
+# M buckets in which per-channel weights enter the dot as exact integers with the scale
+# on the fp32 accumulator; elsewhere they are dequantized to n * scale in x's dtype like
+# grouped weights. Chosen on the H200 by benchmarks/gpu_bench.py (each path checked
+# against the reference, then timed).
+INT_DEQUANT_BUCKETS: frozenset[str] = frozenset()
 
 W4A16_CONFIGS: dict[tuple[str, str], TileConfig] = {
     ("decode", "channel"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
@@ -73,8 +80,13 @@ def w4a16_matmul(
     x: torch.Tensor,
     packed: HalfSplitInt4,
     config: TileConfig | None = None,
+    int_dequant: bool | None = None,
 ) -> torch.Tensor:
-    """x bf16/fp16 [M, K] @ dequant(W)^T -> [M, N] in x's dtype."""
+    """x bf16/fp16 [M, K] @ dequant(W)^T -> [M, N] in x's dtype.
+
+    int_dequant (per-channel weights only): True feeds exact integers to the dot and
+    scales the fp32 accumulator; None takes INT_DEQUANT_BUCKETS' choice for this M.
+    """
     require_triton()
     from kernels.triton_jit import w4a16_kernel
 
@@ -91,6 +103,9 @@ def w4a16_matmul(
     if m == 0:
         return out
     cfg = config or w4a16_config(m, packed)
+    if int_dequant is None:
+        int_dequant = m_bucket(m) in INT_DEQUANT_BUCKETS
+    int_dq = bool(int_dequant) and packed.per_channel
     if packed.half_k % cfg.block_k:
         raise KernelInputError(
             f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
@@ -106,6 +121,7 @@ def w4a16_matmul(
         EVEN_K=packed.k == packed.k_padded,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         SPLIT_K=split, GROUP_M=cfg.group_m, USE_SPLIT=split > 1, SWAP_AB=cfg.swap_ab,
+        INT_DQ=int_dq,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

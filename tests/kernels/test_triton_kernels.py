@@ -212,6 +212,19 @@ def test_w4a16_equals_reference_to_rounding(layer_factory, x_factory, m, n, k, g
     assert_within_rounding(out, ref, x.double(), _dequant64(w_q, scales, g), u, u_w=u)
 
 
+@pytest.mark.parametrize("m, n, k", [(5, 96, 512), (3, 40, 100)])
+@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2"])
+def test_w4a16_exact_integer_path_per_channel(layer_factory, x_factory, m, n, k, cfg_name):
+    """int_dequant: integers into the dot, scale on the fp32 accumulator: no weight term."""
+    _, w16 = _api()
+    w_q, scales, _ = layer_factory(n, k, -1, seed=m + n)
+    x = x_factory(m, k, seed=k, dtype=torch.float16)
+    packed = w16.prepare_w4a16(w_q, scales, -1, device=DEVICE)
+    out = w16.w4a16_matmul(x.to(DEVICE), packed, CONFIGS[cfg_name], int_dequant=True)
+    ref = w4a16_reference(x, w_q, scales, -1)
+    assert_within_rounding(out, ref, x.double(), _dequant64(w_q, scales, -1), U[torch.float16])
+
+
 @pytest.mark.skipif(not ON_GPU, reason="the Triton interpreter cannot run a bf16 tl.dot")
 @pytest.mark.parametrize("g", [-1, 64, 128])
 def test_w4a16_bf16_on_gpu(layer_factory, x_factory, g):
