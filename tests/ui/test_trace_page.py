@@ -13,10 +13,12 @@ def test_landing_page_tells_the_x86_story(ui):
     assert "The code picks **`Dynamic4bitLinearKernel`**" in shown
     assert "ct-w4a8-int-g128 / model.layers.0.mlp.down_proj" in shown
     assert any("Dynamic4bitLinearKernel" in s.value for s in at.success)
-    # The scheme predicates are listed in vLLM's order, the matching one last here.
-    predicates = at.dataframe[0].value
-    assert list(predicates["matched"]).count("yes") == 1
-    assert predicates.iloc[-1]["gives"] == "CompressedTensorsW4A8Int"
+    # The scheme predicates are listed in vLLM's order, the matching one (highlighted) last here.
+    table = next(m.value for m in at.markdown if m.value.startswith("| # | predicate"))
+    rows = table.splitlines()[2:]
+    assert len(rows) == 14 and sum("**yes**" in r for r in rows) == 1
+    assert rows[-1].startswith("| :green[14] | :green[`_is_dynamic_token_w4a8_int(weight, input)`]")
+    assert ":green[`CompressedTensorsW4A8Int`]" in rows[-1]
     assert not ui.errors(at)
 
 
@@ -104,12 +106,10 @@ def test_platform_fields_edit_the_dispatch(ui):
 def test_side_by_side_lists_platform_and_loop_differences(ui):
     at = ui.open_app("trace")
     at.selectbox(key="w:pf.compare").set_value("xpu").run()
-    frames = [d.value for d in at.dataframe]
-    diff = next(f for f in frames if list(f.columns) == ["field", "left", "right"])
-    assert diff.set_index("field").loc["device"].tolist() == ["cpu", "xpu"]
-    loop = next(f for f in frames if list(f.columns) == ["kernel", "left", "right"])
-    row = loop.set_index("kernel").loc["XPUW4A8IntLinearKernel"]
-    assert row["left"] == "not a candidate" and row["right"] == "selected"
+    tables = [m.value for m in at.markdown if m.value.startswith("| field |") or m.value.startswith("| kernel |")]
+    diff, loop = tables
+    assert "| device | cpu | xpu |" in diff.splitlines()
+    assert "| XPUW4A8IntLinearKernel | not a candidate | selected |" in loop.splitlines()
 
 
 def test_exports_and_link_reproduce_the_view(ui):

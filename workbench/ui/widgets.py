@@ -185,18 +185,33 @@ def scheme_view(trace) -> None:
         if trace.scheme:
             st.markdown(f"Quantization method: `{trace.scheme}`")
         return
-    import pandas as pd
-
-    rows = [{"#": i, "predicate": p.name, "matched": "yes" if p.matched else "no",
-             "gives": p.result or "", "detail": p.detail} for i, p in enumerate(trace.predicates, 1)]
-    df = pd.DataFrame(rows)
-    style = df.style.apply(lambda r: ["background-color: #d4f4dd; font-weight: 600" if r["matched"] == "yes"
-                                      else "" for _ in r], axis=1)
-    st.dataframe(style, hide_index=True, width="stretch", height=36 * (len(rows) + 1) + 4)
+    # A markdown table, not a dataframe: the landing page then needs no pandas (cold start).
+    lines = ["| # | predicate (vLLM's order) | matched | gives | detail |", "|---|---|---|---|---|"]
+    for i, p in enumerate(trace.predicates, 1):
+        cells = [str(i), f"`{p.name}`", "**yes**" if p.matched else "no",
+                 f"`{p.result}`" if p.result else "", _md_cell(p.detail)]
+        if p.matched:
+            cells = [f":green[{c}]" if c else c for c in cells]
+        lines.append("| " + " | ".join(cells) + " |")
+    st.markdown("\n".join(lines))
     if trace.scheme:
         st.markdown(f"**Scheme:** `{trace.scheme}`")
     for gate in trace.gates:
         st.markdown(f"- {gate}")
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def md_table(rows: list[dict[str, Any]]) -> str:
+    """A list of same-keyed dicts as a markdown table."""
+    if not rows:
+        return ""
+    keys = list(rows[0])
+    out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    out += ["| " + " | ".join(_md_cell(r[k]) for k in keys) + " |" for r in rows]
+    return "\n".join(out)
 
 
 def steps_view(trace, *, upto: int | None = None, key: str = "steps") -> None:

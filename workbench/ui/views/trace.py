@@ -101,12 +101,12 @@ def compare(trace, platform, ref, env) -> None:
     steps = widgets.step_diff(trace, other_trace)
     st.markdown("**Where the platforms differ**")
     if diff:
-        st.dataframe(diff, hide_index=True, width="stretch")
+        st.markdown(widgets.md_table(diff))
     else:
         st.caption("Same platform fields.")
     st.markdown("**Where the kernel loop differs**")
     if steps:
-        st.dataframe(steps, hide_index=True, width="stretch")
+        st.markdown(widgets.md_table(steps))
     else:
         st.caption("Every candidate ends the same way on both.")
 
