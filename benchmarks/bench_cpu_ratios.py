@@ -13,8 +13,10 @@ N = K = 4096 (bf16 activations, RTN-quantized normal(0, 0.02) weights, bf16 scal
 5. vLLM's Dynamic4bitLinearKernel path / W4A16 fallback: the slowdown factor.
 
 Every ratio compares calls timed round-robin in the same rounds (see
-workbench.bench), so load from other processes falls on both sides; ratios are given
-of medians and of minima (the least disturbed call, steadier on a shared machine). Results go to
+workbench.bench), so load from other processes falls on both sides. Each ratio is given
+by median CPU time of the calling thread ("cpu": with --threads 1 all the work runs in
+that thread, so time other processes held the core is left out) and by median wall
+time ("wall"). On a shared machine the CPU-time ratio is the one to read. Results go to
 cpu_ratios.json (ratios, with the records behind them) and cpu_sweep_m.json / .csv.
 """
 from __future__ import annotations
@@ -52,12 +54,19 @@ def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 
         path.run(inputs, state)
         ready[label] = (path, state, inputs)
     samples = {label: [] for label in ready}
+    cpu = {label: [] for label in ready}
     for _ in range(repeats):
         for label, (path, state, inputs) in ready.items():
-            t0 = time.perf_counter()
+            c0, t0 = time.thread_time(), time.perf_counter()
             path.run(inputs, state)
             samples[label].append(time.perf_counter() - t0)
-    return {label: summarize(s) for label, s in samples.items()}
+            cpu[label].append(time.thread_time() - c0)
+    return {label: summarize(s, cpu[label]) for label, s in samples.items()}
+
+
+def ratio(t: dict, a: str, b: str) -> dict:
+    """a / b by median CPU time of the calling thread, and by median wall time."""
+    return {"cpu": t[a].cpu_median_ms / t[b].cpu_median_ms, "wall": t[a].median_ms / t[b].median_ms}
 
 
 def main() -> int:
@@ -101,11 +110,10 @@ def main() -> int:
         t = interleaved({k: prep[k] for k in ("native_channel", "int8_mm", "int8_fbgemm")}, m,
                         1 if m >= 128 else reps)  # _int_mm takes seconds here
         note("per_channel_vs_int8", m, t)
-        r1[m] = {"native_over_int_mm": t["native_channel"].median_ms / t["int8_mm"].median_ms,
-                 "native_over_fbgemm": t["native_channel"].median_ms / t["int8_fbgemm"].median_ms,
-                 "native_over_fbgemm_min": t["native_channel"].min_ms / t["int8_fbgemm"].min_ms}
-        print(f"[1] M={m}: native/int_mm {r1[m]['native_over_int_mm']:.3f}, "
-              f"native/fbgemm {r1[m]['native_over_fbgemm']:.3f}", flush=True)
+        r1[m] = {"native_over_int_mm": ratio(t, "native_channel", "int8_mm"),
+                 "native_over_fbgemm": ratio(t, "native_channel", "int8_fbgemm")}
+        print(f"[1] M={m}: native/int_mm {r1[m]['native_over_int_mm']}, "
+              f"native/fbgemm {r1[m]['native_over_fbgemm']}", flush=True)
     result["ratios"]["per_channel_native_over_int8"] = r1
 
     # 2. group-128 against per-channel
@@ -114,11 +122,10 @@ def main() -> int:
         t = interleaved({k: prep[k] for k in ("native_channel", "native_g128", "group_loop_g128")}, m,
                         reps if m <= 512 else 3)
         note("group_vs_channel", m, t)
-        r2[m] = {"g128_over_channel": t["native_g128"].median_ms / t["native_channel"].median_ms,
-                 "g128_over_channel_min": t["native_g128"].min_ms / t["native_channel"].min_ms,
-                 "naive_loop_over_channel": t["group_loop_g128"].median_ms / t["native_channel"].median_ms}
-        print(f"[2] M={m}: g128/channel {r2[m]['g128_over_channel']:.3f}, "
-              f"naive loop/channel {r2[m]['naive_loop_over_channel']:.3f}", flush=True)
+        r2[m] = {"g128_over_channel": ratio(t, "native_g128", "native_channel"),
+                 "naive_loop_over_channel": ratio(t, "group_loop_g128", "native_channel")}
+        print(f"[2] M={m}: g128/channel {r2[m]['g128_over_channel']}, "
+              f"naive loop/channel {r2[m]['naive_loop_over_channel']}", flush=True)
     result["ratios"]["group128_over_per_channel"] = r2
     del prep
 
@@ -130,15 +137,17 @@ def main() -> int:
     for m in ms3:
         t = interleaved(fb, m, reps + 2 if m <= 512 else 3)
         note("w4a16_fallback", m, t)
-        best = min(t["w4a16_tinygemm"].median_ms, t["w4a16_dequant"].median_ms)
-        best_min = min(t["w4a16_tinygemm"].min_ms, t["w4a16_dequant"].min_ms)
         from kernels.cpu_w4a16 import fallback_choice
-        r3[m] = {"fallback_over_best": t["w4a16_fallback"].median_ms / best,
-                 "fallback_over_best_min": t["w4a16_fallback"].min_ms / best_min,
+        best_cpu = min(t["w4a16_tinygemm"].cpu_median_ms, t["w4a16_dequant"].cpu_median_ms)
+        best_wall = min(t["w4a16_tinygemm"].median_ms, t["w4a16_dequant"].median_ms)
+        r3[m] = {"fallback_over_best": {"cpu": t["w4a16_fallback"].cpu_median_ms / best_cpu,
+                                        "wall": t["w4a16_fallback"].median_ms / best_wall},
                  "choice": fallback_choice(fb["w4a16_fallback"][1], m),
-                 "tinygemm_ms": t["w4a16_tinygemm"].median_ms, "dequant_ms": t["w4a16_dequant"].median_ms}
-        print(f"[3] M={m}: fallback/best {r3[m]['fallback_over_best']:.3f} (min-based "
-              f"{r3[m]['fallback_over_best_min']:.3f}, ran {r3[m]['choice']})", flush=True)
+                 "tinygemm_cpu_ms": t["w4a16_tinygemm"].cpu_median_ms,
+                 "dequant_cpu_ms": t["w4a16_dequant"].cpu_median_ms}
+        print(f"[3] M={m}: fallback/best {r3[m]['fallback_over_best']} (ran {r3[m]['choice']}; "
+              f"tinygemm {r3[m]['tinygemm_cpu_ms']:.2f} ms, dequant {r3[m]['dequant_cpu_ms']:.2f} ms CPU)",
+              flush=True)
     result["ratios"]["w4a16_fallback_over_best_path"] = r3
     del fb
 
@@ -155,8 +164,10 @@ def main() -> int:
                          ms5, repeats=3, max_call_s=args.max_call_s, progress=say,
                          layer_name=f"{layer.name} (Dynamic4bit)")
     recs = recs4 + recs5
-    cross = crossover(recs4, "w4a8_native", "w4a16_fallback")
-    slow = slowdown(recs5, "vllm_dynamic4bit", "w4a16_fallback")
+    clock = "cpu" if torch.get_num_threads() == 1 else "wall"
+    cross = crossover(recs4, "w4a8_native", "w4a16_fallback", clock=clock)
+    slow = slowdown(recs5, "vllm_dynamic4bit", "w4a16_fallback", clock=clock)
+    result["clock"] = clock
     result["crossover_w4a8_native_vs_w4a16_fallback"] = cross.to_dict()
     result["dynamic4bit_slowdown_vs_w4a16_fallback"] = slow.to_dict()
     print(f"[4] crossover M = {cross.m} (ratio {cross.ratio}, separated {cross.separated}, "

@@ -117,6 +117,10 @@ def _check(x: torch.Tensor, prepared: W4A16Prepared) -> None:
 def w4a16_tinygemm(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     """torch's int4 CPU GEMM on bf16 activations: x [M, K] -> float32 [M, N] (bf16-rounded)."""
     _check(x, prepared)
+    return _tinygemm(x, prepared)
+
+
+def _tinygemm(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     if not prepared.tinygemm_ok:
         raise KernelUnavailableError(f"tinygemm W4A16 cannot run this layer: {prepared.tinygemm_why}")
     if x.shape[0] == 0:
@@ -130,6 +134,10 @@ def w4a16_tinygemm(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
 def w4a16_dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     """Dequantize W to float32 block by block (per call), then float32 GEMM -> [M, N]."""
     _check(x, prepared)
+    return _dequant(x, prepared)
+
+
+def _dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     m = x.shape[0]
     out = torch.empty(m, prepared.n)
     if m == 0:
@@ -167,20 +175,21 @@ def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
         return torch.empty(0, prepared.n)
     if not prepared.tinygemm_ok:
         prepared.choices[_bucket(m)] = "dequant"
-        return w4a16_dequant(x, prepared)
+        return _dequant(x, prepared)
     b = _bucket(m)
     if b not in prepared.choices:
         t = {"tinygemm": float("inf"), "dequant": float("inf")}
         for r in range(3):
-            t["tinygemm"] = min(t["tinygemm"], _time_once(w4a16_tinygemm, x, prepared))
-            t["dequant"] = min(t["dequant"], _time_once(w4a16_dequant, x, prepared))
+            t["tinygemm"] = min(t["tinygemm"], _time_once(_tinygemm, x, prepared))
+            t["dequant"] = min(t["dequant"], _time_once(_dequant, x, prepared))
             if r == 1 and max(t.values()) > 0.5:
                 break  # slow calls: two interleaved tries each are enough
         prepared.timings[b] = t
         prepared.choices[b] = min(t, key=t.get)
+    # the chosen path without checking x a second time: the fallback adds only a lookup
     if prepared.choices[b] == "tinygemm":
-        return w4a16_tinygemm(x, prepared)
-    return w4a16_dequant(x, prepared)
+        return _tinygemm(x, prepared)
+    return _dequant(x, prepared)
 
 
 def fallback_choice(prepared: W4A16Prepared, m: int) -> str | None:

@@ -4,7 +4,10 @@ Timing: each path is prepared once, its input made outside the timed region, war
 up, then timed for `repeats` rounds; within one M the paths are timed round-robin
 (one call of each per round) so that load from other processes falls on all of them
 alike, which keeps the ratios between paths honest on a shared machine. Reported:
-median, 20th and 80th percentiles, min and max, in milliseconds.
+median, 20th and 80th percentiles, min and max of wall time, in milliseconds, and the
+median CPU time of the calling thread. With one torch thread every path computes in
+the calling thread, so that CPU time is the kernel's cost without the time other
+processes held the core: the steadier number on a loaded machine.
 
 Errors: each output is compared on up to `error_rows` evenly spaced tokens (rows are
 independent: per-token quantization) with the float reference (x @ W_float^T) and
@@ -48,6 +51,7 @@ class Timing:
     min_ms: float
     max_ms: float
     repeats: int
+    cpu_median_ms: float | None = None  # CPU time of the calling thread (see `bench_weight`)
 
 
 def _quantile(sorted_ms: list[float], q: float) -> float:
@@ -59,10 +63,11 @@ def _quantile(sorted_ms: list[float], q: float) -> float:
     return sorted_ms[lo] + (sorted_ms[hi] - sorted_ms[lo]) * (pos - lo)
 
 
-def summarize(samples_s: Sequence[float]) -> Timing:
+def summarize(samples_s: Sequence[float], cpu_samples_s: Sequence[float] | None = None) -> Timing:
     ms = sorted(s * 1e3 for s in samples_s)
+    cpu = statistics.median(c * 1e3 for c in cpu_samples_s) if cpu_samples_s else None
     return Timing(statistics.median(ms), _quantile(ms, 0.2), _quantile(ms, 0.8), ms[0], ms[-1],
-                  len(ms))
+                  len(ms), cpu)
 
 
 def _sync(device: str) -> None:
@@ -102,6 +107,7 @@ class BenchRecord:
     min_ms: float | None = None
     max_ms: float | None = None
     repeats: int = 0
+    cpu_median_ms: float | None = None  # calling thread's CPU time: immune to preemption
     kernel_rel_error: float | None = None  # against the quantized reference of `computes`
     sqnr_db: float | None = None
     cosine: float | None = None
@@ -291,20 +297,23 @@ def bench_weight(
                 rec.available, rec.why = False, str(exc)
         # round-robin timing across the live paths
         samples: dict[str, list[float]] = {name: [] for name, _ in live}
+        cpu_samples: dict[str, list[float]] = {name: [] for name, _ in live}
         slow = {name for name, _ in live if prepared[name].last_call_s > slow_call_s}
         for r in range(repeats):
             for name, inputs in live:
                 if name in slow and r > 0:
                     continue
                 p = prepared[name]
-                t0 = time.perf_counter()
+                c0, t0 = time.thread_time(), time.perf_counter()
                 p.path.run(inputs, p.state)
                 _sync(p.path.device)
                 samples[name].append(time.perf_counter() - t0)
+                cpu_samples[name].append(time.thread_time() - c0)
         for name, _ in live:
             p, rec = prepared[name], per_m[name]
-            t = summarize(samples[name])
+            t = summarize(samples[name], cpu_samples[name])
             rec.median_ms, rec.p20_ms, rec.p80_ms = t.median_ms, t.p20_ms, t.p80_ms
+            rec.cpu_median_ms = t.cpu_median_ms
             rec.min_ms, rec.max_ms, rec.repeats = t.min_ms, t.max_ms, t.repeats
             rec.detail = _detail(p, m)
             if p.last_call_s > max_call_s or t.min_ms / 1e3 > max_call_s:

@@ -116,21 +116,33 @@ def _by_m(records: Sequence[BenchRecord], path: str) -> dict[int, BenchRecord]:
     return {r.m: r for r in records if r.path == path and r.median_ms is not None and r.m > 0}
 
 
+def _time(r: BenchRecord, clock: str) -> float:
+    if clock == "cpu":
+        if r.cpu_median_ms is None:
+            raise InvalidInputError(f"{r.path} at M = {r.m} has no CPU-time measurement")
+        return r.cpu_median_ms
+    return r.median_ms
+
+
 def crossover(records: Sequence[BenchRecord], fast: str = "w4a8_native",
-              slow: str = "w4a16_fallback", *, layer: str | None = None) -> Crossover:
+              slow: str = "w4a16_fallback", *, layer: str | None = None,
+              clock: str = "wall") -> Crossover:
+    """clock "wall" (median wall time) or "cpu" (median CPU time of the calling thread)."""
+    if clock not in ("wall", "cpu"):
+        raise InvalidInputError(f"clock: {clock!r}; accepted: wall, cpu")
     recs = [r for r in records if layer is None or r.layer == layer]
     a, b = _by_m(recs, fast), _by_m(recs, slow)
     common = sorted(set(a) & set(b))
     if not common:
         raise InvalidInputError(f"no M has timings for both {fast} and {slow}")
-    points = tuple((m, b[m].median_ms / a[m].median_ms) for m in common)
+    points = tuple((m, _time(b[m], clock) / _time(a[m], clock)) for m in common)
     wins = [m for m, ratio in points if ratio > 1.0]
     if not wins:
         return Crossover(fast, slow, None, None, False, False, points)
     m0 = wins[0]
     sep = (a[m0].p80_ms or a[m0].median_ms) < (b[m0].p20_ms or b[m0].median_ms)
     holds = all(ratio > 1.0 for m, ratio in points if m >= m0)
-    return Crossover(fast, slow, m0, b[m0].median_ms / a[m0].median_ms, sep, holds, points)
+    return Crossover(fast, slow, m0, dict(points)[m0], sep, holds, points)
 
 
 @dataclass(frozen=True)
@@ -153,9 +165,10 @@ class Slowdown:
 
 
 def slowdown(records: Sequence[BenchRecord], path: str = "vllm_dynamic4bit",
-             baseline: str = "w4a16_fallback", *, layer: str | None = None) -> Slowdown:
+             baseline: str = "w4a16_fallback", *, layer: str | None = None,
+             clock: str = "wall") -> Slowdown:
     recs = [r for r in records if layer is None or r.layer == layer]
     p, b = _by_m(recs, path), _by_m(recs, baseline)
-    points = tuple((m, p[m].median_ms / b[m].median_ms) for m in sorted(set(p) & set(b)))
+    points = tuple((m, _time(p[m], clock) / _time(b[m], clock)) for m in sorted(set(p) & set(b)))
     untimed = tuple(sorted({r.m for r in recs if r.path == path and r.median_ms is None}))
     return Slowdown(path, baseline, points, untimed)
