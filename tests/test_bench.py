@@ -43,6 +43,7 @@ def test_records_errors_and_availability(small_records):
     by = {(r.path, r.m): r for r in recs}
     nat = by[("w4a8_native", 9)]
     assert nat.available and nat.median_ms > 0 and nat.p20_ms <= nat.p80_ms
+    assert 0 < nat.cpu_median_ms  # CPU time of the calling thread, beside wall time
     assert nat.kernel_rel_error <= 1e-6  # against the exact W4A8 reference
     assert 0.01 < nat.rel_error < 0.3  # int4 weights + int8 activations vs the float layer
     fb = by[("w4a16_fallback", 9)]
@@ -81,6 +82,10 @@ def test_crossover_and_slowdown_logic():
     assert dict(c.points)[128] == pytest.approx(3.0)
     never = crossover(recs[:2])
     assert never.m is None and never.ratio is None
+    with pytest.raises(InvalidInputError, match="no CPU-time measurement"):
+        crossover(recs, clock="cpu")
+    with pytest.raises(InvalidInputError, match="clock"):
+        crossover(recs, clock="sundial")
     recs += [_rec("vllm_dynamic4bit", 1, 50.0),
              BenchRecord(path="vllm_dynamic4bit", m=128, n=8, k=8, group_size=8, median_ms=None,
                          rel_error=None, available=True, why="not timed")]
@@ -88,6 +93,13 @@ def test_crossover_and_slowdown_logic():
     assert s.points == ((1, 50.0),) and s.untimed == (128,) and s.max_factor == 50.0
     with pytest.raises(InvalidInputError, match="no M has timings"):
         crossover(recs, fast="nope")
+
+
+def test_should_stop_ends_a_sweep_early():
+    calls = []
+    recs = sweep_m(32, 128, 32, ms=(1, 2, 4), repeats=1,
+                   should_stop=lambda: calls.append(1) or len(calls) > 1)
+    assert {r.m for r in recs} == {1}
 
 
 def test_sweeps_cover_alignment_and_groups():
