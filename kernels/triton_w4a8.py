@@ -49,13 +49,15 @@ __all__ = [
 _OUT_DTYPES = (torch.bfloat16, torch.float16)
 
 # (bucket, "channel" | "group") -> config. Grouped launches use block_k = group size.
+# Tuned on an H200 (benchmarks/results/h200_sweep.json): the best geometric mean over the
+# five benchmark shapes at M = 1 and 16 (decode), 256 (mid), 4096 (prefill).
 W4A8_CONFIGS: dict[tuple[str, str], TileConfig] = {
-    ("decode", "channel"): TileConfig(16, 64, 256, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
+    ("decode", "channel"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
     ("decode", "group"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
-    ("mid", "channel"): TileConfig(64, 128, 128, num_warps=4, num_stages=4),
-    ("mid", "group"): TileConfig(64, 128, 128, num_warps=4, num_stages=4),
-    ("prefill", "channel"): TileConfig(128, 256, 128, num_warps=8, num_stages=3),
-    ("prefill", "group"): TileConfig(128, 256, 128, num_warps=8, num_stages=3),
+    ("mid", "channel"): TileConfig(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
+    ("mid", "group"): TileConfig(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
+    ("prefill", "channel"): TileConfig(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
+    ("prefill", "group"): TileConfig(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
 }
 
 
