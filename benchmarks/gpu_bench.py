@@ -872,7 +872,7 @@ def run_profile() -> None:
             packed = w8.prepare_w4a8(w_q, scales, g)
             w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16)
             w16.w4a16_matmul(x, packed, int_dequant=False)
-            if g == -1 and int_cfg(m, packed) is not None:
+            if g == -1:  # both per-channel paths; config from the sweep, else the table
                 w16.w4a16_matmul(x, packed, int_cfg(m, packed), True)
         if m > 16:
             w_q, _ = make_weight(shape, -1)
