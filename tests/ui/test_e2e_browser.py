@@ -41,7 +41,7 @@ def _free_port() -> int:
 def server():
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if k != "WORKBENCH_ALLOWED_ROOTS"}
+    env = {k: v for k, v in os.environ.items() if k not in ("WORKBENCH_ALLOWED_ROOTS", "WORKBENCH_UI_RAISE")}
     log = open(ARTIFACTS / "streamlit.log", "w")
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",

@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 
 import streamlit as st
@@ -24,6 +26,9 @@ PAGES = (
     ("tour.py", "Tour", "tour", ":material/school:"),
 )
 LANDING = "trace"
+# Tests set this so a bug surfaces as an exception instead of a red box.
+RAISE_ENV = "WORKBENCH_UI_RAISE"
+_log = logging.getLogger(__name__)
 
 
 def _sidebar() -> None:
@@ -62,4 +67,11 @@ def main() -> None:
              for f, t, u, i in PAGES]
     page = st.navigation(pages)
     _sidebar()
-    page.run()
+    try:
+        page.run()
+    except Exception as exc:  # noqa: BLE001 - a bug must not take the app down (control flow is BaseException)
+        if os.environ.get(RAISE_ENV):
+            raise
+        _log.exception("unexpected error on page %s", page.title)
+        st.error(f"Unexpected error on this page ({type(exc).__name__}: {exc}). The other pages keep "
+                 "working; this is a workbench bug: the server log has the details.")

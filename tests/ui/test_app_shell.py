@@ -1,0 +1,49 @@
+"""The router and the frame every page shares: navigation, sidebar, config, the bug guard."""
+from __future__ import annotations
+
+import tomllib
+
+
+def test_six_pages_and_the_sidebar(ui):
+    at = ui.open_app()
+    from workbench.ui.main import PAGES
+
+    assert [p[1] for p in PAGES] == ["Layer", "Platform and trace", "Kernels", "Alignment",
+                                     "Docs versus code", "Tour"]
+    side = ui.text(at, main_only=False)
+    assert "**Layer:** `ct-w4a8-int-g128 / model.layers.0.mlp.down_proj`" in side
+    # the sidebar's platform picker drives every page
+    at.selectbox(key="w:pf.preset:sidebar").set_value("xpu").run()
+    assert "The code picks **`XPUW4A8IntLinearKernel`**" in ui.text(at)
+    at.switch_page("workbench/ui/pages/alignment.py").run()
+    assert "on Intel Data Center GPU (XPU)" in ui.text(at)
+
+
+def test_config_binds_to_localhost_headless():
+    cfg = tomllib.loads((ui_root() / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["address"] == "localhost"
+    assert cfg["server"]["headless"] is True
+    assert cfg["browser"]["gatherUsageStats"] is False
+
+
+def ui_root():
+    from workbench.ui.state import REPO_ROOT
+
+    return REPO_ROOT
+
+
+def test_a_bug_in_a_page_is_a_red_box_not_a_traceback(ui, monkeypatch):
+    from workbench.ui.views import docs
+
+    def broken(**_):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(docs, "render", broken)
+    monkeypatch.delenv("WORKBENCH_UI_RAISE")
+    at = ui.open_app("docs")
+    assert not at.exception
+    (err,) = ui.errors(at)
+    assert err.startswith("Unexpected error on this page (RuntimeError: boom)")
+    # the other pages keep working in the same session
+    at.switch_page("workbench/ui/pages/trace.py").run()
+    assert not ui.errors(at) and "The code picks" in ui.text(at)
