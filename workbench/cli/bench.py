@@ -14,7 +14,6 @@ import argparse
 import json
 import sys
 
-import torch
 
 from workbench.errors import InvalidInputError
 
@@ -99,6 +98,8 @@ def run(args) -> int:
     if args.threads is not None:
         if args.threads < 1:
             raise InvalidInputError(f"--threads: {args.threads}; accepted: >= 1")
+        import torch  # imported here: the CLI starts fast for every other command
+
         torch.set_num_threads(args.threads)
     layer = _layer(args)
     prov = host_provenance()
