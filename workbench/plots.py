@@ -22,8 +22,10 @@ _OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"
 
 
 def _layout(fig: go.Figure, title: str, **kwargs: Any) -> go.Figure:
-    fig.update_layout(title=title, template="plotly_white", margin=dict(l=60, r=20, t=50, b=50),
-                      legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0), **kwargs)
+    # The legend goes under the plot: above it, a long title and the legend overlap.
+    fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white",
+                      margin=dict(l=60, r=20, t=60, b=60),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0), **kwargs)
     return fig
 
 

@@ -51,6 +51,8 @@ def test_saved_results_are_read_in_both_formats(tmp_path):
         {"kernel": "w4a8", "group_size": 128, "N": 8192, "K": 8192, "M": 7, "error": "OOM"}]}
     prov, rows = runs.read_saved("h200_bench.json", json.dumps(h200).encode())
     assert prov == {"gpu": "H200"} and len(rows) == 4
+    prov, _ = runs.read_saved("h200_bench.json", json.dumps({**h200, "provenance": {"gpu": "X"}}).encode())
+    assert prov == {"gpu": "X"}
     sp = runs.speedup_rows(rows, "H200: w4a8 g128", "H200: w4a16 g128", "s")
     assert [(p["m"], p["speedup"]) for p in sp] == [(1, 20 / 30), (1024, 2.0)]
     assert runs.crossover_of(sp) == 1024
@@ -62,3 +64,37 @@ def test_saved_results_are_read_in_both_formats(tmp_path):
 
     with pytest.raises(InvalidInputError, match="no 'records' list"):
         runs.read_saved("x_bench.json", b"{}")
+
+
+def test_uploaded_saved_results_are_plotted_with_their_crossover(ui):
+    recs = [{"kernel": kern, "group_size": 128, "N": 256, "K": 1024, "M": m, "time_us": t}
+            for kern, times in (("w4a8", (30.0, 40.0, 100.0)), ("w4a16", (20.0, 50.0, 300.0)))
+            for m, t in zip((1, 64, 1024), times)]
+    at = ui.open_app("kernels", state={"kern.saved": []})  # the uploaded file alone
+    at.file_uploader(key="kern.upload").set_value(
+        ("h200_bench.json", json.dumps({"gpu": "NVIDIA H200", "records": recs}).encode(), "application/json")).run()
+    assert not ui.errors(at)
+    shown = ui.text(at)
+    assert "h200_bench.json: NVIDIA H200" in shown
+    assert "H200: w4a8 g128 over w4a16 g128: M = 64" in shown
+    assert ui.plotly_count(at) == 2  # latency and speedup (no local run: no error figure)
+
+
+def test_committed_h200_results_are_shown_by_default(ui):
+    import pytest
+
+    from workbench.ui import runs
+
+    if not (runs.RESULTS_DIR / "h200_bench.json").exists():
+        pytest.skip("no committed H200 results")
+    at = ui.open_app("kernels")
+    assert at.session_state["kern.saved"] == ["h200_bench.json"]
+    shown = ui.text(at)
+    assert "h200_bench.json: NVIDIA H200" in shown
+    assert "H200: w4a8 g128 over w4a16 g128" in shown
+    # another saved shape changes what is plotted
+    shapes = at.selectbox(key="w:kern.saved_shape").options
+    assert "N 8192 x K 14784" in shapes
+    at.selectbox(key="w:kern.saved_shape").set_value("N 8192 x K 14784").run()
+    assert at.session_state["kern.saved_shape"] == "N 8192 x K 14784"
+    assert ui.plotly_count(at) == 2

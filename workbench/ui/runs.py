@@ -106,7 +106,7 @@ def read_saved(name: str, data: bytes) -> tuple[dict, list[dict]]:
                 for r in recs]
         return prov, record_rows(norm, source=str(src), saved=True)
     if "kernel" in first and "time_us" in first:
-        prov = {k: v for k, v in doc.items() if k != "records"}
+        prov = doc.get("provenance") or {k: v for k, v in doc.items() if k != "records"}
         return prov, _h200_rows(recs, source)
     raise InvalidInputError(f"saved results {name}: records have neither (path, median_ms) nor "
                             "(kernel, time_us) fields")

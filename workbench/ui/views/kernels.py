@@ -133,19 +133,22 @@ def _saved_rows(shape: tuple[int, int] | None, key: str) -> list[dict]:
     """Rows of the saved results the user picked, on one (N, K) shape."""
     ss = st.session_state
     files = runs.saved_files()
-    if not files:
-        st.caption(f"No saved results in {runs.RESULTS_DIR} (the H200 results land there).")
-        return []
     names = [f.name for f in files]
-    if "kern.saved" not in ss:
-        ss["kern.saved"] = [n for n in names if n.startswith("h200") and n.endswith(".json")][:1]
-    state.bind(st.multiselect, "Saved results to plot beside local ones", "kern.saved", options=names)
+    if not files:
+        st.caption(f"No saved results in {runs.RESULTS_DIR} (the committed H200 results land there).")
+    else:
+        if "kern.saved" not in ss:
+            ss["kern.saved"] = [n for n in names if n.startswith("h200") and n.endswith(".json")][:1]
+        state.bind(st.multiselect, "Saved results to plot beside local ones", "kern.saved", options=names)
+    uploaded = st.file_uploader("...or a results file (JSON or CSV from `python -m workbench bench` or "
+                                "benchmarks/gpu_bench.py)", type=["json", "csv"], key=f"{key}.upload")
+    sources = [(n, (runs.RESULTS_DIR / n).read_bytes()) for n in ss.get("kern.saved", []) if n in names]
+    if uploaded is not None:
+        sources.append((uploaded.name, uploaded.getvalue()))
     rows: list[dict] = []
-    for name in ss["kern.saved"]:
-        if name not in names:
-            continue
+    for name, data in sources:
         try:
-            prov, r = runs.read_saved(name, (runs.RESULTS_DIR / name).read_bytes())
+            prov, r = runs.read_saved(name, data)
         except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
             widgets.show_error(exc)
             continue
