@@ -176,8 +176,8 @@ def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series
                           annotation_position="top left")
     if inc_threshold:
         fig.add_vline(x=inc_threshold, line=dict(color=_REJECT, dash="dash"),
-                      annotation_text=f"INC W4A8 → W4A16 above {inc_threshold} tokens",
-                      annotation_position="bottom right")
+                      annotation_text=f"INC: W4A16 below {inc_threshold} tokens, W4A8 from {inc_threshold}",
+                      annotation_position="top right", annotation_font_color=_REJECT)
     fig.update_xaxes(type="log")
     return _layout(fig, title, xaxis_title="tokens M", yaxis_title="speedup (×, >1: W4A8 faster)")
 

@@ -298,14 +298,20 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
         if w.get("actorder") in ("group", "dynamic"):
             notes.append(f"weights.actorder = {w['actorder']!r}: vLLM 0.33.0 raises ValueError "
                          "(group/dynamic activation ordering is no longer supported)")
-        if fmt not in READABLE_FORMATS or w["type"] != "int":
-            n, k, g, names = _header_geometry_loose(tensors, prefix)
-            readable = False
-        else:
+        main = tensors.get(f"{prefix}.weight_packed") or tensors.get(f"{prefix}.weight")
+        reason = None
+        if main is not None and len(main.shape) != 2:
+            # e.g. fused MoE experts [E, N, K]: listed so the listing stays whole, not loaded.
+            reason = (f"{main.name} is {len(main.shape)}-D {list(main.shape)}; the workbench loads "
+                      "2-D Linear weights")
+        elif fmt not in READABLE_FORMATS or w["type"] != "int":
+            reason = (f"format {fmt!r} with {w['type']} weights; the workbench loads integer weights "
+                      f"in {', '.join(READABLE_FORMATS)}")
+        if reason is None:
             n, k, g, names = _layer_geometry(tensors, prefix, group, fmt)
-            readable = True
-        if not readable:
-            notes.append(f"format {fmt!r} with {w['type']} weights: listed, not loadable")
+        else:
+            n, k, g, names = _header_geometry_loose(tensors, prefix)
+            notes.append(f"listed, not loadable: {reason}")
         scale = tensors.get(f"{prefix}.weight_scale")
         files = sorted({tensors[t].file.name for t in names.values() if t in tensors})
         specs.append(LayerSpec(
@@ -315,7 +321,7 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
             output_args=group.output_activations, ct_format=fmt, params_dtype=params_dtype,
             scale_dtype=_DTYPE_NAME.get(scale.dtype, scale.dtype) if scale else "none",
             has_g_idx="g_idx" in names, quant_config={"config_group": group.name,
-                                                      "readable": readable},
+                                                      "unreadable": reason},
             provenance=Provenance(source, tuple(files), names), notes=tuple(notes),
         ))
     return specs
@@ -330,7 +336,11 @@ def _header_geometry_loose(tensors: dict[str, TensorInfo], prefix: str) -> tuple
     names = {role: f"{prefix}.{t}" for role, t in (("weight", "weight_packed"), ("weight", "weight"),
                                                      ("scales", "weight_scale")) if f"{prefix}.{t}" in tensors}
     info = tensors.get(names.get("weight", ""))
-    n, k = (info.shape[0], info.shape[-1]) if info is not None and len(info.shape) == 2 else (0, 0)
+    if info is None or len(info.shape) < 2:
+        return 0, 0, -1, names
+    n, k = info.shape[-2], info.shape[-1]
+    if info.name.endswith(".weight_packed") and info.dtype == "I32":
+        k *= 8  # int32 words of 4-bit values (a guess for other widths; the layer is not loaded)
     return n, k, -1, names
 
 
@@ -355,11 +365,9 @@ def _check_range(t: torch.Tensor, lo: int, hi: int, what: str, layer: str) -> No
 
 def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedLayer:
     """Read one compressed-tensors layer's tensors (only those bytes) into a QuantizedLayer."""
-    if not spec.quant_config.get("readable"):
-        raise UnsupportedLayerError(
-            f"layer {spec.name}: format {spec.ct_format!r} with {spec.weight_args['type']} weights "
-            f"is listed but not loaded; the workbench loads integer weights in "
-            f"{', '.join(READABLE_FORMATS)}")
+    if spec.quant_config.get("unreadable"):
+        raise UnsupportedLayerError(f"layer {spec.name}: listed but not loaded: "
+                                    f"{spec.quant_config['unreadable']}")
     names = spec.provenance.tensors
     bits, n, k = spec.num_bits, spec.out_features, spec.in_features
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1

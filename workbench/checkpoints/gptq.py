@@ -120,8 +120,15 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
     backend = _get(qc, ("backend", "vllm_backend"), where, "auto", (str,))
     notes: list[str] = []
     if packing_format not in INC_PACKING_FORMATS:
-        raise UnknownFormatError(f"{where}.packing_format: {packing_format!r}; accepted: "
-                                 f"{', '.join(INC_PACKING_FORMATS)}")
+        legacy = "awq" if "awq" in packing_format else "gptq" if "gptq" in packing_format else None
+        if legacy is None:
+            raise UnknownFormatError(f"{where}.packing_format: {packing_format!r}; accepted: "
+                                     f"{', '.join(INC_PACKING_FORMATS)}")
+        # An older AutoRound name (e.g. auto_round:gptq): the tensors are still readable,
+        # but vLLM 0.33.0's INCConfig refuses the config.
+        notes.append(f"packing_format {packing_format!r}: vLLM 0.33.0 raises ValueError "
+                     f"(accepted: {', '.join(INC_PACKING_FORMATS)})")
+    tensor_format = packing_format if packing_format in INC_PACKING_FORMATS else f"auto_round:auto_{legacy}"
     if backend not in INC_BACKENDS:
         notes.append(f"backend {backend!r}: vLLM 0.33.0 raises ValueError (accepted: "
                      f"{', '.join(INC_BACKENDS)})")
@@ -130,7 +137,7 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
     if data_type != "int":
         raise UnknownFormatError(f"{where}.data_type: {data_type!r}; the workbench reads INC "
                                  "integer weights ('int') only")
-    if packing_format not in ("auto_round:auto_gptq", "auto_round:auto_awq"):
+    if tensor_format not in ("auto_round:auto_gptq", "auto_round:auto_awq"):
         raise UnknownFormatError(f"{where}.packing_format: {packing_format!r} holds no integer "
                                  "GPTQ/AWQ tensors; accepted: auto_round:auto_gptq, auto_round:auto_awq")
     blocks = _get(qc, ("block_name_to_quantize", "to_quant_block_names"), where, None, (str, list, type(None)))
@@ -143,7 +150,7 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{where}.extra_config[{name!r}]: must be an object "
                                      "(bits, group_size, sym)")
-    layout = "awq" if "awq" in packing_format else "gptq"
+    layout = "awq" if "awq" in tensor_format else "gptq"
     fields_ = {"bits": bits, "group_size": group, "sym": sym, "data_type": data_type,
                "packing_format": packing_format, "backend": backend,
                "checkpoint_format": packing_format, "desc_act": False,

@@ -66,6 +66,10 @@ def main() -> None:
     pages = [st.Page(PAGES_DIR / f, title=t, url_path=u, icon=i, default=(u == LANDING))
              for f, t, u, i in PAGES]
     page = st.navigation(pages)
+    if page.url_path == "tour":
+        from workbench.ui.views import tour
+
+        tour.prepare()
     _sidebar()
     try:
         page.run()

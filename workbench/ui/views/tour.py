@@ -182,15 +182,24 @@ def _go(i: int) -> None:
     enter(max(0, min(len(STEPS) - 1, i)))
 
 
+def prepare() -> None:
+    """Make the current step's settings if it was not entered yet (a link, or the first visit).
+
+    The router calls this before it draws the sidebar, so the sidebar shows the step's layer
+    and platform on the step's first screen.
+    """
+    ss = st.session_state
+    if not 0 <= ss["tour.step"] < len(STEPS):
+        ss["tour.step"] = 0
+    if ss.get("tour.entered") != ss["tour.step"]:
+        enter(ss["tour.step"])
+
+
 def render() -> None:
     st.title("Tour: the W4A8 story")
     ss = st.session_state
     n = len(STEPS)
-    if not 0 <= ss["tour.step"] < n:
-        ss["tour.step"] = 0
-    # A fresh session (a link, or the first visit) makes the step's settings once.
-    if ss.get("tour.entered") != ss["tour.step"]:
-        enter(ss["tour.step"])
+    prepare()
     i = ss["tour.step"]
     st.query_params["step"] = str(i + 1)  # links count from 1
     c = st.columns([1, 1, 4, 3])
