@@ -145,7 +145,6 @@ W4A8_CASES = [
 CONFIGS = {
     "nt": TileConfig(16, 32, 64),
     "swap": TileConfig(16, 32, 64, swap_ab=True),
-    "nt_split3": TileConfig(16, 32, 32, split_k=3),
     "swap_split2": TileConfig(32, 16, 32, split_k=2, swap_ab=True),
 }
 
@@ -156,7 +155,7 @@ def _for_group(cfg, packed):
 
 
 @pytest.mark.parametrize("m, n, k, g", W4A8_CASES)
-@pytest.mark.parametrize("cfg_name", list(CONFIGS))
+@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2"])
 def test_w4a8_equals_reference_to_output_rounding(layer_factory, x_factory, m, n, k, g, cfg_name):
     w8, _ = _api()
     w_q, scales, _ = layer_factory(n, k, g, seed=m + n)
@@ -184,16 +183,18 @@ def test_w4a8_bf16_output(layer_factory, x_factory, g):
     assert_within_rounding(out, ref, x_q.double() * x_s.double(), _dequant64(w_q, scales, g), u)
 
 
-@pytest.mark.parametrize("m", [1, 40, 600])
+@pytest.mark.parametrize("m", [1, 40, 513])
 def test_w4a8_tuned_table_per_bucket(layer_factory, x_factory, m):
-    """The default configs of each M bucket (decode / mid / prefill) compute the same."""
+    """The default configs of each M bucket (decode / mid / prefill) compute the same.
+
+    Pre-quantized activations: the interpreter runs the quantizer one row at a time."""
     w8, _ = _api()
     w_q, scales, _ = layer_factory(64, 256, 128)
     x = x_factory(m, 256, dtype=torch.float16)
     packed = w8.prepare_w4a8(w_q, scales, 128, device=DEVICE)
-    out = w8.w4a8_matmul(x.to(DEVICE), packed)
-    ref = w4a8_reference(x, w_q, scales, 128)
     x_q, x_s = quantize_per_token_int8(x)
+    out = w8.w4a8_matmul_quantized(x_q.to(DEVICE), x_s.to(DEVICE), packed, torch.float16)
+    ref = w4a8_reference(x, w_q, scales, 128)
     assert_within_rounding(out, ref, x_q.double() * x_s.double(), _dequant64(w_q, scales, 128),
                            U[torch.float16])
 
@@ -240,10 +241,10 @@ def test_w4a16_bf16_on_gpu(layer_factory, x_factory, g):
 
 def test_split_k_is_deterministic_and_resets_its_counters(layer_factory, x_factory):
     w8, w16 = _api()
-    w_q, scales, _ = layer_factory(40, 512, 64)
-    x = x_factory(3, 512, dtype=torch.float16).to(DEVICE)
-    packed = w8.prepare_w4a8(w_q, scales, 64, device=DEVICE)
-    cfg = TileConfig(16, 16, 64, split_k=4, swap_ab=True)
+    w_q, scales, _ = layer_factory(24, 256, 32)
+    x = x_factory(3, 256, dtype=torch.float16).to(DEVICE)
+    packed = w8.prepare_w4a8(w_q, scales, 32, device=DEVICE)
+    cfg = TileConfig(16, 16, 32, split_k=4, swap_ab=True)  # 4 K steps: one per split
     a = w8.w4a8_matmul(x, packed, config=cfg)
     b = w8.w4a8_matmul(x, packed, config=cfg)
     c = w16.w4a16_matmul(x, packed, config=cfg)
@@ -252,7 +253,7 @@ def test_split_k_is_deterministic_and_resets_its_counters(layer_factory, x_facto
     locks = w8._LOCKS[torch.device(DEVICE) if DEVICE == "cpu" else a.device]
     assert int(locks.abs().sum()) == 0, "split-K counters were left non-zero"
     # The split result equals the unsplit one up to float32 summation order.
-    e = w8.w4a8_matmul(x, packed, config=TileConfig(16, 16, 64, swap_ab=True))
+    e = w8.w4a8_matmul(x, packed, config=TileConfig(16, 16, 32, swap_ab=True))
     torch.testing.assert_close(a.float(), e.float(), rtol=2 ** -10, atol=1e-6)
 
 
