@@ -250,3 +250,14 @@ def test_cli_reports_bad_checkpoint_in_one_line(tools, tmp_path, capsys):
     assert main(["inspect", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "model.safetensors" in err and "Traceback" not in err
+
+
+def test_header_length_starting_with_0x80_is_not_a_pickle(tmp_path):
+    from workbench.checkpoints.safetensors_file import read_header
+
+    header = json.dumps({"t": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    header += b" " * (384 - len(header))  # length 384 = 0x180: first byte 0x80, like a pickle mark
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(struct.pack("<Q", 384) + header + struct.pack("<2f", 1.0, 2.0))
+    tensors, _ = read_header(f)
+    assert tensors["t"].shape == (2,)

@@ -197,3 +197,34 @@ def test_cli_trace_checkpoint_json_matches_the_core(tools, capsys):
     assert main(["trace", "--checkpoint", str(path), "--layer", DOWN, "--platform", "x86-avx512", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed == trace_checkpoint_layer(path, DOWN, "x86-avx512", parallel="column").to_json()
+
+
+def test_fused_3d_experts_are_listed_not_loaded(tools, tmp_path):
+    from workbench.checkpoints import UnsupportedLayerError
+
+    w = {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}
+    experts = "model.layers.0.mlp.experts"
+    q, s, _ = _intended(sym=True, scale_dtype=torch.bfloat16)
+    tensors = {f"{experts}.weight_packed": torch.zeros(4, 64, 32, dtype=torch.int32),
+               f"{experts}.weight_scale": torch.ones(4, 64, 2, dtype=torch.bfloat16),
+               f"{experts}.weight_shape": torch.tensor([64, 256]),
+               f"{DOWN}.weight_packed": packing.pack_int4_ct(q), f"{DOWN}.weight_scale": s,
+               f"{DOWN}.weight_shape": torch.tensor([64, 256])}
+    path = tools.write_checkpoint(tmp_path / "ck", tensors, {
+        "quant_method": "compressed-tensors", "format": "pack-quantized",
+        "config_groups": {"group_0": {"targets": ["Linear"], "weights": w}}})
+    ck = open_checkpoint(path)
+    assert ck.layer_names() == [DOWN, experts]
+    assert "3-D" in ck.spec(experts).notes[0]
+    with pytest.raises(UnsupportedLayerError, match="3-D"):
+        ck.load_layer(experts)
+    assert torch.equal(ck.load_layer(DOWN).dequantize(torch.float64), _ref(q, s, None))
+
+
+def test_legacy_autoround_packing_format_loads_with_a_note(tools, tmp_path):
+    path = tools.copy_sample("autoround-w4a16-g128", tmp_path)
+    tools.edit_config(path, lambda c: c["quantization_config"].update(packing_format="auto_round:gptq"))
+    ck = open_checkpoint(path)
+    assert any("auto_round:gptq" in n and "ValueError" in n for n in ck.notes)
+    assert ck.spec(DOWN).quant_config["packing_format"] == "auto_round:gptq"
+    assert ck.load_layer(DOWN).packing is WeightPacking.GPTQ

@@ -67,7 +67,12 @@ class TensorInfo:
 
 
 def _refuse_if_pickle(path: Path, head: bytes) -> None:
-    if head[:1] == bytes([_PICKLE_PROTOCOL_MARK]) or head[:4] == _ZIP_MAGIC:
+    # A safetensors header starts right after the length with "{"; only a file that does
+    # not look like that is judged by its first bytes (a length byte may be 0x80 too).
+    if head[8:9] == b"{":
+        return
+    pickle_mark = head[:1] == bytes([_PICKLE_PROTOCOL_MARK]) and head[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05")
+    if pickle_mark or head[:4] == _ZIP_MAGIC:
         kind = "a torch zip archive" if head[:4] == _ZIP_MAGIC else "a pickle stream"
         raise PickleRefusedError(
             f"{path}: starts like {kind}, not safetensors; refused unread (the workbench "
@@ -113,8 +118,10 @@ def read_header(path: str | os.PathLike) -> tuple[dict[str, TensorInfo], dict[st
     try:
         size = path.stat().st_size
         with open(path, "rb") as f:
-            head = f.read(8)
+            head = f.read(9)
             _refuse_if_pickle(path, head)
+            head = head[:8]
+            f.seek(8)
             if len(head) < 8:
                 raise CorruptFileError(
                     f"{path}: {size} bytes, too short for the 8-byte header length of a "
