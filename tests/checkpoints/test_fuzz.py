@@ -17,7 +17,7 @@ from workbench.checkpoints.safetensors_file import SAFETENSORS_DTYPES, read_head
 from workbench.errors import CheckpointError, WorkbenchError
 
 _SAMPLES = Path(__file__).resolve().parents[2] / "sample_models"
-_FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_FAST = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-2**40, 2**40) | st.floats(allow_nan=False) | st.text(max_size=12),
@@ -141,3 +141,14 @@ def test_fuzzed_gptq_and_inc_config(sample, data):
 @given(json_values)
 def test_fuzzed_whole_quantization_config(value):
     _fuzz_config("ct-w4a8-int-g128", lambda qc: value)
+
+
+_LAYER = "model.layers.0.mlp.down_proj"
+
+
+@pytest.mark.parametrize("sample,key", [("autoround-w4a16-g128", "extra_config"), ("gptq-w4a16-g128", "dynamic")])
+@_FAST
+@given(override=st.dictionaries(st.sampled_from(["bits", "group_size", "sym", "desc_act"]), _interesting, max_size=3))
+def test_fuzzed_per_layer_overrides(sample, key, override):
+    pattern = _LAYER if key == "extra_config" else r"+:.*down_proj"
+    _fuzz_config(sample, lambda qc: {**qc, key: {pattern: override}})

@@ -195,7 +195,7 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
 
     def from_cfg(c: dict) -> tuple[int, int, bool] | None:
         bits = c.get("bits", cfg.bits)
-        return None if bits >= 16 else (bits, c.get("group_size", cfg.group_size), c.get("sym", cfg.sym))
+        return None if type(bits) is int and bits >= 16 else (bits, c.get("group_size", cfg.group_size), c.get("sym", cfg.sym))
 
     if name in extra:
         return from_cfg(extra[name])
@@ -212,6 +212,20 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
             except re.error:
                 continue
     return base
+
+
+def _check_override(quant: tuple, layer: str) -> tuple[int, int, bool]:
+    """Per-layer values from extra_config / dynamic rules, checked like the base config."""
+    bits, group, sym = quant
+    if type(bits) is not int or not 1 <= bits <= 8:
+        raise InvalidConfigError(f"layer {layer}: per-layer bits {bits!r}; accepted: 1..8 (or >= 16 "
+                                 "for an unquantized layer)")
+    if type(group) is not int or (group != -1 and group <= 0):
+        raise InvalidConfigError(f"layer {layer}: per-layer group_size {group!r}; accepted: -1 or a "
+                                 "positive integer")
+    if not isinstance(sym, bool):
+        raise InvalidConfigError(f"layer {layer}: per-layer sym {sym!r}; accepted: true or false")
+    return bits, group, sym
 
 
 def _need(tensors: dict[str, TensorInfo], name: str, layer: str, why: str) -> TensorInfo:
@@ -232,7 +246,7 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
         quant = _layer_quant(cfg, prefix)
         if quant is None:
             continue
-        bits, group, sym = quant
+        bits, group, sym = _check_override(quant, prefix)
         qweight = tensors[tname]
         scales = _need(tensors, f"{prefix}.scales", prefix, f"{cfg.layout} layout")
         qzeros = _need(tensors, f"{prefix}.qzeros", prefix, f"{cfg.layout} layout")
