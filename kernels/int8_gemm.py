@@ -72,7 +72,7 @@ def engine_available(engine: Int8Engine | str) -> tuple[bool, str]:
 def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
     """Available engines, fastest first, timed once per process on a mid-size W4A8 problem.
 
-    The timing is the whole native call (M = 128, N = K = 2048, group 128 when
+    The timing is the whole native call (M = 64, N = K = 1024, group 128 when
     `grouped`), so the choice follows the CPU: `_int_mm` is timed only where AVX512-VNNI
     or AMX give it oneDNN's int8 kernels (elsewhere it is orders of magnitude slower and
     ranked last untimed); FBGEMM or the AVX2 kernel win on AVX2-only hosts.
@@ -80,7 +80,7 @@ def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
     from kernels.cpu_w4a8 import prepare_w4a8, w4a8_native  # local: avoids a cycle
 
     gen = torch.Generator().manual_seed(0)
-    n, k, m = 2048, 2048, 128
+    n, k, m = 1024, 1024, 64
     w = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
     g = 128 if grouped else -1
     scales = torch.rand(n, k // (g if grouped else k), generator=gen) + 0.5
