@@ -22,8 +22,8 @@ from typing import Any, Callable, Iterable
 
 __all__ = [
     "small_mode", "static_mode", "live_widgets", "repo_root", "sample_path", "show", "Panel",
-    "panel", "dispatch_controls", "platform_from_values", "env_from_values", "trace_table",
-    "steps_table", "MP_KERNELS",
+    "panel", "dropdown", "multi", "checkbox", "dispatch_controls", "link_preset",
+    "platform_from_values", "env_from_values", "trace_table", "steps_table", "MP_KERNELS",
 ]
 
 SMALL_ENV = "WORKBENCH_NOTEBOOK_SMALL"
@@ -97,9 +97,12 @@ def show(*objs: Any) -> None:
         for obj in objs:
             print(obj)
         return
-    if get_ipython() is None:
+    if get_ipython() is None:  # plain Python: tables as text, figures by title
         for obj in objs:
-            print(obj.to_string() if hasattr(obj, "to_string") else obj)
+            if hasattr(obj, "to_plotly_json"):
+                print(f"[figure: {obj.layout.title.text}]")
+            else:
+                print(obj.to_string() if hasattr(obj, "to_string") else obj)
         return
     for obj in objs:
         display(_displayable(obj))
