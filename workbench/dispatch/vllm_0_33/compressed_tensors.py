@@ -18,7 +18,7 @@ from workbench.dispatch.env import EnvChoiceError
 from workbench.dispatch.quant_args import QuantArgs, QuantArgsNotImplemented, parse_quant_args
 from workbench.dispatch.trace import Predicate, Step, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
-from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
+from workbench.dispatch.vllm_0_33.selector import select_into
 from workbench.errors import InvalidInputError
 from workbench.platforms import Platform
 
@@ -394,16 +394,6 @@ def _mp_config(s: SchemeInput, weight_type: str, act, group: int, zp: bool, out=
                     out_type=out)
 
 
-def _select(config: MPConfig, p: Platform, env: Env, t: Trace) -> bool:
-    """Run the MP loop into `t`; False when it raised (the error is recorded)."""
-    k = choose_mp_linear_kernel(config, p, env)
-    t.steps, t.selected, t.reasons = k.steps, k.selected, k.reasons
-    t.error, t.error_type, t.candidates = k.error, k.error_type, k.candidates
-    t.selection_ran = True
-    t.notes.extend(k.notes)
-    return k.error is None
-
-
 def _group(a: QuantArgs) -> int:
     return -1 if a.group_size is None else a.group_size
 
@@ -422,7 +412,7 @@ def _build_w4a8_int(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
         group = s.input_size_per_partition if _row_parallel(s) else s.in_features
     _verify_groups(s.input_size_per_partition, group, None)
     t.mp_config = _mp_config(s, "int4", dtype(s.params_dtype), group, False)
-    if _select(t.mp_config, p, env, t):
+    if select_into(t, t.mp_config, p, env):
         t.notes.append(f"Using {t.selected} for CompressedTensorsW4A8Int")
 
 
@@ -433,7 +423,7 @@ def _build_w4a8_fp8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
         raise SchemeError("ValueError", "W4A8 kernels require group quantization with group size 128")
     t.mp_config = _mp_config(s, "int4", FP8_E4M3, group, not s.weights.symmetric,
                              dtype(s.params_dtype))
-    if _select(t.mp_config, p, env, t):
+    if select_into(t, t.mp_config, p, env):
         t.notes.append(f"Using {t.selected} for CompressedTensorsW4A8Fp8")
         _verify_groups(s.input_size_per_partition, group, None)
 
@@ -461,7 +451,7 @@ def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
     if env.batch_invariant:
         t.notes.append("Using dequantize + batch-invariant matmul for CompressedTensorsWNA16 "
                        "(VLLM_BATCH_INVARIANT=1 skips choose_mp_linear_kernel)")
-    elif _select(t.mp_config, p, env, t):
+    elif select_into(t, t.mp_config, p, env):
         t.notes.append(f"Using {t.selected} for CompressedTensorsWNA16")
         try:
             marlin_input = env.marlin_input_dtype if t.selected == "MarlinLinearKernel" else None
@@ -492,7 +482,7 @@ def _build_wnam(short: str) -> Callable:
                          + "; supported = " + str(sorted(WNA16_TYPES)))
         group = _group(w)
         t.mp_config = _mp_config(s, wt, dtype(s.params_dtype), group, not w.symmetric)
-        if _select(t.mp_config, p, env, t):
+        if select_into(t, t.mp_config, p, env):
             t.notes.append(f"Using {t.selected} for CompressedTensors{short}")
             if t.selected == "HummingLinearKernel":
                 t.notes.append(f"Humming reads the layer's int{i.num_bits} activation schema: "
@@ -514,7 +504,7 @@ def _build_wna8o8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
                           f"supported = {sorted(WNA8O8_TYPES)}")
     group = _group(w)
     t.mp_config = _mp_config(s, WNA8O8_TYPES[w.num_bits], dtype(s.params_dtype), group, False)
-    if _select(t.mp_config, p, env, t):
+    if select_into(t, t.mp_config, p, env):
         if not (group == -1 and _row_parallel(s)):
             _verify_groups(s.input_size_per_partition, group if group != -1 else s.in_features,
                            s.layer_name)

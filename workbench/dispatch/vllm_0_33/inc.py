@@ -16,7 +16,7 @@ from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Predicate, Trace
 from workbench.dispatch.types import ST, MPConfig, dtype
 from workbench.dispatch.vllm_0_33.mp_kernels import MARLIN_SUPPORTED_GROUP_SIZES, marlin_types
-from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
+from workbench.dispatch.vllm_0_33.selector import select_into
 from workbench.errors import InvalidInputError
 from workbench.platforms import XPU_W4A8_OP, Platform
 
@@ -107,15 +107,11 @@ def _select_gptq(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) 
     marlin_in = env.marlin_input_dtype  # auto_gptq puts it into act_type before selection
     if marlin_in:
         act = dtype("int8" if marlin_in == "int8" else "float8_e4m3fn")
-    t.mp_config = MPConfig((d["in_features"], d["out_features"]),
-                           (d["input_size_per_partition"], d["output_size_per_partition"]),
-                           ST[types[key]], act, cfg.group_size, False)
+    config = MPConfig((d["in_features"], d["out_features"]),
+                      (d["input_size_per_partition"], d["output_size_per_partition"]),
+                      ST[types[key]], act, cfg.group_size, False)
     t.kernel_stage = True
-    k = choose_mp_linear_kernel(t.mp_config, p, env)
-    t.steps, t.selected, t.reasons = k.steps, k.selected, k.reasons
-    t.error, t.error_type, t.candidates = k.error, k.error_type, k.candidates
-    t.selection_ran = True
-    t.notes.extend(k.notes)
+    select_into(t, config, p, env)
 
 
 def _xpu(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) -> None:

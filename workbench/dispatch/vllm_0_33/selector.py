@@ -125,3 +125,14 @@ def choose_mp_linear_kernel(config: MPConfig, platform: Platform, env: Env) -> T
                  error=ERROR_HEADER + "\n".join(reasons), error_type="ValueError",
                  mp_config=config, candidates=[k.__name__ for k in candidates], notes=notes,
                          selection_ran=True)
+
+
+def select_into(trace: Trace, config: MPConfig, platform: Platform, env: Env) -> bool:
+    """Run the loop for a scheme or INC trace and copy its outcome in; False if it raised."""
+    k = choose_mp_linear_kernel(config, platform, env)
+    trace.mp_config = config
+    trace.steps, trace.selected, trace.reasons = k.steps, k.selected, k.reasons
+    trace.error, trace.error_type, trace.candidates = k.error, k.error_type, k.candidates
+    trace.selection_ran = True
+    trace.notes.extend(k.notes)
+    return k.error is None
