@@ -19,7 +19,9 @@ from pathlib import Path
 __all__ = ["load", "why_unavailable", "cache_dir"]
 
 _SRC = Path(__file__).parent / "csrc" / "w4a8_avx2.c"
-_FLAGS = ["-O3", "-mavx2", "-mfma", "-shared", "-fPIC", "-pthread"]
+# -ffp-contract=off: no fused multiply-add, so every product rounds as the reference's does.
+_FLAGS = ["-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC",
+          "-pthread"]
 _state: dict[str, object] = {}
 
 
@@ -57,7 +59,8 @@ def _build() -> ctypes.CDLL:
         # Build to a temporary name, then rename: concurrent builders never see half a file.
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
         os.close(fd)
-        proc = subprocess.run([cc, *_FLAGS, str(_SRC), "-o", tmp], capture_output=True, text=True)
+        proc = subprocess.run([cc, *_FLAGS, str(_SRC), "-o", tmp, "-lm"], capture_output=True,
+                              text=True)
         if proc.returncode != 0:
             os.unlink(tmp)
             raise OSError(f"building {_SRC.name} failed: {proc.stderr.strip()[:500]}")
@@ -67,6 +70,9 @@ def _build() -> ctypes.CDLL:
     i64, ptr = ctypes.c_int64, ctypes.c_void_p
     fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, i64, ctypes.c_int]
     fn.restype = ctypes.c_int
+    q = lib.quantize_rows_int8
+    q.argtypes = [ptr, ctypes.c_int, i64, i64, i64, ptr, ptr, i64, ptr]
+    q.restype = ctypes.c_int
     return lib
 
 

@@ -19,7 +19,7 @@ from kernels import _native_lib
 from kernels._checks import check_activations, check_weight
 from kernels.errors import KernelInputError, KernelUnavailableError
 from kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
-from kernels.quant import quantize_per_token_int8
+from kernels.quant import quantize_per_token_int8, quantize_per_token_int8_codes
 
 __all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized"]
 
@@ -82,11 +82,18 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
             "n_pad": n_pad, "ch": ch}
 
 
-def _fbgemm_pack(block: torch.Tensor):
+def _fbgemm_pack(block: torch.Tensor, scales: torch.Tensor | None = None):
+    """FBGEMM-packed int8 block; with `scales` [N] float32 its output is acc * scale[n]
+    (one float32 product, as in our own epilogue), else the plain integer sums."""
     with warnings.catch_warnings():
         # torch marks quantized-tensor creation deprecated; FBGEMM's prepack still needs it.
         warnings.simplefilter("ignore", UserWarning)
-        qw = torch._make_per_tensor_quantized_tensor(block.contiguous(), 1.0, 0)
+        if scales is None:
+            qw = torch._make_per_tensor_quantized_tensor(block.contiguous(), 1.0, 0)
+        else:
+            qw = torch._make_per_channel_quantized_tensor(
+                block.contiguous(), scales.to(torch.float64).contiguous(),
+                torch.zeros(block.shape[0], dtype=torch.int64), 0)
     prev = torch.backends.quantized.engine
     try:
         if "fbgemm" in torch.backends.quantized.supported_engines:
@@ -136,7 +143,8 @@ def prepare_w4a8(
     for j in range(k // g):
         block = wc[:, j * g:(j + 1) * g]
         if chosen is Int8Engine.FBGEMM:
-            prepared.blocks.append(_fbgemm_pack(block))
+            # the group's scales ride in FBGEMM's per-channel requantization
+            prepared.blocks.append(_fbgemm_pack(block, prepared.scales[:, j]))
         elif chosen is Int8Engine.INT_MM:
             # _int_mm is fastest with the transposed view of a row-major [N, K] block.
             prepared.blocks.append(block.contiguous())
@@ -146,7 +154,7 @@ def prepare_w4a8(
 
 
 def _group_sums(x_qf: torch.Tensor, x_q: torch.Tensor, prepared: W4A8Prepared, j: int) -> torch.Tensor:
-    """Exact integer sums of group j as float32 [M, N]."""
+    """Exact integer sums of group j as float32 [M, N] (FBGEMM: already times the scales)."""
     g = prepared.group_size
     cols = slice(j * g, (j + 1) * g)
     block = prepared.blocks[j]
@@ -199,14 +207,59 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
             raise KernelUnavailableError(f"AVX2 W4A8 kernel failed with code {rc}")
         return out
     x_qf = x_q.to(torch.float32) if prepared.engine is not Int8Engine.INT_MM else x_q
+    return _grouped(x_qf, x_q, x_scale, prepared)
+
+
+def _grouped(x_qf, x_q, x_scale: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
     s = prepared.scales
+    scaled = prepared.engine is Int8Engine.FBGEMM
     for j in range(prepared.n_groups):
         part = _group_sums(x_qf, x_q, prepared, j)
-        if j == 0:
-            out = part.mul_(s[:, 0])
-        else:
-            out.addcmul_(part, s[:, j])
+        if not scaled:
+            part = part.mul_(s[:, j])
+        out = part if j == 0 else out.add_(part)
     return out.mul_(x_scale.unsqueeze(1))
+
+
+def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | None:
+    """Quantize in one C pass per row (same bits as quantize_per_token_int8) and run the
+    GEMM; None where the C library or the input layout does not allow it."""
+    m = x.shape[0]
+    if m == 0 or x.dtype not in (torch.float32, torch.bfloat16) or x.stride(1) != 1:
+        return None
+    if prepared.engine not in (Int8Engine.AVX2_U8S8, Int8Engine.FBGEMM):
+        return None
+    lib = _native_lib.load()
+    if lib is None:
+        return None
+    k = prepared.k
+    x_scale = torch.empty(m, dtype=torch.float32)
+    if prepared.engine is Int8Engine.AVX2_U8S8:
+        a = prepared.avx2
+        k_pad = a["k4"] * 4
+        u8 = torch.full((m, k_pad), 128, dtype=torch.uint8) if k_pad != k else torch.empty(m, k, dtype=torch.uint8)
+        rc = lib.quantize_rows_int8(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0),
+                                    None, u8.data_ptr(), u8.stride(0), x_scale.data_ptr())
+        _raise_bad_row(rc)
+        out = torch.empty(m, prepared.n, dtype=torch.float32)
+        rc = lib.w4a8_gemm_u8s8(
+            u8.data_ptr(), u8.stride(0), m, a["k4"], a["bp"].data_ptr(), a["comp"].data_ptr(),
+            a["sc"].data_ptr(), prepared.n_groups, a["g4"], a["ch"], x_scale.data_ptr(),
+            out.data_ptr(), out.stride(0), prepared.n, torch.get_num_threads())
+        if rc != 0:
+            raise KernelUnavailableError(f"AVX2 W4A8 kernel failed with code {rc}")
+        return out
+    codes = torch.empty(m, k, dtype=torch.float32)
+    rc = lib.quantize_rows_int8(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0),
+                                codes.data_ptr(), None, codes.stride(0), x_scale.data_ptr())
+    _raise_bad_row(rc)
+    return _grouped(codes, None, x_scale, prepared)
+
+
+def _raise_bad_row(rc: int) -> None:
+    if rc < 0:
+        raise KernelInputError(f"x holds Inf or NaN in rows [{-rc - 1}] (the first one); dynamic "
+                               "int8 quantization needs finite activations")
 
 
 def w4a8_native(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
@@ -218,5 +271,12 @@ def w4a8_native(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
     if not isinstance(prepared, W4A8Prepared):
         raise KernelInputError("prepared must come from prepare_w4a8")
     check_activations(x, prepared.k)
+    fused = _fused_quantize(x, prepared)
+    if fused is not None:
+        return fused
+    if prepared.engine in (Int8Engine.FBGEMM, Int8Engine.FP32_EXACT) and x.shape[0]:
+        # these engines take float codes: skip the int8 round trip
+        codes, x_scale = quantize_per_token_int8_codes(x)
+        return _grouped(codes, None, x_scale.reshape(-1).contiguous(), prepared)
     x_q, x_scale = quantize_per_token_int8(x)
     return w4a8_native_from_quantized(x_q, x_scale, prepared)

@@ -13,6 +13,7 @@ from kernels._checks import check_activations, check_finite_rows, check_weight
 
 __all__ = [
     "quantize_per_token_int8",
+    "quantize_per_token_int8_codes",
     "quantize_per_token_uint8_zp128",
     "dequantize_groupwise",
     "round_half_away_from_zero",
@@ -54,6 +55,21 @@ def quantize_per_token_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     x ~= x_q * x_scale. Math in float32 like the Triton kernel: amax = max(|x|, 1e-10),
     scale = amax / 127, x_q = round(x * (127 / amax)) with ties away from zero.
     Rows holding Inf or NaN raise KernelInputError.
+
+    Bit-level convention of this project: 127 / amax is evaluated as torch evaluates
+    `127.0 / tensor`, a rounded reciprocal times 127 (two roundings), and every kernel
+    here (C, Triton) reproduces exactly that. vLLM's backends differ among themselves at
+    this last bit (Triton's fp32 `/` on CUDA is approximate, the CPU op inverts amax / 127
+    in double), which moves a code by one step only for values within an ulp of a tie.
+    """
+    codes, x_scale = quantize_per_token_int8_codes(x)
+    return codes.to(torch.int8), x_scale
+
+
+def quantize_per_token_int8_codes(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """`quantize_per_token_int8` with the codes left as float32 integers in [-127, 127].
+
+    For engines that take float input (FBGEMM, float32 BLAS): saves the int8 round trip.
     """
     check_activations(x)
     x32 = x.to(torch.float32)
@@ -63,8 +79,7 @@ def quantize_per_token_int8(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor
     x_scale = amax / 127.0
     inv = 127.0 / amax
     # |x * inv| <= 127 * (1 + 2**-24), so the rounded codes need no clamp.
-    x_q = round_half_away_from_zero(x32 * inv).to(torch.int8)
-    return x_q, x_scale
+    return round_half_away_from_zero(x32 * inv), x_scale
 
 
 def quantize_per_token_uint8_zp128(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -20,7 +20,7 @@ from kernels import cpu_w4a8, cpu_w4a16, engine_paths
 from kernels._checks import check_weight
 from kernels.errors import KernelInputError, KernelUnavailableError
 from kernels.int8_gemm import Int8Engine, engine_available, rank_engines
-from kernels.quant import dequantize_groupwise, quantize_per_token_int8
+from kernels.quant import dequantize_groupwise, quantize_per_token_int8, quantize_per_token_int8_codes
 
 __all__ = ["Int4Weight", "KernelPath", "PATHS", "get_path", "path_names", "probe_all"]
 
@@ -153,8 +153,7 @@ def _quantized_input(x: torch.Tensor, prepared: Any) -> tuple[torch.Tensor, torc
 
 
 def _quantized_input_f32(x: torch.Tensor, prepared: Any):
-    x_q, x_scale = quantize_per_token_int8(x)
-    return x_q.to(torch.float32), x_scale
+    return quantize_per_token_int8_codes(x)
 
 
 def _run_int8_mm(inputs, prepared: _Int8Alone) -> torch.Tensor:

@@ -20,6 +20,7 @@
 #include <immintrin.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #define NR 8
@@ -126,3 +127,52 @@ int w4a8_gemm_u8s8(const uint8_t* A, int64_t lda, int64_t M, int64_t K4, const i
 }
 
 int w4a8_avx2_abi_version(void) { return 2; }
+
+/*
+ * Dynamic per-token int8 quantization, bit for bit kernels.quant.quantize_per_token_int8
+ * (vLLM's per_token_quant_int8): amax = max(max |x|, 1e-10f), scale = amax / 127,
+ * code = round(x * inv) with inv = (1 / amax) * 127 and ties away from zero, all in
+ * float32. The rounding
+ * is floor(|v| + c) with c the largest float below 0.5, then the sign of v: exact in
+ * round-to-nearest arithmetic (no fused multiply-add touches x * inv).
+ * x is float32 (is_bf16 = 0) or bfloat16 bits (is_bf16 = 1), rows ldx apart. Writes
+ * float codes (codes != NULL) and/or codes + 128 as uint8 (u8 != NULL), and scale[m].
+ * Returns -1 - m for the first row m holding Inf or NaN, else 0.
+ */
+static inline float load_f(const void* x, int is_bf16, int64_t i) {
+  if (is_bf16) {
+    uint32_t bits = (uint32_t)((const uint16_t*)x)[i] << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  return ((const float*)x)[i];
+}
+
+int quantize_rows_int8(const void* x, int is_bf16, int64_t M, int64_t K, int64_t ldx,
+                       float* codes, uint8_t* u8, int64_t ld_out, float* scale) {
+  const float half_below = 0.49999997f; /* 0.5 - 2**-25 */
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t base = m * ldx;
+    float amax = 0.0f;
+    int bad = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const float v = load_f(x, is_bf16, base + k);
+      const float a = fabsf(v);
+      bad |= !(a <= 3.4028234663852886e38f); /* Inf and NaN */
+      amax = a > amax ? a : amax;
+    }
+    if (bad) return (int)(-1 - m);
+    if (amax < 1e-10f) amax = 1e-10f;
+    scale[m] = amax / 127.0f;
+    /* as torch evaluates `127.0 / amax` (kernels.quant): a rounded reciprocal times 127 */
+    const float inv = (1.0f / amax) * 127.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      const float v = load_f(x, is_bf16, base + k) * inv;
+      const float r = copysignf(floorf(fabsf(v) + half_below), v);
+      if (codes) codes[m * ld_out + k] = r;
+      if (u8) u8[m * ld_out + k] = (uint8_t)((int32_t)r + 128);
+    }
+  }
+  return 0;
+}

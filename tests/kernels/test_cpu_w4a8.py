@@ -103,3 +103,27 @@ def test_from_quantized_rejects_bad_codes(layer_factory):
         w4a8_native_from_quantized(torch.zeros(2, 63, dtype=torch.int8), torch.ones(2, 1), p)
     with pytest.raises(KernelInputError, match="x_scale"):
         w4a8_native_from_quantized(torch.zeros(2, 64, dtype=torch.int8), torch.ones(3, 1), p)
+
+
+@pytest.mark.skipif(not engine_available("avx2_u8s8")[0], reason="no AVX2 C kernel on this machine")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_c_quantizer_is_bit_exact_with_the_torch_one(dtype):
+    from kernels import _native_lib
+    from kernels.quant import quantize_per_token_int8_codes
+    lib = _native_lib.load()
+    gen = torch.Generator().manual_seed(11)
+    x = (torch.randn(48, 777, generator=gen) * torch.logspace(-12, 4, 48).unsqueeze(1)).to(dtype)
+    x[3] = 0
+    x[5, ::2], x[5, 0] = 2.5, 127.0  # exact ties after scaling
+    m, k = x.shape
+    codes, u8, scale = torch.empty(m, k), torch.empty(m, k, dtype=torch.uint8), torch.empty(m)
+    rc = lib.quantize_rows_int8(x.data_ptr(), int(dtype == torch.bfloat16), m, k, x.stride(0),
+                                codes.data_ptr(), u8.data_ptr(), k, scale.data_ptr())
+    want, want_scale = quantize_per_token_int8_codes(x)
+    assert rc == 0 and torch.equal(codes, want) and torch.equal(scale, want_scale.reshape(-1))
+    assert torch.equal(u8.to(torch.int32), want.to(torch.int32) + 128)
+    bad = torch.zeros(3, 8, dtype=dtype)
+    bad[1, 2] = float("inf")
+    keep = torch.empty(3)
+    assert lib.quantize_rows_int8(bad.data_ptr(), int(dtype == torch.bfloat16), 3, 8, 8,
+                                  None, None, 8, keep.data_ptr()) == -2  # row 1
