@@ -53,3 +53,12 @@ def test_sidebar_shows_the_steps_layer_on_its_first_screen(ui):
     side = "\n".join(str(m.value) for m in at.sidebar.markdown)
     assert "autoround-w4a16-g128 / model.layers.0.mlp.down_proj" in side
     assert at.sidebar.selectbox(key="w:pf.preset:sidebar").value == "xpu"
+
+
+def test_reference_path_step_measures_on_entry(ui):
+    at = ui.open_app("tour", query={"step": "2"})
+    assert "2. That kernel runs torch's reference path here" in ui.text(at)
+    recs = at.session_state["kern.records"]
+    assert {r["m"] for r in recs} == {1, 16, 64}
+    assert {r["path"] for r in recs} >= {"w4a16_fallback", "w4a8_native"}
+    assert ui.plotly_count(at) >= 2
