@@ -47,12 +47,18 @@ def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 
     gen = torch.Generator().manual_seed(seed + m)
     x = torch.randn(m, K, generator=gen).to(torch.bfloat16)
     ready = {}
+    slowest = 0.0
     for label, (path_name, state) in candidates.items():
         path = get_path(path_name)
         inputs = path.make_input(x.to(path.activation_dtype) if path.activation_dtype else x, state)
         path.run(inputs, state)  # warm-up (and the fallback's per-M tuning)
+        t0 = time.perf_counter()
         path.run(inputs, state)
+        slowest = max(slowest, time.perf_counter() - t0)
         ready[label] = (path, state, inputs)
+    # fast calls get more rounds (about 2 s per path, at most 200): the median of many
+    # short calls is what steadies a ratio on a shared machine
+    repeats = max(repeats, min(200, int(2.0 / max(slowest, 1e-4))))
     samples = {label: [] for label in ready}
     cpu = {label: [] for label in ready}
     for _ in range(repeats):
@@ -75,9 +81,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer M and repeats (a smoke run)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     ap.add_argument("--tag", default="", help="suffix for the result file names")
+    ap.add_argument("--sections", default="1,2,3,4",
+                    help="which parts to run (1: per-channel vs int8, 2: group vs channel, "
+                         "3: W4A16 fallback, 4: M sweep and Dynamic4bit); a partial run "
+                         "updates those parts of an existing cpu_ratios.json")
     ap.add_argument("--max-call-s", type=float, default=20.0,
                     help="stop timing a path at larger M once one call takes longer (default 20)")
     args = ap.parse_args()
+    sections = set(args.sections.split(","))
     if args.threads:
         torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -104,21 +115,25 @@ def main() -> int:
     def note(key, m, timings):
         result["timings_ms"].setdefault(key, {})[m] = {k: t.__dict__ for k, t in timings.items()}
 
-    # 1. per-channel native against the integer GEMM alone
+    # 1. per-channel native against the integer GEMM alone (_int_mm takes seconds here:
+    #    it gets its own, shorter round-robin with native; FBGEMM gets the full one)
     r1 = {}
-    for m in ([32, 128] if args.quick else [32, 128, 256]):
-        t = interleaved({k: prep[k] for k in ("native_channel", "int8_mm", "int8_fbgemm")}, m,
-                        1 if m >= 128 else reps)  # _int_mm takes seconds here
-        note("per_channel_vs_int8", m, t)
-        r1[m] = {"native_over_int_mm": ratio(t, "native_channel", "int8_mm"),
+    for m in ([32, 128] if args.quick else [32, 128, 256]) if "1" in sections else []:
+        t = interleaved({k: prep[k] for k in ("native_channel", "int8_fbgemm")}, m, reps)
+        slow = interleaved({k: prep[k] for k in ("native_channel", "int8_mm")}, m,
+                           1 if m >= 128 else 3)
+        note("per_channel_vs_int8", m, {**t, "int8_mm": slow["int8_mm"],
+                                        "native_channel_with_int_mm": slow["native_channel"]})
+        r1[m] = {"native_over_int_mm": ratio(slow, "native_channel", "int8_mm"),
                  "native_over_fbgemm": ratio(t, "native_channel", "int8_fbgemm")}
         print(f"[1] M={m}: native/int_mm {r1[m]['native_over_int_mm']}, "
               f"native/fbgemm {r1[m]['native_over_fbgemm']}", flush=True)
-    result["ratios"]["per_channel_native_over_int8"] = r1
+    if r1:
+        result["ratios"]["per_channel_native_over_int8"] = r1
 
     # 2. group-128 against per-channel
     r2 = {}
-    for m in ([128, 512] if args.quick else [128, 512, 2048]):
+    for m in ([128, 512] if args.quick else [128, 512, 2048]) if "2" in sections else []:
         t = interleaved({k: prep[k] for k in ("native_channel", "native_g128", "group_loop_g128")}, m,
                         reps if m <= 512 else 3)
         note("group_vs_channel", m, t)
@@ -126,15 +141,16 @@ def main() -> int:
                  "naive_loop_over_channel": ratio(t, "group_loop_g128", "native_channel")}
         print(f"[2] M={m}: g128/channel {r2[m]['g128_over_channel']}, "
               f"naive loop/channel {r2[m]['naive_loop_over_channel']}", flush=True)
-    result["ratios"]["group128_over_per_channel"] = r2
+    if r2:
+        result["ratios"]["group128_over_per_channel"] = r2
     del prep
 
     # 3. W4A16 fallback against the better of its two paths
     fb = {name: (name, get_path(name).prepare(g128))
-          for name in ("w4a16_fallback", "w4a16_tinygemm", "w4a16_dequant")}
+          for name in ("w4a16_fallback", "w4a16_tinygemm", "w4a16_dequant")} if "3" in sections else {}
     r3 = {}
     ms3 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
-    for m in ms3:
+    for m in ms3 if "3" in sections else []:
         t = interleaved(fb, m, reps + 2 if m <= 512 else 3)
         note("w4a16_fallback", m, t)
         from kernels.cpu_w4a16 import fallback_choice
@@ -148,40 +164,56 @@ def main() -> int:
         print(f"[3] M={m}: fallback/best {r3[m]['fallback_over_best']} (ran {r3[m]['choice']}; "
               f"tinygemm {r3[m]['tinygemm_cpu_ms']:.2f} ms, dequant {r3[m]['dequant_cpu_ms']:.2f} ms CPU)",
               flush=True)
-    result["ratios"]["w4a16_fallback_over_best_path"] = r3
+    if r3:
+        result["ratios"]["w4a16_fallback_over_best_path"] = r3
     del fb
 
-    # 4 + 5. the M sweep, crossover, Dynamic4bit slowdown (records for the app and notebooks)
-    layer = synthetic_bench_layer(N, K, 128)
-    ms4 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
-    say = lambda d, t, msg: print(f"[4] {d}/{t} {msg}", flush=True)  # noqa: E731
-    weight = int4_weight_of(layer)
-    recs4 = bench_weight(weight, layer.source_weight, ["w4a8_native", "w4a16_fallback"], ms4,
-                         repeats=3, max_call_s=args.max_call_s, progress=say,
-                         layer_name=f"{layer.name} (M sweep)")
-    ms5 = [1, 4, 16] if args.quick else [1, 2, 4, 8, 16, 32]
-    recs5 = bench_weight(weight, layer.source_weight, ["vllm_dynamic4bit", "w4a16_fallback", "w4a8_native"],
-                         ms5, repeats=3, max_call_s=args.max_call_s, progress=say,
-                         layer_name=f"{layer.name} (Dynamic4bit)")
-    recs = recs4 + recs5
-    clock = "cpu" if torch.get_num_threads() == 1 else "wall"
-    cross = crossover(recs4, "w4a8_native", "w4a16_fallback", clock=clock)
-    slow = slowdown(recs5, "vllm_dynamic4bit", "w4a16_fallback", clock=clock)
-    result["clock"] = clock
-    result["crossover_w4a8_native_vs_w4a16_fallback"] = cross.to_dict()
-    result["dynamic4bit_slowdown_vs_w4a16_fallback"] = slow.to_dict()
-    print(f"[4] crossover M = {cross.m} (ratio {cross.ratio}, separated {cross.separated}, "
-          f"holds above {cross.holds_above})", flush=True)
-    print(f"[5] Dynamic4bit / W4A16 fallback: {[(m, round(f, 1)) for m, f in slow.points]}", flush=True)
+    if "4" in sections:
+        # 4 + 5. the M sweep, crossover, Dynamic4bit slowdown (records for the app and notebooks)
+        layer = synthetic_bench_layer(N, K, 128)
+        ms4 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+        say = lambda d, t, msg: print(f"[4] {d}/{t} {msg}", flush=True)  # noqa: E731
+        weight = int4_weight_of(layer)
+        recs4 = bench_weight(weight, layer.source_weight, ["w4a8_native", "w4a16_fallback"], ms4,
+                             repeats=3, max_call_s=args.max_call_s, progress=say,
+                             layer_name=f"{layer.name} (M sweep)")
+        ms5 = [1, 4, 16] if args.quick else [1, 2, 4, 8, 16, 32]
+        recs5 = bench_weight(weight, layer.source_weight, ["vllm_dynamic4bit", "w4a16_fallback", "w4a8_native"],
+                             ms5, repeats=3, max_call_s=args.max_call_s, progress=say,
+                             layer_name=f"{layer.name} (Dynamic4bit)")
+        recs = recs4 + recs5
+        clock = "cpu" if torch.get_num_threads() == 1 else "wall"
+        cross = crossover(recs4, "w4a8_native", "w4a16_fallback", clock=clock)
+        slow = slowdown(recs5, "vllm_dynamic4bit", "w4a16_fallback", clock=clock)
+        result["clock"] = clock
+        result["crossover_w4a8_native_vs_w4a16_fallback"] = cross.to_dict()
+        result["dynamic4bit_slowdown_vs_w4a16_fallback"] = slow.to_dict()
+        print(f"[4] crossover M = {cross.m} (ratio {cross.ratio}, separated {cross.separated}, "
+              f"holds above {cross.holds_above})", flush=True)
+        print(f"[5] Dynamic4bit / W4A16 fallback: {[(m, round(f, 1)) for m, f in slow.points]}", flush=True)
     result["seconds"] = round(time.time() - t_start, 1)
     prov["loadavg_1m_end"] = host_provenance()["loadavg_1m"]
     tag = f"_{args.tag}" if args.tag else ""
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"cpu_ratios{tag}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
-    write_json(recs, out / f"cpu_sweep_m{tag}.json", prov,
-               extra={"crossover": cross.to_dict(), "dynamic4bit_slowdown": slow.to_dict()})
-    write_csv(recs, out / f"cpu_sweep_m{tag}.csv", prov)
-    print(f"wrote {out}/cpu_ratios{tag}.json, cpu_sweep_m{tag}.json/.csv in {result['seconds']} s")
+    path = out / f"cpu_ratios{tag}.json"
+    if sections != {"1", "2", "3", "4"} and path.exists():
+        # a partial run: keep the other parts, record both provenances
+        old = json.loads(path.read_text())
+        for key, value in result["ratios"].items():
+            old.setdefault("ratios", {})[key] = value
+        for key, value in result["timings_ms"].items():
+            old.setdefault("timings_ms", {})[key] = value
+        for key in ("crossover_w4a8_native_vs_w4a16_fallback", "dynamic4bit_slowdown_vs_w4a16_fallback", "clock"):
+            if key in result:
+                old[key] = result[key]
+        old.setdefault("updates", []).append({"sections": sorted(sections), "provenance": prov})
+        result = old
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    if "4" in sections:
+        write_json(recs, out / f"cpu_sweep_m{tag}.json", prov,
+                   extra={"crossover": cross.to_dict(), "dynamic4bit_slowdown": slow.to_dict()})
+        write_csv(recs, out / f"cpu_sweep_m{tag}.csv", prov)
+    print(f"wrote {path} in {result['seconds']} s")
     return 0
 
 
