@@ -28,6 +28,7 @@ from workbench.checkpoints.errors import (
     TensorMismatchError, UnknownFormatError, UnsupportedLayerError,
 )
 from workbench.checkpoints.safetensors_file import TensorInfo, read_small_tensor, read_tensor
+from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
 
 __all__ = ["CTGroup", "CTConfig", "parse_ct_config", "ct_layer_specs", "load_ct_layer",
@@ -75,21 +76,27 @@ class CTConfig:
 
 
 def _args(raw: object, where: str) -> dict | None:
-    """Normalize QuantizationArgs through compressed-tensors (its defaults and validators)."""
+    """Normalize QuantizationArgs as compressed-tensors 0.17.0 does (its defaults and validators).
+
+    `workbench.dispatch.quant_args` models the library's validator, so opening a checkpoint
+    does not import compressed-tensors (which imports transformers: seconds on a cold start).
+    The result is what `QuantizationArgs.model_validate(raw).model_dump(mode="json")` gives;
+    tests/checkpoints/test_quant_args_dump.py holds the two equal.
+    """
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise InvalidConfigError(f"{where}: expected an object of QuantizationArgs fields, "
                                  f"got {type(raw).__name__}")
-    from compressed_tensors.quantization import QuantizationArgs
-    from pydantic import ValidationError
-
     try:
-        return QuantizationArgs.model_validate(raw).model_dump(mode="json")
-    except (ValidationError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        first = str(exc).strip().splitlines()
-        detail = "; ".join(line.strip() for line in first[:3])
-        raise InvalidConfigError(f"{where}: not valid QuantizationArgs: {detail}") from None
+        args = parse_quant_args(raw, where)
+    except QuantArgsError as exc:
+        raise InvalidConfigError(f"{where}: not valid QuantizationArgs: {exc}") from None
+    dump = args.to_json()
+    dump["scale_dtype"] = None if args.scale_dtype is None else f"torch.{args.scale_dtype}"
+    # compressed-tensors serializes zp_dtype only for asymmetric args.
+    dump["zp_dtype"] = None if args.symmetric else f"torch.{args.zp_dtype}"
+    return dump
 
 
 def _targets(raw: object, where: str) -> tuple[str, ...]:
