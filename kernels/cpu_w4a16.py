@@ -157,9 +157,13 @@ def _bucket(m: int) -> int:
 
 
 def _time_once(fn, x, prepared) -> float:
-    t0 = time.perf_counter()
+    # One torch thread: the calling thread's CPU time, which leaves out the time other
+    # processes held the core (a loaded machine otherwise flips close choices). Several
+    # threads: wall time, since the work is spread over threads this clock cannot see.
+    clock = time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
+    t0 = clock()
     fn(x, prepared)
-    return time.perf_counter() - t0
+    return clock() - t0
 
 
 def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
@@ -167,7 +171,8 @@ def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
 
     The first call in each power-of-two M bucket times both paths on this x, three
     interleaved tries each (two when a call takes over half a second), and keeps the
-    faster by its minimum; later calls in the bucket run it directly. `fallback_choice(prepared, m)` tells which path runs.
+    faster by its minimum (CPU time with one torch thread, wall time with more); later
+    calls in the bucket run it directly. `fallback_choice(prepared, m)` tells which path runs.
     """
     _check(x, prepared)
     m = x.shape[0]
