@@ -34,7 +34,7 @@ def test_model_preset_shapes(ui):
 
 
 def test_padding_sweep_follows_marlin_rule(ui):
-    from workbench.ui.views.alignment import marlin_padded_nk, padding_rows
+    from workbench.alignment import marlin_padded_nk, padding_rows
 
     # vLLM's rule: the cheaper of (n%64, k%lcm(128,g)) and (n%128, k%lcm(64,g))
     assert marlin_padded_nk(264, 1024, 128) == (320, 1024)

@@ -1,0 +1,75 @@
+"""Tensor-parallel alignment: what every candidate kernel says about a shard, and padding cost.
+
+Shared by the app's Alignment page and notebook 03. `marlin_padded_nk` models vLLM 0.33.0's
+function of that name (`vllm/model_executor/layers/quantization/utils/marlin_utils.py`):
+Marlin no longer rejects a tile-misaligned shard, it zero-pads it to the cheaper of its two
+thread-tile families.
+"""
+from __future__ import annotations
+
+import math
+
+
+def _disabled(env: dict[str, str], extra: list[str]) -> dict[str, str]:
+    """The env with `extra` kernels added to VLLM_DISABLED_KERNELS (to ask the next candidate)."""
+    user = env.get("VLLM_DISABLED_KERNELS", "")
+    return {**env, "VLLM_DISABLED_KERNELS": ",".join(x for x in (user, *extra) if x)}
+
+
+def kernel_verdicts(t, platform, env: dict[str, str]) -> dict:
+    """What vLLM picked in trace `t` and what every other candidate says about the same config."""
+    from workbench.dispatch import trace_mp
+
+    verdicts: dict[str, tuple[str, str]] = {}
+    if t.mp_config is None:
+        return verdicts
+    first, accepted, cur = True, [], t
+    while True:
+        for s in cur.steps:
+            if s.kernel in verdicts:
+                continue
+            if s.outcome == "selected":
+                verdicts[s.kernel] = ("selected" if first else "accepts", "")
+            else:
+                verdicts[s.kernel] = (s.outcome, s.reason or "")
+        if cur.selected is None or len(accepted) > len(t.candidates):
+            break
+        accepted.append(cur.selected)
+        first = False
+        cur = trace_mp(t.mp_config, platform, _disabled(env, accepted))
+    return verdicts
+
+
+# Tile rules that force zero-padding, as (label, K multiple, N multiple); Marlin picks the
+# cheaper of its two families itself (`marlin_padded_nk`).
+PAD_RULES = (("Machete (K % 64, N % 128)", 64, 128), ("Cutlass W4A8 (K, N % 128)", 128, 128),
+             ("torch CPU int4pack (N % 16)", 1, 16), ("XPU / INC W4A8 (K, N % 8)", 8, 8))
+
+
+def _round_up(x: int, m: int) -> int:
+    return -(-x // m) * m
+
+
+def marlin_padded_nk(n: int, k: int, group_size: int) -> tuple[int, int]:
+    """vLLM 0.33.0 `marlin_padded_nk`: the cheaper of (n % 64, k % lcm(128, g)) and (n % 128, k % lcm(64, g))."""
+    g = group_size if group_size > 0 else 1
+    cands = ((_round_up(n, 64), _round_up(k, math.lcm(128, g))),
+             (_round_up(n, 128), _round_up(k, math.lcm(64, g))))
+    return min(cands, key=lambda nk: (nk[0] * nk[1], nk[0] + nk[1]))
+
+
+def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size: int) -> list[dict]:
+    """Extra work (%) of zero-padding each shape up to what each tile rule needs."""
+    rows = []
+    for off in offsets:
+        size = base + off
+        k, n = (size, other) if dim == "K" else (other, size)
+        if k <= 0 or n <= 0:
+            continue
+        pn, pk = marlin_padded_nk(n, k, group_size)
+        rows.append({"offset": off, "size": size, "rule": "Marlin (marlin_padded_nk)",
+                     "cost": 100.0 * (pn * pk / (n * k) - 1)})
+        for label, km, nm in PAD_RULES:
+            rows.append({"offset": off, "size": size, "rule": label,
+                         "cost": 100.0 * (_round_up(n, nm) * _round_up(k, km) / (n * k) - 1)})
+    return rows
