@@ -15,7 +15,7 @@ __all__ = [
     "per_token_error_figure", "figure_html", "figure_png", "INC_TOKEN_THRESHOLD",
 ]
 
-# vLLM's INC XPU path switches from W4A8 to W4A16 per call above this many tokens (facts §5).
+# vLLM's INC XPU W4A8 path falls back to W4A16 per call below this many tokens (facts §5).
 INC_TOKEN_THRESHOLD = 512
 
 _OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"
