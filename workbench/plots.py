@@ -9,6 +9,8 @@ from typing import Any, Iterable, Sequence
 
 import plotly.graph_objects as go
 
+from workbench.dispatch.vllm_0_33.inc import MIN_TOKENS_FOR_INT8
+
 __all__ = [
     "int4_histogram", "scale_histogram", "docs_matrix_figure", "alignment_figure",
     "padding_cost_figure", "latency_figure", "speedup_figure", "error_figure",
@@ -16,7 +18,7 @@ __all__ = [
 ]
 
 # vLLM's INC XPU W4A8 path falls back to W4A16 per call below this many tokens (facts §5).
-INC_TOKEN_THRESHOLD = 512
+INC_TOKEN_THRESHOLD = MIN_TOKENS_FOR_INT8
 
 _OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"
 
