@@ -61,8 +61,11 @@ def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 
     repeats = max(repeats, min(200, int(2.0 / max(slowest, 1e-4))))
     samples = {label: [] for label in ready}
     cpu = {label: [] for label in ready}
-    for _ in range(repeats):
-        for label, (path, state, inputs) in ready.items():
+    items = list(ready.items())
+    for r in range(repeats):
+        # rotate the order each round: the call after a large one finds colder caches,
+        # and that penalty must not fall on the same path every time
+        for label, (path, state, inputs) in items[r % len(items):] + items[:r % len(items)]:
             c0, t0 = time.thread_time(), time.perf_counter()
             path.run(inputs, state)
             samples[label].append(time.perf_counter() - t0)
