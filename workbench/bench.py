@@ -208,7 +208,7 @@ def _detail(p: _Prepared, m: int) -> str:
     if engine is not None:
         return f"int8 engine {engine.value}"
     choices = getattr(state, "choices", None)
-    if choices is not None:
+    if choices is not None and p.path.name == "w4a16_fallback":
         from kernels.cpu_w4a16 import fallback_choice
         return f"ran {fallback_choice(state, m)}"
     return ""

@@ -48,7 +48,7 @@ def sweep_alignment(ns: Sequence[int] = ALIGNMENT_NS, k: int = 4096, group_size:
     for i, n in enumerate(ns):
         layer = synthetic_bench_layer(n, k, group_size)
         recs = bench_weight(int4_weight_of(layer), layer.source_weight, paths, ms,
-                            layer_name=f"N={n} (breaks: {', '.join(broken_rules(k, n, group_size)) or 'none'})",
+                            layer_name=f"N={n} (breaks: {'; '.join(broken_rules(k, n, group_size)) or 'none'})",
                             progress=_chain(progress, i * len(ms) * len(paths), total), **bench_kw)
         records += recs
     return records
