@@ -154,7 +154,7 @@ def main() -> int:
     r3 = {}
     ms3 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
     for m in ms3 if "3" in sections else []:
-        t = interleaved(fb, m, reps + 2 if m <= 512 else 3)
+        t = interleaved(fb, m, reps + 2 if m <= 512 else 5)
         note("w4a16_fallback", m, t)
         from kernels.cpu_w4a16 import fallback_choice
         best_cpu = min(t["w4a16_tinygemm"].cpu_median_ms, t["w4a16_dequant"].cpu_median_ms)
