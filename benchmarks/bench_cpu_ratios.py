@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
 import time
@@ -62,10 +63,13 @@ def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 
     samples = {label: [] for label in ready}
     cpu = {label: [] for label in ready}
     items = list(ready.items())
-    for r in range(repeats):
-        # rotate the order each round: the call after a large one finds colder caches,
-        # and that penalty must not fall on the same path every time
-        for label, (path, state, inputs) in items[r % len(items):] + items[:r % len(items)]:
+    order = random.Random(seed + m)
+    for _ in range(repeats):
+        # a fresh random order each round: the call after a large one finds colder caches
+        # (or, after a path sharing its weight, warmer ones); a fixed or rotated order
+        # would give every path the same predecessor each round
+        order.shuffle(items)
+        for label, (path, state, inputs) in items:
             c0, t0 = time.thread_time(), time.perf_counter()
             path.run(inputs, state)
             samples[label].append(time.perf_counter() - t0)
@@ -149,12 +153,14 @@ def main() -> int:
     del prep
 
     # 3. W4A16 fallback against the better of its two paths
-    fb = {name: (name, get_path(name).prepare(g128))
-          for name in ("w4a16_fallback", "w4a16_tinygemm", "w4a16_dequant")} if "3" in sections else {}
+    # one prepared weight shared by the three: the same bytes at the same addresses, so
+    # page and cache placement cannot make one path look faster than another
+    shared = get_path("w4a16_fallback").prepare(g128) if "3" in sections else None
+    fb = {name: (name, shared) for name in ("w4a16_fallback", "w4a16_tinygemm", "w4a16_dequant")}
     r3 = {}
     ms3 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
     for m in ms3 if "3" in sections else []:
-        t = interleaved(fb, m, reps + 2 if m <= 512 else 5)
+        t = interleaved(fb, m, reps + 2 if m <= 512 else 5)  # tunes the fallback for m first
         note("w4a16_fallback", m, t)
         from kernels.cpu_w4a16 import fallback_choice
         best_cpu = min(t["w4a16_tinygemm"].cpu_median_ms, t["w4a16_dequant"].cpu_median_ms)

@@ -2,8 +2,8 @@
 
 Timing: each path is prepared once, its input made outside the timed region, warmed
 up, then timed for `repeats` rounds; within one M the paths are timed round-robin
-(one call of each per round, the order rotating between rounds so that no path always
-follows the same one) so that load from other processes falls on all of them alike, which keeps the ratios between paths honest on a shared machine. Reported:
+(one call of each per round, in a fresh seeded random order each round so that no path
+always follows the same one) so that load from other processes falls on all of them alike, which keeps the ratios between paths honest on a shared machine. Reported:
 median, 20th and 80th percentiles, min and max of wall time, in milliseconds, and the
 median CPU time of the calling thread. With one torch thread every path computes in
 the calling thread, so that CPU time is the kernel's cost without the time other
@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import random
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, fields
@@ -299,9 +300,12 @@ def bench_weight(
         samples: dict[str, list[float]] = {name: [] for name, _ in live}
         cpu_samples: dict[str, list[float]] = {name: [] for name, _ in live}
         slow = {name for name, _ in live if prepared[name].last_call_s > slow_call_s}
+        order = random.Random(seed * 7919 + m)
         for r in range(repeats):
-            # rotated each round: the call after a large one meets colder caches
-            for name, inputs in live[r % len(live):] + live[:r % len(live)] if live else []:
+            # a fresh random order each round: the call after a large one meets colder
+            # caches, and a fixed (or rotated) order gives each path the same predecessor
+            order.shuffle(live)
+            for name, inputs in live:
                 if name in slow and r > 0:
                     continue
                 p = prepared[name]
