@@ -215,14 +215,15 @@ def main() -> int:
         for key in ("crossover_w4a8_native_vs_w4a16_fallback", "dynamic4bit_slowdown_vs_w4a16_fallback", "clock"):
             if key in result:
                 old[key] = result[key]
-        old.setdefault("updates", []).append({"sections": sorted(sections), "provenance": prov})
+        old.setdefault("updates", []).append({"sections": sorted(sections), "provenance": prov,
+                                              "seconds": result["seconds"]})
         result = old
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     if "4" in sections:
         write_json(recs, out / f"cpu_sweep_m{tag}.json", prov,
                    extra={"crossover": cross.to_dict(), "dynamic4bit_slowdown": slow.to_dict()})
         write_csv(recs, out / f"cpu_sweep_m{tag}.csv", prov)
-    print(f"wrote {path} in {result['seconds']} s")
+    print(f"wrote {path} in {round(time.time() - t_start, 1)} s")
     return 0
 
 
