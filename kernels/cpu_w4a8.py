@@ -185,9 +185,8 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
     if x_scale.numel() != m or not bool(torch.isfinite(x_scale).all()):
         raise KernelInputError(f"x_scale must hold {m} finite per-token scales, got shape "
                                f"{tuple(x_scale.shape)}")
-    out = torch.empty(m, prepared.n, dtype=torch.float32)
     if m == 0:
-        return out
+        return torch.empty(0, prepared.n, dtype=torch.float32)
     x_scale = x_scale.to(torch.float32).reshape(m).contiguous()
     if prepared.engine is Int8Engine.AVX2_U8S8:
         lib = _native_lib.load()
@@ -198,16 +197,23 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
         a_u8 = (x_q.contiguous().view(torch.uint8) ^ 128)
         if a["k4"] * 4 != prepared.k:
             a_u8 = torch.nn.functional.pad(a_u8, (0, a["k4"] * 4 - prepared.k), value=128)
-        a_u8 = a_u8.contiguous()
-        rc = lib.w4a8_gemm_u8s8(
-            a_u8.data_ptr(), a_u8.stride(0), m, a["k4"], a["bp"].data_ptr(), a["comp"].data_ptr(),
-            a["sc"].data_ptr(), prepared.n_groups, a["g4"], a["ch"], x_scale.data_ptr(), out.data_ptr(),
-            out.stride(0), prepared.n, torch.get_num_threads())
-        if rc != 0:
-            raise KernelUnavailableError(f"AVX2 W4A8 kernel failed with code {rc}")
-        return out
+        return _avx2_gemm(lib, a_u8.contiguous(), x_scale, prepared)
     x_qf = x_q.to(torch.float32) if prepared.engine is not Int8Engine.INT_MM else x_q
     return _grouped(x_qf, x_q, x_scale, prepared)
+
+
+def _avx2_gemm(lib, a_u8: torch.Tensor, x_scale: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
+    """The C kernel on uint8 codes [M, K padded to 4] (code + 128) and float32 scales [M]."""
+    a = prepared.avx2
+    m = a_u8.shape[0]
+    out = torch.empty(m, prepared.n, dtype=torch.float32)
+    rc = lib.w4a8_gemm_u8s8(
+        a_u8.data_ptr(), a_u8.stride(0), m, a["k4"], a["bp"].data_ptr(), a["comp"].data_ptr(),
+        a["sc"].data_ptr(), prepared.n_groups, a["g4"], a["ch"], x_scale.data_ptr(),
+        out.data_ptr(), out.stride(0), prepared.n, torch.get_num_threads())
+    if rc != 0:
+        raise KernelUnavailableError(f"AVX2 W4A8 kernel failed with code {rc}")
+    return out
 
 
 def _grouped(x_qf, x_q, x_scale: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
@@ -241,14 +247,7 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
         rc = lib.quantize_rows_int8(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0),
                                     None, u8.data_ptr(), u8.stride(0), x_scale.data_ptr())
         _raise_bad_row(rc)
-        out = torch.empty(m, prepared.n, dtype=torch.float32)
-        rc = lib.w4a8_gemm_u8s8(
-            u8.data_ptr(), u8.stride(0), m, a["k4"], a["bp"].data_ptr(), a["comp"].data_ptr(),
-            a["sc"].data_ptr(), prepared.n_groups, a["g4"], a["ch"], x_scale.data_ptr(),
-            out.data_ptr(), out.stride(0), prepared.n, torch.get_num_threads())
-        if rc != 0:
-            raise KernelUnavailableError(f"AVX2 W4A8 kernel failed with code {rc}")
-        return out
+        return _avx2_gemm(lib, u8, x_scale, prepared)
     codes = torch.empty(m, k, dtype=torch.float32)
     rc = lib.quantize_rows_int8(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0),
                                 codes.data_ptr(), None, codes.stride(0), x_scale.data_ptr())
