@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import platform as _platform
 import re
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from workbench.errors import InvalidInputError, UnknownPresetError

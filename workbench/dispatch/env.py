@@ -7,7 +7,7 @@ stripping in `VLLM_DISABLED_KERNELS`) is taken literally here too.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 from workbench.errors import InvalidInputError
@@ -109,7 +109,6 @@ def _env_bool(name: str, value: Any) -> bool:
 
 def parse_env(env: Mapping[str, Any] | None) -> Env:
     """Build an `Env` from a mapping like the oracle's `env` object or `--env KEY=VALUE` pairs."""
-    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
 
     if env is None:
         return Env()

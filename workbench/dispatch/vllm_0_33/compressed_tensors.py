@@ -16,7 +16,7 @@ from typing import Any, Callable
 from workbench.dispatch.env import Env
 from workbench.dispatch.env import EnvChoiceError
 from workbench.dispatch.quant_args import QuantArgs, QuantArgsNotImplemented, parse_quant_args
-from workbench.dispatch.trace import Predicate, Step, Trace
+from workbench.dispatch.trace import Predicate, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
 from workbench.dispatch.vllm_0_33.selector import select_into
 from workbench.errors import InvalidInputError
@@ -404,9 +404,6 @@ def _row_parallel(s: SchemeInput) -> bool:
 
 def _build_w4a8_int(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
     """schemes/compressed_tensors_w4a8_int.py: effective group, verify, then select."""
-    if s.weights.num_bits != 4:
-        raise SchemeError("ValueError", f"Unsupported num_bits = {s.weights.num_bits}."
-                          "Supported num_bits = dict_keys([4])")
     group = _group(s.weights)
     if group == -1:
         group = s.input_size_per_partition if _row_parallel(s) else s.in_features
@@ -417,10 +414,8 @@ def _build_w4a8_int(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
 
 
 def _build_w4a8_fp8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
-    """schemes/compressed_tensors_w4a8_fp8.py: group 128 required; select, then verify."""
+    """schemes/compressed_tensors_w4a8_fp8.py: select, then verify (the group is 128)."""
     group = _group(s.weights)
-    if group != 128 or s.weights.strategy != "group":
-        raise SchemeError("ValueError", "W4A8 kernels require group quantization with group size 128")
     t.mp_config = _mp_config(s, "int4", FP8_E4M3, group, not s.weights.symmetric,
                              dtype(s.params_dtype))
     if select_into(t, t.mp_config, p, env):
@@ -428,25 +423,22 @@ def _build_w4a8_fp8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
         _verify_groups(s.input_size_per_partition, group, None)
 
 
-def _wna16_type(a: QuantArgs, table: dict, what: str) -> str:
-    bits = a.num_bits
-    if bits not in table:
-        raise SchemeError("ValueError", what.format(bits=bits))
-    if not a.symmetric:
-        return WNA16_ZP_TYPES[bits]
-    return table[bits]
+def _check_bits(a: QuantArgs, message: str) -> None:
+    """The WNA16-family constructors' num_bits checks (`message` may use {bits})."""
+    if a.num_bits not in WNA16_TYPES:
+        raise SchemeError("ValueError", message.format(bits=a.num_bits))
+
+
+def _quant_type(a: QuantArgs) -> str:
+    """WNA16_SUPPORTED_TYPES_MAP, or its zero-point twin for asymmetric weights."""
+    return WNA16_ZP_TYPES[a.num_bits] if not a.symmetric else WNA16_TYPES[a.num_bits]
 
 
 def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
     """schemes/compressed_tensors_wNa16.py: select (unless batch-invariant), then verify."""
     w = s.weights
     group = _group(w)
-    if group == -1 and w.strategy != "channel":
-        raise SchemeError("ValueError", "Pack-quantized format requires group quantization or "
-                          "channelwise quantization, but found no group size and strategy is not "
-                          "channelwise.")
-    wt = _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits}. Supported num_bits = "
-                     + str(list(WNA16_TYPES)))
+    wt = _quant_type(w)
     t.mp_config = _mp_config(s, wt, dtype(s.params_dtype), group, not w.symmetric)
     if env.batch_invariant:
         t.notes.append("Using dequantize + batch-invariant matmul for CompressedTensorsWNA16 "
@@ -478,10 +470,8 @@ def _build_wnam(short: str) -> Callable:
     """schemes/compressed_tensors_wNa8.py and wNa4.py: select, then assert whole groups."""
     def build(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
         w, i = s.weights, s.input_activations
-        wt = _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits} for " + short
-                         + "; supported = " + str(sorted(WNA16_TYPES)))
         group = _group(w)
-        t.mp_config = _mp_config(s, wt, dtype(s.params_dtype), group, not w.symmetric)
+        t.mp_config = _mp_config(s, _quant_type(w), dtype(s.params_dtype), group, not w.symmetric)
         if select_into(t, t.mp_config, p, env):
             t.notes.append(f"Using {t.selected} for CompressedTensors{short}")
             if t.selected == "HummingLinearKernel":
@@ -499,9 +489,6 @@ def _build_wnam(short: str) -> Callable:
 def _build_wna8o8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
     """schemes/compressed_tensors_wNa8o8.py: select, then register weights (verify)."""
     w = s.weights
-    if w.num_bits not in WNA8O8_TYPES:
-        raise SchemeError("ValueError", f"Unsupported num_bits = {w.num_bits} for WNA8O8Int; "
-                          f"supported = {sorted(WNA8O8_TYPES)}")
     group = _group(w)
     t.mp_config = _mp_config(s, WNA8O8_TYPES[w.num_bits], dtype(s.params_dtype), group, False)
     if select_into(t, t.mp_config, p, env):
@@ -512,10 +499,10 @@ def _build_wna8o8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
 
 def _constructor_checks(r: Resolved, s: SchemeInput) -> None:
     """Checks the scheme classes run in `__init__`, before the capability gate."""
-    w, i = s.weights, s.input_activations
+    w = s.weights
     if r.scheme in ("CompressedTensorsWNA8Int", "CompressedTensorsWNA4Int"):
         short = r.scheme.removeprefix("CompressedTensors")
-        _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits} for " + short + "; supported = "
+        _check_bits(w, "Unsupported num_bits = {bits} for " + short + "; supported = "
                     + str(sorted(WNA16_TYPES)))
         # The predicate already required a symmetric, dynamic, token/group input.
     elif r.scheme == "CompressedTensorsWNA16":
@@ -523,7 +510,7 @@ def _constructor_checks(r: Resolved, s: SchemeInput) -> None:
             raise SchemeError("ValueError", "Pack-quantized format requires group quantization or "
                               "channelwise quantization, but found no group size and strategy is "
                               "not channelwise.")
-        _wna16_type(w, WNA16_TYPES, "Unsupported num_bits = {bits}. Supported num_bits = "
+        _check_bits(w, "Unsupported num_bits = {bits}. Supported num_bits = "
                     + str(list(WNA16_TYPES)))
     elif r.scheme == "CompressedTensorsWNA8O8Int" and w.num_bits not in WNA8O8_TYPES:
         raise SchemeError("ValueError", f"Unsupported num_bits = {w.num_bits} for WNA8O8Int; "
