@@ -137,3 +137,11 @@ def test_bench_cli_bad_input_is_one_line(argv, match, capsys):
     assert main(["bench", "--n", "32", "--k", "256", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and match in err
+
+
+def test_stays_ahead_from_differs_from_first_win_when_timings_cross_back():
+    from workbench.sweeps import stays_ahead_from
+
+    assert stays_ahead_from([(1, 1.2), (8, 0.9), (64, 1.5), (512, 2.0)]) == 64
+    assert stays_ahead_from([(1, 0.5), (8, 0.9)]) is None
+    assert stays_ahead_from([(1, 1.1), (8, 1.3)]) == 1

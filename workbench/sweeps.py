@@ -108,8 +108,25 @@ class Crossover:
     holds_above: bool  # fast also wins at every larger measured M
     points: tuple[tuple[int, float], ...]  # (M, slow / fast) for every M with both timed
 
+    @property
+    def stays_ahead_from(self) -> int | None:
+        return stays_ahead_from(self.points)
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "stays_ahead_from": self.stays_ahead_from}
+
+
+def stays_ahead_from(points: Sequence[tuple[int, float]]) -> int | None:
+    """The smallest M from which the speedup (slow / fast) stays above 1; None if it never does.
+
+    The other reading of "crossover" next to `Crossover.m` (the first M where fast wins):
+    the two differ when timings cross back and forth.
+    """
+    pts = sorted(points)
+    for i, (m, ratio) in enumerate(pts):
+        if all(r > 1.0 for _, r in pts[i:]):
+            return m
+    return None
 
 
 def _by_m(records: Sequence[BenchRecord], path: str) -> dict[int, BenchRecord]:

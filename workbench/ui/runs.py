@@ -45,11 +45,9 @@ def speedup_rows(rows: Sequence[dict], fast: str, slow: str, series: str) -> lis
 
 def crossover_of(points: Sequence[dict]) -> int | None:
     """The smallest M from which the speedup stays above 1 (None: never in range)."""
-    pts = sorted(points, key=lambda p: p["m"])
-    for i, p in enumerate(pts):
-        if all(q["speedup"] > 1.0 for q in pts[i:]):
-            return p["m"] if p["speedup"] > 1.0 else None
-    return None
+    from workbench.sweeps import stays_ahead_from
+
+    return stays_ahead_from([(p["m"], p["speedup"]) for p in points])
 
 
 # --------------------------------------------------------------------------- saved results
