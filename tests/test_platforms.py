@@ -49,3 +49,19 @@ def test_detect_host_reads_this_machine():
 
     has_op = hasattr(torch.ops.aten, "_dyn_quant_matmul_4bit")
     assert ("aten._dyn_quant_matmul_4bit" in host.torch_ops) == has_op
+
+
+def test_detect_host_without_torch_equals_the_torch_probe():
+    # The app's first page reads this machine without importing torch; it must see what
+    # probing torch sees (device, AMX, ops, everything).
+    assert detect_host() == detect_host(import_torch=True)
+
+
+def test_torch_build_is_read_from_its_version_file():
+    import torch
+
+    from workbench.platforms import _torch_build
+
+    build = _torch_build()
+    assert build == {"__version__": torch.__version__, "cuda": torch.version.cuda,
+                     "hip": torch.version.hip, "xpu": getattr(torch.version, "xpu", None)}

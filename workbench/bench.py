@@ -24,14 +24,14 @@ import platform
 import random
 import statistics
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
 from kernels.reference import w4a8_reference, w4a16_reference
-from kernels.registry import PATHS, Int4Weight, KernelPath, get_path
+from kernels.registry import Int4Weight, KernelPath, get_path
 from workbench.errors import InvalidInputError, KernelError
 from workbench.metrics import compare
 

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
-import torch
-
-from kernels import packing
-from kernels.quant import dequantize_groupwise
 from workbench.errors import InvalidInputError
+
+if TYPE_CHECKING:  # torch is imported where tensors are touched: a spec alone needs none
+    import torch
 
 __all__ = [
     "CheckpointFormat", "WeightPacking", "Provenance", "LayerSpec", "QuantizedLayer",
@@ -79,12 +79,8 @@ class Provenance:
     tensors: dict[str, str] = field(default_factory=dict)
 
 
-_DTYPE_NAMES = {torch.bfloat16: "bfloat16", torch.float16: "float16", torch.float32: "float32",
-                torch.float64: "float64"}
-
-
 def dtype_name(dtype: torch.dtype) -> str:
-    return _DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+    return str(dtype).removeprefix("torch.")
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
@@ -244,6 +240,8 @@ class QuantizedLayer(LayerSpec):
     # -- the int4 values ----------------------------------------------------------------
     def int4_weight(self) -> torch.Tensor:
         """int8 [N, K]: signed [-8, 7] without zeros, unsigned [0, 15] with zeros."""
+        from kernels import packing
+
         if self.num_bits != 4 and self.packing is not WeightPacking.INT8:
             raise InvalidInputError(f"layer {self.name}: {self.num_bits}-bit weights are not int4")
         k = self.in_features
@@ -259,12 +257,16 @@ class QuantizedLayer(LayerSpec):
         return packing.unsigned_to_signed(u) if self.zeros is None else u
 
     def _unsigned(self) -> torch.Tensor:
+        from kernels import packing
+
         w = self.int4_weight()
         return w if self.zeros is not None else packing.signed_to_unsigned(w)
 
     def packed(self, fmt: WeightPacking | str) -> torch.Tensor:
         """The weight in another packing: CT int32 [N, K/8], GPTQ [K/8, N], AWQ [K, N/8],
         or int8 [N, K]. Nibbles are unsigned (value + 8 when symmetric)."""
+        from kernels import packing
+
         fmt = WeightPacking(fmt)
         if fmt is self.packing:
             return self.qweight
@@ -278,12 +280,19 @@ class QuantizedLayer(LayerSpec):
 
     def group_index(self) -> torch.Tensor:
         """int64 [K]: the scale group of each input column (g_idx when present)."""
+        import torch
+
         if self.g_idx is not None:
             return self.g_idx.to(torch.int64)
         return torch.arange(self.in_features) // self.effective_group_size
 
-    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """[N, K] = (w_q - zeros) * scales, exact in float32 or float64."""
+    def dequantize(self, dtype: torch.dtype | None = None) -> torch.Tensor:
+        """[N, K] = (w_q - zeros) * scales, exact in float32 (the default) or float64."""
+        import torch
+
+        from kernels.quant import dequantize_groupwise
+
+        dtype = torch.float32 if dtype is None else dtype
         if self.num_bits == 4 and self.g_idx is None:
             # The kernels' own reference dequantization (it also checks value ranges).
             return dequantize_groupwise(self.int4_weight(), self.scales, self.group_size,

@@ -16,6 +16,7 @@ import json
 import platform as _platform
 import re
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from workbench.errors import InvalidInputError, UnknownPresetError
@@ -315,14 +316,48 @@ def _present_packages() -> tuple[str, ...]:
     return tuple(p for p in KNOWN_PACKAGES if find_spec(p) is not None)
 
 
-def detect_host() -> Platform:
-    """This machine as vLLM 0.33.0 would see it: device, capability, ISA, packages, ops."""
-    import torch
+def _torch_build() -> dict[str, Any] | None:
+    """The installed torch's `torch/version.py`, read as text (importing torch costs 2 s).
 
+    Only literal assignments are read (`ast.literal_eval`), nothing is executed. None when
+    torch is absent or the file has an unexpected form; then `detect_host` imports torch.
+    """
+    import ast
+    from importlib.util import find_spec
+
+    try:
+        spec = find_spec("torch")
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        path = Path(next(iter(spec.submodule_search_locations))) / "version.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        values: dict[str, Any] = {}
+        for node in tree.body:
+            target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+            if isinstance(target, ast.Name) and getattr(node, "value", None) is not None:
+                values[target.id] = ast.literal_eval(node.value)
+        return {k: values[k] for k in ("__version__", "cuda", "hip", "xpu")}
+    except (OSError, SyntaxError, ValueError, KeyError, StopIteration):
+        return None
+
+
+def _version_at_least(version: str, major: int, minor: int) -> bool:
+    match = re.match(r"(\d+)\.(\d+)", version)
+    return bool(match) and (int(match.group(1)), int(match.group(2))) >= (major, minor)
+
+
+def detect_host(*, import_torch: bool = False) -> Platform:
+    """This machine as vLLM 0.33.0 would see it: device, capability, ISA, packages, ops.
+
+    A CPU-only torch build without zentorch cannot see a GPU or a zentorch op, so its
+    platform is read without importing torch (the app's first page needs it in well under
+    a second): AMX from the kernel's `amx_tile` flag, `aten._dyn_quant_matmul_4bit` from the
+    torch version (registered on every build since 2.6). `import_torch=True` probes torch
+    itself; a test holds both equal on the machine it runs on.
+    """
     flags, vendor = _cpu_flags()
     arch = _arch_of(_platform.machine())
     packages = _present_packages()
-    ops = _present_ops()
     isa = dict(
         avx2="avx2" in flags,
         avx512="avx512f" in flags,
@@ -330,6 +365,27 @@ def detect_host() -> Platform:
         avx512_vnni="avx512_vnni" in flags or "avx512vnni" in flags,
         vendor=vendor,
     )
+    build = None if import_torch or "zentorch" in packages else _torch_build()
+    if build is not None and not (build["cuda"] or build["hip"] or build["xpu"]):
+        ops = (DYN_QUANT_OP,) if _version_at_least(build["__version__"], 2, 6) else ()
+        return _host_cpu(arch, "amx_tile" in flags, packages, ops, isa)
+    return _probe_with_torch(arch, packages, isa)
+
+
+def _host_cpu(arch: str | None, amx: bool, packages: tuple[str, ...], ops: tuple[str, ...],
+              isa: dict[str, Any]) -> Platform:
+    vendor = isa["vendor"]
+    # vLLM picks ZenCpuPlatform when cpuinfo has AuthenticAMD and avx512 and zentorch imports.
+    zen = vendor == "AuthenticAMD" and isa["avx512"] and "zentorch" in packages
+    desc = f"this machine: {arch} CPU" + (f" ({vendor})" if vendor else "")
+    return Platform("cpu", cpu_arch=arch, zen=zen, amx=amx, packages=packages, torch_ops=ops,
+                    name="host", description=desc, **isa)
+
+
+def _probe_with_torch(arch: str | None, packages: tuple[str, ...], isa: dict[str, Any]) -> Platform:
+    import torch
+
+    ops = _present_ops()
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         if getattr(torch.version, "hip", None):
@@ -344,8 +400,4 @@ def detect_host() -> Platform:
         return Platform("xpu", packages=packages, torch_ops=ops, name="host",
                         description="this machine: Intel XPU", cpu_arch=arch, **isa)
     amx = bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-    # vLLM picks ZenCpuPlatform when cpuinfo has AuthenticAMD and avx512 and zentorch imports.
-    zen = vendor == "AuthenticAMD" and isa["avx512"] and "zentorch" in packages
-    desc = f"this machine: {arch} CPU" + (f" ({vendor})" if vendor else "")
-    return Platform("cpu", cpu_arch=arch, zen=zen, amx=amx, packages=packages, torch_ops=ops,
-                    name="host", description=desc, **isa)
+    return _host_cpu(arch, amx, packages, ops, isa)

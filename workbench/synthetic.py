@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from workbench.errors import InvalidInputError
-from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, dtype_name
+from workbench.layer import CheckpointFormat, Provenance, QuantizedLayer, WeightPacking, dtype_name
 
 __all__ = ["quantize_rtn", "quant_args", "SyntheticSpec", "synthetic_weight", "synthetic_layer",
            "layer_from_weight", "SCHEMES", "DISTRIBUTIONS"]

@@ -127,7 +127,7 @@ def test_layer_name_target_wins_over_class_target(tools, tmp_path):
 
     def two_groups(c):
         groups = c["quantization_config"]["config_groups"]
-        special = {**groups["group_0"], "targets": [f"re:.*down_proj$"]}
+        special = {**groups["group_0"], "targets": ["re:.*down_proj$"]}
         special["input_activations"] = {**special["input_activations"], "symmetric": False}
         c["quantization_config"]["config_groups"] = {"group_0": groups["group_0"], "group_1": special}
 

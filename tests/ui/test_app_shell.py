@@ -47,3 +47,21 @@ def test_a_bug_in_a_page_is_a_red_box_not_a_traceback(ui, monkeypatch):
     # the other pages keep working in the same session
     at.switch_page("workbench/ui/pages/trace.py").run()
     assert not ui.errors(at) and "The code picks" in ui.text(at)
+
+
+def test_the_landing_page_draws_without_importing_torch():
+    # Importing torch costs ~2 s of the 5 s cold-start budget; the landing trace needs none
+    # (the host is read from torch's version file, the layer from its safetensors header).
+    import subprocess
+    import sys
+
+    probe = ("import sys; from streamlit.testing.v1 import AppTest; "
+             f"at = AppTest.from_file({str(ui_root() / 'app.py')!r}, default_timeout=60); at.run(); "
+             "text = ' '.join(m.value for m in at.markdown); "
+             "assert 'The code picks' in text, text[:500]; "
+             "assert not at.exception and not at.error, (at.exception, at.error); "
+             "print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         cwd=ui_root())
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "False"

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,13 @@ ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 CHROMIUM = os.environ.get("WORKBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-quic", "--no-first-run", "--disable-component-update", "--disable-sync"]
-# Issue 6: cold start to the first page fully rendered, on the CI machine.
-# The issue's budget is 5 s on an idle 2-core machine. A loaded machine (CI neighbours) can
-# take longer without the app being at fault, so the check runs where the limit is set.
-COLD_START_LIMIT_S = float(os.environ.get("WORKBENCH_COLD_START_LIMIT_S", "0")) or None
+# Issue 6: cold start to the first page fully rendered, at most 5 s on a 2-core machine.
+# Timing on a shared machine is noisy, so the budget holds for the best of a few fresh starts.
+COLD_START_LIMIT_S = float(os.environ.get("WORKBENCH_COLD_START_LIMIT_S", "5"))
+COLD_START_TRIES = 3
 TIMINGS = ARTIFACTS / "timings.json"
+# The landing page's last section: once it is drawn and no script runs, the page is complete.
+LANDING_LAST = "Where the kernel loop differs"
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no chromium at {CHROMIUM}")
 
@@ -40,12 +43,13 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server():
+@contextmanager
+def _streamlit(log_name: str):
+    """`streamlit run app.py` on a free port; yields (url, seconds until its health check answers)."""
     ARTIFACTS.mkdir(exist_ok=True)
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k not in ("WORKBENCH_ALLOWED_ROOTS", "WORKBENCH_UI_RAISE")}
-    log = open(ARTIFACTS / "streamlit.log", "w")
+    log = open(ARTIFACTS / log_name, "w")
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py",
                              "--server.headless", "true", "--server.port", str(port)],
@@ -59,9 +63,9 @@ def server():
                 break
             except OSError:
                 if proc.poll() is not None or time.perf_counter() > deadline:
-                    pytest.fail(f"streamlit did not start; see {ARTIFACTS / 'streamlit.log'}")
-                time.sleep(0.05)
-        yield {"url": url, "t0": t0, "server_ready_s": time.perf_counter() - t0}
+                    pytest.fail(f"streamlit did not start; see {ARTIFACTS / log_name}")
+                time.sleep(0.02)
+        yield url, time.perf_counter() - t0
     finally:
         proc.terminate()
         try:
@@ -69,6 +73,12 @@ def server():
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server():
+    with _streamlit("streamlit.log") as (url, _):
+        yield {"url": url}
 
 
 def _idle(page, timeout_ms: int = 120_000) -> None:
@@ -116,26 +126,58 @@ def _shot(page, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
 
 
+def _cold_start(pw) -> dict[str, float]:
+    """A fresh server, then one session until the landing page is complete.
+
+    Counted: the server's start, then the first page from request to its last section drawn
+    with no script running. The browser's own launch is not the app's, so it comes first.
+    """
+    browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+    try:
+        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        with _streamlit("streamlit-cold.log") as (url, server_s):
+            t0 = time.perf_counter()
+            page.goto(url)
+            page.get_by_text(LANDING_LAST).first.wait_for(timeout=120_000)
+            page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=60_000)
+            first_page_s = time.perf_counter() - t0
+            assert "The code picks" in page.locator('[data-testid="stMain"]').inner_text()
+            _shot(page, "00-cold-start")
+    finally:
+        browser.close()
+    return {"server_ready_s": round(server_s, 3), "first_page_s": round(first_page_s, 3),
+            "cold_start_s": round(server_s + first_page_s, 3), "loadavg_1m": os.getloadavg()[0]}
+
+
+def test_cold_start_within_budget():
+    tries = []
+    with sync_api.sync_playwright() as pw:
+        while len(tries) < COLD_START_TRIES:
+            tries.append(_cold_start(pw))
+            if tries[-1]["cold_start_s"] <= COLD_START_LIMIT_S:
+                break
+    best = min(tries, key=lambda t: t["cold_start_s"])
+    TIMINGS.write_text(json.dumps({"limit_s": COLD_START_LIMIT_S, "best": best, "tries": tries},
+                                  indent=1) + "\n")
+    print(f"cold start {best['cold_start_s']:.2f} s (server {best['server_ready_s']:.2f} s + first page "
+          f"{best['first_page_s']:.2f} s) at load {best['loadavg_1m']:.1f}; {len(tries)} start(s)")
+    assert best["cold_start_s"] <= COLD_START_LIMIT_S, (
+        f"cold start {best['cold_start_s']:.1f} s at best of {len(tries)} fresh starts (server ready "
+        f"at {best['server_ready_s']:.1f} s, load {best['loadavg_1m']:.1f}) is over the "
+        f"{COLD_START_LIMIT_S} s budget; benchmarks/bench_app_cold_start.py breaks the first session "
+        "down by stage")
+
+
 def test_browser_walkthrough(server):
     main = None
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
-            # 1. Cold start: the landing page (the trace of the bundled sample on this machine).
-            # Counted: the server's start, then the first session from request to fully drawn
-            # (the browser's own launch is not the app's).
-            t_goto = time.perf_counter()
+            # 1. The landing page: the trace of the bundled sample on this machine.
             page.goto(server["url"])
             page.get_by_text("The code picks").first.wait_for(timeout=120_000)
             _idle(page)
-            first_page = time.perf_counter() - t_goto
-            cold = server["server_ready_s"] + first_page
-            TIMINGS.write_text(json.dumps({"server_ready_s": round(server["server_ready_s"], 3),
-                                           "first_page_s": round(first_page, 3),
-                                           "cold_start_s": round(cold, 3),
-                                           "limit_s": COLD_START_LIMIT_S,
-                                           "loadavg_1m": os.getloadavg()[0]}, indent=1) + "\n")
             main = page.locator('[data-testid="stMain"]')
             assert "vLLM 0.33.0 selects" in main.inner_text()
             _shot(page, "01-landing-trace")
@@ -195,19 +237,3 @@ def test_browser_walkthrough(server):
             raise
         finally:
             browser.close()
-
-
-def test_cold_start_within_budget(server):
-    """Reads what the walkthrough measured (same server, same session start)."""
-    if not TIMINGS.exists():
-        pytest.skip("the walkthrough did not get to record a cold start")
-    t = json.loads(TIMINGS.read_text())
-    print(f"cold start {t['cold_start_s']:.2f} s (server {t['server_ready_s']:.2f} s + first page "
-          f"{t['first_page_s']:.2f} s) at load {t['loadavg_1m']:.1f}")
-    assert t["cold_start_s"] > 0 and t["first_page_s"] > 0
-    if COLD_START_LIMIT_S is None:
-        pytest.skip("set WORKBENCH_COLD_START_LIMIT_S=5 to enforce the budget (idle machine)")
-    assert t["cold_start_s"] <= COLD_START_LIMIT_S, (
-        f"cold start {t['cold_start_s']:.1f} s (server ready at {t['server_ready_s']:.1f} s, load "
-        f"{t['loadavg_1m']:.1f}) is over the {COLD_START_LIMIT_S} s budget; "
-        "benchmarks/bench_app_cold_start.py breaks the first session down by stage")

@@ -20,16 +20,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import torch
+from typing import TYPE_CHECKING
 
-from kernels import packing
 from workbench.checkpoints.errors import (
     BadScalesError, GroupSizeError, InvalidConfigError, MissingTensorError,
     TensorMismatchError, UnknownFormatError, UnsupportedLayerError,
 )
-from workbench.checkpoints.safetensors_file import TensorInfo, read_small_tensor, read_tensor
+from workbench.checkpoints.safetensors_file import TensorInfo, read_small_ints, read_tensor
 from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["CTGroup", "CTConfig", "parse_ct_config", "ct_layer_specs", "load_ct_layer",
            "check_scales", "KNOWN_FORMATS", "READABLE_FORMATS"]
@@ -230,7 +232,7 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
             raise _shape_error(packed, "I32 [N, ceil(K * bits / 32)]", prefix)
         if shape_t.dtype not in ("I64", "I32") or shape_t.shape != (2,):
             raise _shape_error(shape_t, "I64 [2] holding (N, K)", prefix)
-        n, k = (int(v) for v in read_small_tensor(shape_t).tolist())
+        n, k = read_small_ints(shape_t)
         if n != packed.shape[0] or k <= 0 or -(-k * bits // 32) != packed.shape[1]:
             raise TensorMismatchError(
                 f"layer {prefix}: weight_shape says (N, K) = ({n}, {k}) but weight_packed is "
@@ -353,6 +355,8 @@ def _header_geometry_loose(tensors: dict[str, TensorInfo], prefix: str) -> tuple
 
 def check_scales(scales: torch.Tensor, tensor_name: str, layer: str) -> None:
     """NaN, Inf or zero scales make a layer garbage: refuse, naming the first bad entry."""
+    import torch
+
     bad = ~torch.isfinite(scales) | (scales == 0)
     if bool(bad.any()):
         count = int(bad.sum())
@@ -372,11 +376,15 @@ def _check_range(t: torch.Tensor, lo: int, hi: int, what: str, layer: str) -> No
 
 def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedLayer:
     """Read one compressed-tensors layer's tensors (only those bytes) into a QuantizedLayer."""
+    import torch
+
+    from kernels import packing
+
     if spec.quant_config.get("unreadable"):
         raise UnsupportedLayerError(f"layer {spec.name}: listed but not loaded: "
                                     f"{spec.quant_config['unreadable']}")
     names = spec.provenance.tensors
-    bits, n, k = spec.num_bits, spec.out_features, spec.in_features
+    bits, n = spec.num_bits, spec.out_features
     lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
     scales = read_tensor(tensors[names["scales"]])
     check_scales(scales, names["scales"], spec.name)

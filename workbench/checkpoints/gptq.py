@@ -22,9 +22,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import torch
-
-from kernels import packing
 from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales
 from workbench.checkpoints.errors import (
     GroupSizeError, InvalidConfigError, MissingTensorError, TensorMismatchError,
@@ -306,6 +303,10 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
 def load_gptq_layer(spec: LayerSpec, cfg: GPTQFamilyConfig,
                     tensors: dict[str, TensorInfo]) -> QuantizedLayer:
     """Read one GPTQ / AWQ / INC layer's tensors into a QuantizedLayer."""
+    import torch
+
+    from kernels import packing
+
     if spec.num_bits != 4:
         raise UnsupportedLayerError(f"layer {spec.name}: {spec.num_bits}-bit weights; the "
                                     "workbench unpacks 4-bit GPTQ/AWQ layers")

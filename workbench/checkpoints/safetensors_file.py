@@ -19,26 +19,31 @@ import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import CorruptFileError, PickleRefusedError
 
-__all__ = ["TensorInfo", "read_header", "read_tensor", "read_small_tensor", "SAFETENSORS_DTYPES"]
+if TYPE_CHECKING:
+    import torch
+
+__all__ = ["TensorInfo", "read_header", "read_tensor", "read_small_ints", "SAFETENSORS_DTYPES"]
 
 # The safetensors library refuses headers over 100 MB; so do we, before allocating.
 MAX_HEADER_BYTES = 100_000_000
 
-# safetensors dtype name -> (bits per element, torch dtype or None when torch has none).
-SAFETENSORS_DTYPES: dict[str, tuple[int, torch.dtype | None]] = {
-    "BOOL": (8, torch.bool), "U8": (8, torch.uint8), "I8": (8, torch.int8),
-    "I16": (16, torch.int16), "U16": (16, torch.uint16), "I32": (32, torch.int32),
-    "U32": (32, torch.uint32), "I64": (64, torch.int64), "U64": (64, torch.uint64),
-    "F16": (16, torch.float16), "BF16": (16, torch.bfloat16), "F32": (32, torch.float32),
-    "F64": (64, torch.float64), "F8_E4M3": (8, torch.float8_e4m3fn),
-    "F8_E5M2": (8, torch.float8_e5m2), "F8_E8M0": (8, getattr(torch, "float8_e8m0fnu", None)),
-    "F4": (4, None), "F6_E2M3": (6, None), "F6_E3M2": (6, None), "C64": (64, torch.complex64),
+# safetensors dtype name -> (bits per element, torch dtype name or None when torch has none).
+# Names, not dtypes: listing a checkpoint must not import torch (the app's first page).
+SAFETENSORS_DTYPES: dict[str, tuple[int, str | None]] = {
+    "BOOL": (8, "bool"), "U8": (8, "uint8"), "I8": (8, "int8"), "I16": (16, "int16"),
+    "U16": (16, "uint16"), "I32": (32, "int32"), "U32": (32, "uint32"), "I64": (64, "int64"),
+    "U64": (64, "uint64"), "F16": (16, "float16"), "BF16": (16, "bfloat16"), "F32": (32, "float32"),
+    "F64": (64, "float64"), "F8_E4M3": (8, "float8_e4m3fn"), "F8_E5M2": (8, "float8_e5m2"),
+    "F8_E8M0": (8, "float8_e8m0fnu"), "F4": (4, None), "F6_E2M3": (6, None), "F6_E3M2": (6, None),
+    "C64": (64, "complex64"),
 }
+# Little-endian struct codes of the integer dtypes a metadata tensor may use.
+_INT_CODES = {"I8": "b", "U8": "B", "I16": "h", "U16": "H", "I32": "i", "U32": "I", "I64": "q",
+              "U64": "Q"}
 
 # First bytes of files that must never be handed to a deserializer that runs code.
 _PICKLE_PROTOCOL_MARK = 0x80
@@ -63,7 +68,10 @@ class TensorInfo:
 
     @property
     def torch_dtype(self) -> torch.dtype | None:
-        return SAFETENSORS_DTYPES[self.dtype][1]
+        import torch
+
+        name = SAFETENSORS_DTYPES[self.dtype][1]
+        return None if name is None else getattr(torch, name, None)
 
 
 def _refuse_if_pickle(path: Path, head: bytes) -> None:
@@ -187,16 +195,15 @@ def read_tensor(info: TensorInfo) -> torch.Tensor:
         raise CorruptFileError(f"{info.file}: tensor {info.name!r} cannot be read: {exc}") from None
 
 
-def read_small_tensor(info: TensorInfo, limit: int = 4096) -> torch.Tensor:
-    """Read a tiny metadata tensor (e.g. `weight_shape`) by seeking to its bytes."""
-    if info.nbytes > limit or info.torch_dtype is None:
+def read_small_ints(info: TensorInfo, limit: int = 4096) -> tuple[int, ...]:
+    """Read a tiny integer metadata tensor (e.g. `weight_shape`) by seeking to its bytes."""
+    code = _INT_CODES.get(info.dtype)
+    if info.nbytes > limit or code is None:
         raise CorruptFileError(f"{info.file}: tensor {info.name!r} ({info.dtype} {list(info.shape)}) "
-                               f"is not a small metadata tensor (at most {limit} bytes)")
-    if info.nbytes == 0:
-        return torch.empty(info.shape, dtype=info.torch_dtype)
+                               f"is not a small integer metadata tensor (at most {limit} bytes)")
     with open(info.file, "rb") as f:
         f.seek(info.data_start + info.begin)
         raw = f.read(info.nbytes)
     if len(raw) != info.nbytes:
         raise CorruptFileError(f"{info.file}: tensor {info.name!r} is cut short (truncated file)")
-    return torch.frombuffer(bytearray(raw), dtype=info.torch_dtype).reshape(info.shape).clone()
+    return struct.unpack(f"<{len(raw) // struct.calcsize(code)}{code}", raw)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields as dc_fields
-from typing import Any
 
 import streamlit as st
 
@@ -201,7 +200,6 @@ def render() -> None:
                 "rule does not divide is rejected by that kernel (or zero-padded, for Marlin).")
     from workbench.models import MODELS
 
-    ss = st.session_state
     c1, c2, c3 = st.columns(3)
     with c1:
         state.bind(st.selectbox, "Shapes", "align.model", options=["", *MODELS],
