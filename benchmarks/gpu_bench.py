@@ -77,59 +77,66 @@ LIMITS = {"int8_tops": 1979.0, "bf16_tflops": 989.0, "hbm_gbs": 4800.0}
 # step covers 2 * block_k values of K; for the plain int8 GEMM it is K per step)
 
 T = TileConfig
+# variant (TileConfig.variant): grouped W4A8 0/1/2 = scale each group's int32 dot right
+# after it / after both dots of a step / one dot later; W4A16 1 = integer dequant, then a
+# separate multiply by the scale. Session 1 swept the tiles (variant 0); session 2 swept
+# the variants around the winners.
 CANDIDATES = {
     ("w4a8", "prefill"): [
-        T(128, 256, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(128, 256, 128, num_warps=8, num_stages=4, swap_ab=True),
-        T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(128, 128, 128, num_warps=8, num_stages=4, swap_ab=True),
         T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(128, 256, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(64, 256, 128, num_warps=8, num_stages=4, swap_ab=True),
-        T(128, 64, 128, num_warps=4, num_stages=4, swap_ab=True),
-        T(128, 256, 128, num_warps=8, num_stages=3),
+        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=1),
+        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
+        T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
+        T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=1),
+        T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
+        T(128, 256, 128, num_warps=8, num_stages=3, swap_ab=True),
+        T(128, 256, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
+        T(128, 128, 128, num_warps=8, num_stages=4, swap_ab=True, variant=2),
+        T(128, 256, 128, num_warps=8, num_stages=3, variant=2),
     ],
     ("w4a8", "mid"): [
         T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
-        T(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
-        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True),
+        T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=1),
+        T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2),
         T(64, 256, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(32, 256, 128, num_warps=8, num_stages=4, swap_ab=True),
-        T(64, 128, 128, num_warps=4, num_stages=5, swap_ab=True),
+        T(64, 256, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
+        T(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2),
     ],
     ("w4a8", "decode"): [
-        T(16, 128, 256, split_k=0, num_stages=3, swap_ab=True),
-        T(16, 128, 256, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 128, 128, split_k=0, num_stages=6, swap_ab=True),
-        T(16, 256, 128, split_k=0, num_stages=4, num_warps=8, swap_ab=True),
         T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 64, 256, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 128, 128, split_k=0, num_stages=4),
-        T(16, 64, 256, split_k=0, num_stages=3),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=1),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
+        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True),
+        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
+        T(16, 128, 256, split_k=0, num_stages=3, swap_ab=True),
     ],
     ("w4a16", "prefill"): [
         T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
-        T(256, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(256, 128, 32, num_warps=8, num_stages=5, swap_ab=True),
+        T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1),
         T(128, 256, 64, num_warps=8, num_stages=3, swap_ab=True),
+        T(128, 256, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1),
         T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(256, 64, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(128, 256, 64, num_warps=8, num_stages=3),
-        T(128, 128, 64, num_warps=4, num_stages=4),
+        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=1),
+        T(256, 128, 32, num_warps=8, num_stages=5, swap_ab=True, variant=1),
+        T(128, 256, 64, num_warps=8, num_stages=3, variant=1),
+        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=1),
     ],
     ("w4a16", "mid"): [
-        T(64, 128, 64, num_warps=4, num_stages=4), T(64, 256, 64, num_warps=4, num_stages=4),
-        T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True),
         T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True),
+        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=1),
+        T(64, 128, 64, num_warps=4, num_stages=4),
+        T(64, 128, 64, num_warps=4, num_stages=4, variant=1),
+        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True, variant=1),
+        T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True, variant=1),
     ],
     ("w4a16", "decode"): [
-        T(16, 64, 128, split_k=0, num_stages=4), T(16, 128, 64, split_k=0, num_stages=4),
-        T(16, 128, 128, split_k=0, num_stages=4), T(16, 64, 64, split_k=0, num_stages=6),
-        T(16, 256, 64, split_k=0, num_stages=4, num_warps=8),
+        T(16, 128, 64, split_k=0, num_stages=4), T(16, 128, 64, split_k=0, num_stages=4, variant=1),
+        T(16, 128, 128, split_k=0, num_stages=4),
+        T(16, 128, 128, split_k=0, num_stages=4, variant=1),
         T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=1),
+        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=1),
+        T(16, 64, 64, split_k=0, num_stages=6, swap_ab=True, variant=1),
     ],
     ("int8", "prefill"): [
         T(128, 256, 128, num_warps=8, num_stages=3), T(256, 128, 128, num_warps=8, num_stages=3),
@@ -638,16 +645,25 @@ PROVIDER = {"w4a8": "w4a8_gemm", "w4a16": "w4a16", "w4a16i": "w4a16_int", "int8"
 INT_TABLE: dict[str, TileConfig] = {}
 
 
-def run_sweep(shapes, deadline) -> dict:
+def variant_applies(kind: str, g: int) -> bool:
+    """Variants change grouped W4A8 and the scaled W4A16 path only."""
+    return (kind == "w4a8" and g != -1) or kind == "w4a16"
+
+
+def run_sweep(shapes, deadline, kinds=None) -> dict:
     recs = []
     for shape in shapes:
         for kind, g in SWEEP_KINDS:
             if kind != "int8" and g not in groups_for(shape):
                 continue
+            if kinds and f"{kind}:{g}" not in kinds:
+                continue
             prob = Problem(shape, g)
             for bucket, ms in SWEEP_MS.items():
                 for m in ms:
                     for cfg in CANDIDATES[("w4a16" if kind == "w4a16i" else kind, bucket)]:
+                        if cfg.variant and not variant_applies(kind, g):
+                            continue
                         if time.time() > deadline:
                             log("sweep: time budget reached")
                             return {"records": recs, "complete": False}
@@ -902,6 +918,7 @@ def main() -> None:
     ap.add_argument("--ms", default="all")
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument("--winners", type=Path, default=None, help="apply winners from a sweep JSON")
+    ap.add_argument("--kinds", default="", help="sweep only these kind:group pairs, e.g. w4a8:128,w4a16:-1")
     args = ap.parse_args()
     t_start = time.time()
     deadline = t_start + args.budget_s
@@ -939,7 +956,8 @@ def main() -> None:
         apply_winners(winners)
     if "sweep" in phases:
         sw = guarded("sweep", run_sweep, shapes,
-                     t_start + 0.5 * args.budget_s if "bench" in phases else deadline)
+                     t_start + 0.5 * args.budget_s if "bench" in phases else deadline,
+                     [k for k in args.kinds.split(",") if k])
         if sw:
             winners = pick_winners(sw["records"])
             apply_winners(winners)

@@ -164,6 +164,7 @@ def w4a8_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K,  # K splits (grid axis 1); USE_SPLIT is SPLIT_K > 1
     GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
+    SCHEDULE: tl.constexpr = 0,  # grouped: 0 scale after each dot, 1 after both, 2 a step late
 ):
     """out[M, N] = xs[m] * sum_groups s[g, n] * (xq[m, group] . w[n, group]), int32 dots.
 
@@ -189,6 +190,8 @@ def w4a8_kernel(
         x_ptrs = xq_ptr + am[None, :] * stride_xm + rk[:, None]
         acc_i = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.int32)
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        d_late = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.int32)
+        s_late = tl.zeros([BLOCK_N], dtype=tl.float32)
         for it in range(start, end):
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
@@ -206,10 +209,24 @@ def w4a8_kernel(
             else:
                 s_lo = tl.load(ws_ptr + it * stride_sg + an)
                 s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                d = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
-                acc += _small_i32_to_f32(d) * s_lo[:, None]
-                d = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
-                acc += _small_i32_to_f32(d) * s_hi[:, None]
+                if SCHEDULE == 0:
+                    d = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d) * s_lo[:, None]
+                    d = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d) * s_hi[:, None]
+                elif SCHEDULE == 1:
+                    d_lo = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
+                    d_hi = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d_lo) * s_lo[:, None]
+                    acc += _small_i32_to_f32(d_hi) * s_hi[:, None]
+                else:
+                    d_lo = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d_late) * s_late[:, None]
+                    d_late = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
+                    s_late = s_hi
+                    acc += _small_i32_to_f32(d_lo) * s_lo[:, None]
+        if GROUP_K != 0 and SCHEDULE == 2:
+            acc += _small_i32_to_f32(d_late) * s_late[:, None]
         xs = tl.load(xs_ptr + am)
         if GROUP_K == 0:
             acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[:, None]
@@ -222,6 +239,8 @@ def w4a8_kernel(
         w_ptrs = wp_ptr + an[None, :] * stride_wn + rk[:, None]
         acc_i = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        d_late = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)
+        s_late = tl.zeros([BLOCK_N], dtype=tl.float32)
         for it in range(start, end):
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
@@ -239,10 +258,24 @@ def w4a8_kernel(
             else:
                 s_lo = tl.load(ws_ptr + it * stride_sg + an)
                 s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                d = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
-                acc += _small_i32_to_f32(d) * s_lo[None, :]
-                d = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
-                acc += _small_i32_to_f32(d) * s_hi[None, :]
+                if SCHEDULE == 0:
+                    d = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d) * s_lo[None, :]
+                    d = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d) * s_hi[None, :]
+                elif SCHEDULE == 1:
+                    d_lo = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
+                    d_hi = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d_lo) * s_lo[None, :]
+                    acc += _small_i32_to_f32(d_hi) * s_hi[None, :]
+                else:
+                    d_lo = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
+                    acc += _small_i32_to_f32(d_late) * s_late[None, :]
+                    d_late = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
+                    s_late = s_hi
+                    acc += _small_i32_to_f32(d_lo) * s_lo[None, :]
+        if GROUP_K != 0 and SCHEDULE == 2:
+            acc += _small_i32_to_f32(d_late) * s_late[None, :]
         xs = tl.load(xs_ptr + am)
         if GROUP_K == 0:
             acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[None, :]
@@ -422,6 +455,22 @@ def _dequant(p, HIGH: tl.constexpr, s_ptr, idx, stride_sg, an, GROUP_K: tl.const
     return w
 
 
+@triton.jit
+def _scale_tile(s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr, ROWS: tl.constexpr,
+                DTYPE: tl.constexpr):
+    """SCALE_MUL: the step's scale vector in DTYPE (the checkpoint's rounding), shaped to
+    broadcast over the weight tile (rows when the weight is [BN, BK], columns otherwise).
+    A step lies in one group (BLOCK_K <= GROUP_K); x16 undoes the stored 1/16, exactly."""
+    if GROUP_K == 0:
+        sv = tl.load(s_ptr + an) * 16.0
+    else:
+        sv = tl.load(s_ptr + (idx // GROUP_K) * stride_sg + an) * 16.0
+    if ROWS:
+        return sv.to(DTYPE)[:, None]
+    else:
+        return sv.to(DTYPE)[None, :]
+
+
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def w4a16_kernel(
     # pointers
@@ -437,6 +486,7 @@ def w4a16_kernel(
     SPLIT_K,
     GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
     INT_DQ: tl.constexpr = False,  # per-channel only: exact integers, scale on the accumulator
+    SCALE_MUL: tl.constexpr = False,  # integer dequant, then n * s as a plain Triton multiply
 ):
     """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation.
 
@@ -472,6 +522,9 @@ def w4a16_kernel(
             if INT_DQ:
                 w_lo = _dequant_int(p, False, DTYPE)
                 w_hi = _dequant_int(p, True, DTYPE)
+            elif SCALE_MUL:
+                w_lo = _dequant_int(p, False, DTYPE) * _scale_tile(ws_ptr, k0, stride_sg, an, GROUP_K, True, DTYPE)
+                w_hi = _dequant_int(p, True, DTYPE) * _scale_tile(ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, True, DTYPE)
             else:
                 w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
                                 SWAP_AB, DTYPE)
@@ -501,6 +554,9 @@ def w4a16_kernel(
             if INT_DQ:
                 w_lo = _dequant_int(p, False, DTYPE)
                 w_hi = _dequant_int(p, True, DTYPE)
+            elif SCALE_MUL:
+                w_lo = _dequant_int(p, False, DTYPE) * _scale_tile(ws_ptr, k0, stride_sg, an, GROUP_K, False, DTYPE)
+                w_hi = _dequant_int(p, True, DTYPE) * _scale_tile(ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, False, DTYPE)
             else:
                 w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
                                 SWAP_AB, DTYPE)

@@ -91,6 +91,10 @@ class TileConfig:
     split_k = 0 picks a split from the tile count and the number of multiprocessors.
     swap_ab computes (W @ X^T)^T so the unpacked weight is the left operand, which
     Triton can keep in registers, and a small M becomes the narrow side of the dot.
+    variant picks a code path inside the kernel: for grouped W4A8 when each group's int32
+    dot is scaled into the fp32 accumulator (0 right after its dot, 1 after both dots of
+    a step, 2 one dot later, so the scaling overlaps the next tensor-core op); for W4A16,
+    1 dequantizes to exact integers and multiplies by the scale as a separate op.
     """
 
     block_m: int
@@ -101,6 +105,7 @@ class TileConfig:
     num_warps: int = 4
     num_stages: int = 3
     swap_ab: bool = False
+    variant: int = 0
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k"):

@@ -188,6 +188,7 @@ def w4a8_matmul_quantized(
         GROUP_K=g, EVEN_K=packed.k == packed.k_padded,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         SPLIT_K=split, GROUP_M=cfg.group_m, USE_SPLIT=split > 1, SWAP_AB=cfg.swap_ab,
+        SCHEDULE=cfg.variant if g else 0,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

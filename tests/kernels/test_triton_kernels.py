@@ -146,6 +146,10 @@ CONFIGS = {
     "nt": TileConfig(16, 32, 64),
     "swap": TileConfig(16, 32, 64, swap_ab=True),
     "swap_split2": TileConfig(32, 16, 32, split_k=2, swap_ab=True),
+    # kernel variants (TileConfig.variant): W4A8 grouped scaling after both dots / one dot
+    # late; W4A16 integer dequant times the scale
+    "nt_v1": TileConfig(16, 32, 64, variant=1),
+    "swap_v2_split2": TileConfig(32, 16, 32, split_k=2, swap_ab=True, variant=2),
 }
 
 
@@ -155,7 +159,7 @@ def _for_group(cfg, packed):
 
 
 @pytest.mark.parametrize("m, n, k, g", W4A8_CASES)
-@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2"])
+@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2", "nt_v1", "swap_v2_split2"])
 def test_w4a8_equals_reference_to_output_rounding(layer_factory, x_factory, m, n, k, g, cfg_name):
     w8, _ = _api()
     w_q, scales, _ = layer_factory(n, k, g, seed=m + n)
@@ -200,13 +204,16 @@ def test_w4a8_tuned_table_per_bucket(layer_factory, x_factory, m):
 
 
 @pytest.mark.parametrize("m, n, k, g", W4A8_CASES)
-@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2"])
+@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2", "nt_v1", "swap_v2_split2"])
 def test_w4a16_equals_reference_to_rounding(layer_factory, x_factory, m, n, k, g, cfg_name):
     _, w16 = _api()
     w_q, scales, _ = layer_factory(n, k, g, seed=m + n)
     x = x_factory(m, k, seed=k, dtype=torch.float16)
     packed = w16.prepare_w4a16(w_q, scales, g, device=DEVICE)
-    out = w16.w4a16_matmul(x.to(DEVICE), packed, config=CONFIGS[cfg_name])
+    cfg = CONFIGS[cfg_name]
+    if cfg.variant == 1 and not packed.per_channel and cfg.block_k > g:
+        cfg = _for_group(cfg, packed)  # the scale multiply takes one group per step
+    out = w16.w4a16_matmul(x.to(DEVICE), packed, config=cfg)
     assert out.dtype == torch.float16
     ref = w4a16_reference(x, w_q, scales, g)
     u = U[torch.float16]
