@@ -29,7 +29,6 @@ import datetime
 import json
 import math
 import multiprocessing as mp
-import os
 import statistics
 import subprocess
 import sys
