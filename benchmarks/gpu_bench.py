@@ -77,9 +77,9 @@ LIMITS = {"int8_tops": 1979.0, "bf16_tflops": 989.0, "hbm_gbs": 4800.0}
 
 T = TileConfig
 # variant (TileConfig.variant): grouped W4A8 0/1/2 = scale each group's int32 dot right
-# after it / after both dots of a step / one dot later; W4A16 1 = integer dequant, then a
-# separate multiply by the scale. Session 1 swept the tiles (variant 0); session 2 swept
-# the variants around the winners.
+# after it / after both dots of a step / one dot later. Session 1 swept the tiles (variant
+# 0, results/h200_sweep.json); session 2 the variants around the winners
+# (results/h200_sweep_variants_*.json).
 CANDIDATES = {
     ("w4a8", "prefill"): [
         T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
@@ -109,33 +109,35 @@ CANDIDATES = {
         T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
         T(16, 128, 256, split_k=0, num_stages=3, swap_ab=True),
     ],
+    # W4A16 variant bits: 1 = integer dequant then a separate scale multiply, 2 = the two
+    # dots of a step in two accumulators (every wgmma asynchronous).
     ("w4a16", "prefill"): [
         T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
         T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1),
-        T(128, 256, 64, num_warps=8, num_stages=3, swap_ab=True),
-        T(128, 256, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1),
-        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=1),
-        T(256, 128, 32, num_warps=8, num_stages=5, swap_ab=True, variant=1),
-        T(128, 256, 64, num_warps=8, num_stages=3, variant=1),
-        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=1),
+        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
+        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=3),
+        T(128, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=2),
+        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
+        T(64, 256, 64, num_warps=8, num_stages=3, swap_ab=True, variant=2),
+        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
+        T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True, variant=2),
+        T(128, 64, 64, num_warps=4, num_stages=4, swap_ab=True, variant=2),
     ],
     ("w4a16", "mid"): [
         T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=1),
+        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
+        T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True, variant=2),
+        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
         T(64, 128, 64, num_warps=4, num_stages=4),
-        T(64, 128, 64, num_warps=4, num_stages=4, variant=1),
-        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True, variant=1),
-        T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True, variant=1),
+        T(64, 128, 64, num_warps=4, num_stages=4, variant=2),
     ],
     ("w4a16", "decode"): [
-        T(16, 128, 64, split_k=0, num_stages=4), T(16, 128, 64, split_k=0, num_stages=4, variant=1),
+        T(16, 128, 64, split_k=0, num_stages=4), T(16, 128, 64, split_k=0, num_stages=4, variant=2),
         T(16, 128, 128, split_k=0, num_stages=4),
-        T(16, 128, 128, split_k=0, num_stages=4, variant=1),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=1),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=1),
-        T(16, 64, 64, split_k=0, num_stages=6, swap_ab=True, variant=1),
+        T(16, 128, 128, split_k=0, num_stages=4, variant=2),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
+        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
+        T(16, 64, 64, split_k=0, num_stages=6, swap_ab=True, variant=2),
     ],
     ("int8", "prefill"): [
         T(128, 256, 128, num_warps=8, num_stages=3), T(256, 128, 128, num_warps=8, num_stages=3),
@@ -644,9 +646,12 @@ PROVIDER = {"w4a8": "w4a8_gemm", "w4a16": "w4a16", "w4a16i": "w4a16_int", "int8"
 INT_TABLE: dict[str, TileConfig] = {}
 
 
-def variant_applies(kind: str, g: int) -> bool:
-    """Variants change grouped W4A8 and the scaled W4A16 path only."""
-    return (kind == "w4a8" and g != -1) or kind == "w4a16"
+def variant_applies(kind: str, g: int, variant: int) -> bool:
+    """Whether a variant changes the code that runs (else the sweep skips it as a duplicate):
+    grouped W4A8; W4A16; the exact-integer path takes only the two-accumulator bit."""
+    if kind == "w4a8":
+        return g != -1
+    return kind == "w4a16" or variant == 2
 
 
 def run_sweep(shapes, deadline, kinds=None) -> dict:
@@ -661,7 +666,7 @@ def run_sweep(shapes, deadline, kinds=None) -> dict:
             for bucket, ms in SWEEP_MS.items():
                 for m in ms:
                     for cfg in CANDIDATES[("w4a16" if kind == "w4a16i" else kind, bucket)]:
-                        if cfg.variant and not variant_applies(kind, g):
+                        if cfg.variant and not variant_applies(kind, g, cfg.variant):
                             continue
                         if time.time() > deadline:
                             log("sweep: time budget reached")
@@ -917,6 +922,7 @@ def main() -> None:
     ap.add_argument("--ms", default="all")
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument("--winners", type=Path, default=None, help="apply winners from a sweep JSON")
+    ap.add_argument("--sweep-name", default="h200_sweep.json")
     ap.add_argument("--kinds", default="", help="sweep only these kind:group pairs, e.g. w4a8:128,w4a16:-1")
     args = ap.parse_args()
     t_start = time.time()
@@ -962,7 +968,7 @@ def main() -> None:
             apply_winners(winners)
             sweep_doc = {**meta, "winners": winners, "tables_after": table_snapshot(),
                          "complete": sw["complete"], "records": sw["records"]}
-            (out / "h200_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
+            (out / args.sweep_name).write_text(json.dumps(sweep_doc, indent=1))
             log("winners: " + json.dumps({k: (v["cfg"], round(v["geomean_slowdown"], 3))
                                           for k, v in winners.items()}))
     meta["tables"] = table_snapshot()
@@ -986,7 +992,7 @@ def main() -> None:
         if sw:
             sweep_doc = {**meta, "winners": winners, "complete": sw["complete"],
                          "records": sw["records"]}
-            (out / "h200_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
+            (out / args.sweep_name).write_text(json.dumps(sweep_doc, indent=1))
 
     if "bench" in phases:
         recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta)

@@ -487,11 +487,15 @@ def w4a16_kernel(
     GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
     INT_DQ: tl.constexpr = False,  # per-channel only: exact integers, scale on the accumulator
     SCALE_MUL: tl.constexpr = False,  # integer dequant, then n * s as a plain Triton multiply
+    TWO_ACC: tl.constexpr = False,  # low and high halves in separate accumulators (see below)
 ):
     """out[M, N] = x[M, K] @ (w * s)^T with w * s rounded to x's dtype, fp32 accumulation.
 
     With INT_DQ (per-channel weights) the dot takes the exact integers and the fp32
-    accumulator is scaled at the end instead.
+    accumulator is scaled at the end instead. With TWO_ACC the two dots of a step chain
+    into separate accumulators, summed once at the end: with one accumulator Triton waits
+    for the first wgmma before issuing the second; with two, every wgmma stays in flight
+    while the next step's weights are dequantized.
     """
     DTYPE: tl.constexpr = x_ptr.dtype.element_ty
     pid_m, pid_n, tile_id = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -508,6 +512,7 @@ def w4a16_kernel(
         w_ptrs = wp_ptr + an[:, None] * stride_wn + rk[None, :]
         x_ptrs = x_ptr + am[None, :] * stride_xm + rk[:, None]
         acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
+        acc_hi = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
         for it in range(start, end):
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
@@ -531,7 +536,12 @@ def w4a16_kernel(
                 w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
                                 BLOCK_K, SWAP_AB, DTYPE)
             acc = tl.dot(w_lo, a_lo, acc)
-            acc = tl.dot(w_hi, a_hi, acc)
+            if TWO_ACC:
+                acc_hi = tl.dot(w_hi, a_hi, acc_hi)
+            else:
+                acc = tl.dot(w_hi, a_hi, acc)
+        if TWO_ACC:
+            acc += acc_hi
         if INT_DQ:
             acc = acc * (tl.load(ws_ptr + an) * 16.0)[:, None]
         offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
@@ -540,6 +550,7 @@ def w4a16_kernel(
         x_ptrs = x_ptr + am[:, None] * stride_xm + rk[None, :]
         w_ptrs = wp_ptr + an[None, :] * stride_wn + rk[:, None]
         acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
+        acc_hi = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
         for it in range(start, end):
             k0 = it * BLOCK_K
             p = tl.load(w_ptrs + k0)
@@ -563,7 +574,12 @@ def w4a16_kernel(
                 w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
                                 BLOCK_K, SWAP_AB, DTYPE)
             acc = tl.dot(a_lo, w_lo, acc)
-            acc = tl.dot(a_hi, w_hi, acc)
+            if TWO_ACC:
+                acc_hi = tl.dot(a_hi, w_hi, acc_hi)
+            else:
+                acc = tl.dot(a_hi, w_hi, acc)
+        if TWO_ACC:
+            acc += acc_hi
         if INT_DQ:
             acc = acc * (tl.load(ws_ptr + an) * 16.0)[None, :]
         offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]

@@ -107,9 +107,11 @@ def w4a16_matmul(
     if int_dequant is None:
         int_dequant = m_bucket(m) in INT_DEQUANT_BUCKETS
     int_dq = bool(int_dequant) and packed.per_channel
-    scale_mul = cfg.variant == 1 and not int_dq
+    if cfg.variant not in (0, 1, 2, 3):
+        raise KernelInputError(f"config.variant = {cfg.variant}; the W4A16 kernel accepts 0 to 3")
+    scale_mul = bool(cfg.variant & 1) and not int_dq
     if scale_mul and not packed.per_channel and cfg.block_k > packed.group_size:
-        raise KernelInputError(f"config.variant = 1 needs block_k <= group_size "
+        raise KernelInputError(f"config.variant = {cfg.variant} needs block_k <= group_size "
                                f"({cfg.block_k} > {packed.group_size})")
     if packed.half_k % cfg.block_k:
         raise KernelInputError(
@@ -126,7 +128,7 @@ def w4a16_matmul(
         EVEN_K=packed.k == packed.k_padded,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         SPLIT_K=split, GROUP_M=cfg.group_m, USE_SPLIT=split > 1, SWAP_AB=cfg.swap_ab,
-        INT_DQ=int_dq, SCALE_MUL=scale_mul,
+        INT_DQ=int_dq, SCALE_MUL=scale_mul, TWO_ACC=bool(cfg.variant & 2),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

@@ -49,15 +49,18 @@ __all__ = [
 _OUT_DTYPES = (torch.bfloat16, torch.float16)
 
 # (bucket, "channel" | "group") -> config. Grouped launches use block_k = group size.
-# Tuned on an H200 (benchmarks/results/h200_sweep.json): the best geometric mean over the
-# five benchmark shapes at M = 1 and 16 (decode), 256 (mid), 4096 (prefill).
+# Tuned on an H200: the best geometric mean over the benchmark shapes at M = 1 and 16
+# (decode), 256 (mid), 4096 (prefill); tiles in benchmarks/results/h200_sweep.json, the
+# grouped kernel's scaling schedule (variant) in h200_sweep_variants_w4a8.json.
 W4A8_CONFIGS: dict[tuple[str, str], TileConfig] = {
     ("decode", "channel"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
-    ("decode", "group"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
+    ("decode", "group"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True,
+                                    variant=2),
     ("mid", "channel"): TileConfig(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
-    ("mid", "group"): TileConfig(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
+    ("mid", "group"): TileConfig(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2),
     ("prefill", "channel"): TileConfig(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
-    ("prefill", "group"): TileConfig(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
+    ("prefill", "group"): TileConfig(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True,
+                                     variant=2),
 }
 
 
@@ -177,6 +180,8 @@ def w4a8_matmul_quantized(
     if packed.half_k % cfg.block_k:
         raise KernelInputError(
             f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
+    if cfg.variant not in (0, 1, 2):
+        raise KernelInputError(f"config.variant = {cfg.variant}; the W4A8 kernel accepts 0, 1, 2")
     steps = packed.half_k // cfg.block_k
     split = resolve_split_k(cfg, m, n, steps, x_q.device)
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)

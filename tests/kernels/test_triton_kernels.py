@@ -150,6 +150,7 @@ CONFIGS = {
     # late; W4A16 integer dequant times the scale
     "nt_v1": TileConfig(16, 32, 64, variant=1),
     "swap_v2_split2": TileConfig(32, 16, 32, split_k=2, swap_ab=True, variant=2),
+    "nt_v3": TileConfig(16, 32, 64, variant=3),
 }
 
 
@@ -204,14 +205,14 @@ def test_w4a8_tuned_table_per_bucket(layer_factory, x_factory, m):
 
 
 @pytest.mark.parametrize("m, n, k, g", W4A8_CASES)
-@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2", "nt_v1", "swap_v2_split2"])
+@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2", "nt_v1", "swap_v2_split2", "nt_v3"])
 def test_w4a16_equals_reference_to_rounding(layer_factory, x_factory, m, n, k, g, cfg_name):
     _, w16 = _api()
     w_q, scales, _ = layer_factory(n, k, g, seed=m + n)
     x = x_factory(m, k, seed=k, dtype=torch.float16)
     packed = w16.prepare_w4a16(w_q, scales, g, device=DEVICE)
     cfg = CONFIGS[cfg_name]
-    if cfg.variant == 1 and not packed.per_channel and cfg.block_k > g:
+    if cfg.variant & 1 and not packed.per_channel and cfg.block_k > g:
         cfg = _for_group(cfg, packed)  # the scale multiply takes one group per step
     out = w16.w4a16_matmul(x.to(DEVICE), packed, config=cfg)
     assert out.dtype == torch.float16
@@ -278,3 +279,9 @@ def test_kernels_reject_bad_inputs_by_name(layer_factory):
     x_q = torch.ones(2, 256, dtype=torch.int8, device=DEVICE)
     with pytest.raises(KernelInputError, match="x_scale"):
         w8.w4a8_matmul_quantized(x_q, torch.ones(3, device=DEVICE), packed)
+    with pytest.raises(KernelInputError, match="accepts 0, 1, 2"):
+        w8.w4a8_matmul_quantized(x_q, torch.ones(2, device=DEVICE), packed,
+                                 config=TileConfig(16, 32, 128, variant=3))
+    with pytest.raises(KernelInputError, match="needs block_k <= group_size"):
+        w16.w4a16_matmul(torch.ones(2, 256, dtype=torch.float16, device=DEVICE), packed,
+                         config=TileConfig(16, 32, 256, variant=1))
