@@ -103,11 +103,13 @@ CANDIDATES = {
     ],
     ("w4a8", "decode"): [
         T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=1),
         T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
-        T(16, 128, 256, split_k=0, num_stages=3, swap_ab=True),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, programs_per_sm=4),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, programs_per_sm=8),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=8),
+        T(16, 64, 256, split_k=0, num_stages=3, swap_ab=True, programs_per_sm=4),
+        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4),
     ],
     # W4A16 variant bits: 1 = integer dequant then a separate scale multiply, 2 = the two
     # dots of a step in two accumulators (every wgmma asynchronous).
@@ -132,12 +134,15 @@ CANDIDATES = {
         T(64, 128, 64, num_warps=4, num_stages=4, variant=2),
     ],
     ("w4a16", "decode"): [
-        T(16, 128, 64, split_k=0, num_stages=4), T(16, 128, 64, split_k=0, num_stages=4, variant=2),
-        T(16, 128, 128, split_k=0, num_stages=4),
-        T(16, 128, 128, split_k=0, num_stages=4, variant=2),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
-        T(16, 64, 64, split_k=0, num_stages=6, swap_ab=True, variant=2),
+        T(16, 128, 64, split_k=0, num_stages=4), T(16, 128, 128, split_k=0, num_stages=4),
+        T(16, 128, 64, split_k=0, num_stages=4, programs_per_sm=4),
+        T(16, 128, 64, split_k=0, num_stages=4, programs_per_sm=8),
+        T(16, 128, 128, split_k=0, num_stages=4, programs_per_sm=4),
+        T(16, 128, 128, split_k=0, num_stages=4, programs_per_sm=8),
+        T(16, 64, 64, split_k=0, num_stages=4, programs_per_sm=4),
+        T(16, 64, 128, split_k=0, num_stages=4, programs_per_sm=4),
+        T(16, 128, 64, split_k=0, num_stages=6, programs_per_sm=4),
+        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4),
     ],
     ("int8", "prefill"): [
         T(128, 256, 128, num_warps=8, num_stages=3), T(256, 128, 128, num_warps=8, num_stages=3),
@@ -654,7 +659,7 @@ def variant_applies(kind: str, g: int, variant: int) -> bool:
     return kind == "w4a16" or variant == 2
 
 
-def run_sweep(shapes, deadline, kinds=None) -> dict:
+def run_sweep(shapes, deadline, kinds=None, buckets=None) -> dict:
     recs = []
     for shape in shapes:
         for kind, g in SWEEP_KINDS:
@@ -664,6 +669,8 @@ def run_sweep(shapes, deadline, kinds=None) -> dict:
                 continue
             prob = Problem(shape, g)
             for bucket, ms in SWEEP_MS.items():
+                if buckets and bucket not in buckets:
+                    continue
                 for m in ms:
                     for cfg in CANDIDATES[("w4a16" if kind == "w4a16i" else kind, bucket)]:
                         if cfg.variant and not variant_applies(kind, g, cfg.variant):
@@ -923,6 +930,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=14)
     ap.add_argument("--winners", type=Path, default=None, help="apply winners from a sweep JSON")
     ap.add_argument("--sweep-name", default="h200_sweep.json")
+    ap.add_argument("--buckets", default="", help="sweep only these M buckets, e.g. decode")
     ap.add_argument("--kinds", default="", help="sweep only these kind:group pairs, e.g. w4a8:128,w4a16:-1")
     args = ap.parse_args()
     t_start = time.time()
@@ -962,7 +970,7 @@ def main() -> None:
     if "sweep" in phases:
         sw = guarded("sweep", run_sweep, shapes,
                      t_start + 0.5 * args.budget_s if "bench" in phases else deadline,
-                     [k for k in args.kinds.split(",") if k])
+                     [k for k in args.kinds.split(",") if k], [b for b in args.buckets.split(",") if b])
         if sw:
             winners = pick_winners(sw["records"])
             apply_winners(winners)

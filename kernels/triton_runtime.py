@@ -88,7 +88,8 @@ class TileConfig:
 
     block_k counts packed bytes per K step: each step covers 2 * block_k values of K
     (block_k from the low half of K and block_k from the high half, see triton_pack).
-    split_k = 0 picks a split from the tile count and the number of multiprocessors.
+    split_k = 0 splits K until about programs_per_sm programs run on each multiprocessor
+    (decode: more programs keep more weight bytes in flight).
     swap_ab computes (W @ X^T)^T so the unpacked weight is the left operand, which
     Triton can keep in registers, and a small M becomes the narrow side of the dot.
     variant picks a code path inside the kernel: for grouped W4A8 when each group's int32
@@ -107,6 +108,7 @@ class TileConfig:
     num_stages: int = 3
     swap_ab: bool = False
     variant: int = 0
+    programs_per_sm: int = 2
 
     def __post_init__(self) -> None:
         for name in ("block_m", "block_n", "block_k"):
@@ -136,8 +138,9 @@ def resolve_split_k(cfg: TileConfig, m: int, n: int, k_steps: int, device: torch
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     sms = sm_count(device)
     split = 1
-    # Double up to about two programs per multiprocessor (loads in flight hide HBM
-    # latency), keeping >= 2 K steps per split so the pipeline has something to overlap.
-    while split < 32 and tiles * split * 2 <= 2 * sms and k_steps // (split * 2) >= 2:
+    # Double up to about programs_per_sm programs per multiprocessor (loads in flight hide
+    # HBM latency), keeping >= 2 K steps per split so the pipeline has something to overlap.
+    while (split < 32 and tiles * split * 2 <= cfg.programs_per_sm * sms
+           and k_steps // (split * 2) >= 2):
         split *= 2
     return split

@@ -44,16 +44,19 @@ _X_DTYPES = (torch.bfloat16, torch.float16)
 # on the fp32 accumulator; elsewhere they are dequantized to n * scale in x's dtype like
 # grouped weights. Chosen on the H200 by benchmarks/gpu_bench.py (each path checked
 # against the reference, then timed).
-INT_DEQUANT_BUCKETS: frozenset[str] = frozenset({"mid", "prefill"})
+INT_DEQUANT_BUCKETS: frozenset[str] = frozenset()
 
-# Tuned on an H200 like W4A8_CONFIGS (benchmarks/results/h200_sweep.json).
+# Tuned on an H200 like W4A8_CONFIGS: tiles in benchmarks/results/h200_sweep.json, variants
+# and decode splits in h200_sweep_variants_*.json.
 W4A16_CONFIGS: dict[tuple[str, str], TileConfig] = {
     ("decode", "channel"): TileConfig(16, 128, 64, split_k=0, num_warps=4, num_stages=4),
     ("decode", "group"): TileConfig(16, 128, 128, split_k=0, num_warps=4, num_stages=4),
     ("mid", "channel"): TileConfig(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-    ("mid", "group"): TileConfig(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-    ("prefill", "channel"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
-    ("prefill", "group"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
+    ("mid", "group"): TileConfig(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
+    ("prefill", "channel"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True,
+                                       variant=1),
+    ("prefill", "group"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True,
+                                     variant=1),
 }
 
 
