@@ -331,6 +331,8 @@ def compile_jobs(kinds_cfgs, groups_k) -> list[dict]:
         for g, k in groups_k:
             if kind in ("int8", "w4a16i") and g != -1:
                 continue
+            if cfg.variant and not variant_applies(kind, g, cfg.variant):
+                continue
             splits = [1, 2] if cfg.split_k == 0 else [None]
             eff = (replace(cfg, block_k=g) if g > 0 and (kind == "w4a8" or cfg.block_k > g)
                    else cfg)
@@ -656,7 +658,9 @@ def variant_applies(kind: str, g: int, variant: int) -> bool:
     grouped W4A8; W4A16; the exact-integer path takes only the two-accumulator bit."""
     if kind == "w4a8":
         return g != -1
-    return kind == "w4a16" or variant == 2
+    if kind == "w4a16":  # the scale multiply (bit 1) is refused for per-channel weights
+        return g != -1 or not variant & 1
+    return variant == 2
 
 
 def run_sweep(shapes, deadline, kinds=None, buckets=None) -> dict:

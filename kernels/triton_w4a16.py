@@ -53,8 +53,7 @@ W4A16_CONFIGS: dict[tuple[str, str], TileConfig] = {
     ("decode", "group"): TileConfig(16, 128, 128, split_k=0, num_warps=4, num_stages=4),
     ("mid", "channel"): TileConfig(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
     ("mid", "group"): TileConfig(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
-    ("prefill", "channel"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True,
-                                       variant=1),
+    ("prefill", "channel"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
     ("prefill", "group"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True,
                                      variant=1),
 }
@@ -113,7 +112,12 @@ def w4a16_matmul(
     if cfg.variant not in (0, 1, 2, 3):
         raise KernelInputError(f"config.variant = {cfg.variant}; the W4A16 kernel accepts 0 to 3")
     scale_mul = bool(cfg.variant & 1) and not int_dq
-    if scale_mul and not packed.per_channel and cfg.block_k > packed.group_size:
+    if scale_mul and packed.per_channel:
+        # Checked on the H200 (Triton 3.6): per-channel scales multiplied as a separate op
+        # gave wrong outputs at 256x128 swap_ab tiles (error up to 115x the rounding bound).
+        raise KernelInputError(f"config.variant = {cfg.variant} (scale multiply) is for grouped "
+                               "weights; per-channel weights take variant 0 or 2")
+    if scale_mul and cfg.block_k > packed.group_size:
         raise KernelInputError(f"config.variant = {cfg.variant} needs block_k <= group_size "
                                f"({cfg.block_k} > {packed.group_size})")
     if packed.half_k % cfg.block_k:

@@ -55,7 +55,7 @@ _OUT_DTYPES = (torch.bfloat16, torch.float16)
 W4A8_CONFIGS: dict[tuple[str, str], TileConfig] = {
     ("decode", "channel"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
     ("decode", "group"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True,
-                                    variant=2),
+                                    variant=2, programs_per_sm=4),
     ("mid", "channel"): TileConfig(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
     ("mid", "group"): TileConfig(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2),
     ("prefill", "channel"): TileConfig(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
