@@ -44,7 +44,7 @@ _X_DTYPES = (torch.bfloat16, torch.float16)
 # on the fp32 accumulator; elsewhere they are dequantized to n * scale in x's dtype like
 # grouped weights. Chosen on the H200 by benchmarks/gpu_bench.py (each path checked
 # against the reference, then timed).
-INT_DEQUANT_BUCKETS: frozenset[str] = frozenset()
+INT_DEQUANT_BUCKETS: frozenset[str] = frozenset({"mid", "prefill"})
 
 # Tuned on an H200 like W4A8_CONFIGS: tiles in benchmarks/results/h200_sweep.json, variants
 # and decode splits in h200_sweep_variants_*.json.
