@@ -150,6 +150,46 @@ def _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id, MN, SPLIT
 
 # %% W4A8: int8 activations x int4 weights on int8 tensor cores
 
+@triton.jit
+def _idot(w, a, SWAP_AB: tl.constexpr):
+    """int32 dot of an unpacked weight tile and an activation tile, in the kernel's
+    orientation (module docstring): acc[BN, BM] with SWAP_AB, else acc[BM, BN]."""
+    if SWAP_AB:
+        return tl.dot(w, a, out_dtype=tl.int32)
+    else:
+        return tl.dot(a, w, out_dtype=tl.int32)
+
+
+@triton.jit
+def _scaled(d, s, SWAP_AB: tl.constexpr):
+    """One group's int32 dot in float32 (exact) times its scales, one per weight row."""
+    if SWAP_AB:
+        return _small_i32_to_f32(d) * s[:, None]
+    else:
+        return _small_i32_to_f32(d) * s[None, :]
+
+
+@triton.jit
+def _grouped_step(acc, d_late, s_late, p, a_lo, a_hi, s_lo, s_hi, SCHEDULE: tl.constexpr,
+                  SWAP_AB: tl.constexpr):
+    """One K step of grouped weights: two group dots, each scaled into acc.
+
+    SCHEDULE 2 scales the high half's dot one dot later (carried in d_late / s_late): on
+    the H200 the scaling then interleaves with the next tensor-core op, 7% faster at
+    prefill than scaling each dot as soon as it is done (SCHEDULE 0).
+    """
+    if SCHEDULE == 0:
+        acc += _scaled(_idot(_unpack_lo(p), a_lo, SWAP_AB), s_lo, SWAP_AB)
+        acc += _scaled(_idot(_unpack_hi(p), a_hi, SWAP_AB), s_hi, SWAP_AB)
+    else:
+        d_lo = _idot(_unpack_lo(p), a_lo, SWAP_AB)
+        acc += _scaled(d_late, s_late, SWAP_AB)
+        d_late = _idot(_unpack_hi(p), a_hi, SWAP_AB)
+        s_late = s_hi
+        acc += _scaled(d_lo, s_lo, SWAP_AB)
+    return acc, d_late, s_late
+
+
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def w4a8_kernel(
     # pointers
@@ -164,7 +204,7 @@ def w4a8_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     SPLIT_K,  # K splits (grid axis 1); USE_SPLIT is SPLIT_K > 1
     GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
-    SCHEDULE: tl.constexpr = 0,  # grouped: 0 scale after each dot, 1 after both, 2 a step late
+    SCHEDULE: tl.constexpr = 0,  # grouped: 0 scale each dot when done, 2 one dot later
 ):
     """out[M, N] = xs[m] * sum_groups s[g, n] * (xq[m, group] . w[n, group]), int32 dots.
 
@@ -209,24 +249,10 @@ def w4a8_kernel(
             else:
                 s_lo = tl.load(ws_ptr + it * stride_sg + an)
                 s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                if SCHEDULE == 0:
-                    d = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d) * s_lo[:, None]
-                    d = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d) * s_hi[:, None]
-                elif SCHEDULE == 1:
-                    d_lo = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
-                    d_hi = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d_lo) * s_lo[:, None]
-                    acc += _small_i32_to_f32(d_hi) * s_hi[:, None]
-                else:
-                    d_lo = tl.dot(_unpack_lo(p), a_lo, out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d_late) * s_late[:, None]
-                    d_late = tl.dot(_unpack_hi(p), a_hi, out_dtype=tl.int32)
-                    s_late = s_hi
-                    acc += _small_i32_to_f32(d_lo) * s_lo[:, None]
+                acc, d_late, s_late = _grouped_step(acc, d_late, s_late, p, a_lo, a_hi, s_lo, s_hi,
+                                                    SCHEDULE, SWAP_AB)
         if GROUP_K != 0 and SCHEDULE == 2:
-            acc += _small_i32_to_f32(d_late) * s_late[:, None]
+            acc += _scaled(d_late, s_late, SWAP_AB)
         xs = tl.load(xs_ptr + am)
         if GROUP_K == 0:
             acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[:, None]
@@ -258,24 +284,10 @@ def w4a8_kernel(
             else:
                 s_lo = tl.load(ws_ptr + it * stride_sg + an)
                 s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                if SCHEDULE == 0:
-                    d = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d) * s_lo[None, :]
-                    d = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d) * s_hi[None, :]
-                elif SCHEDULE == 1:
-                    d_lo = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
-                    d_hi = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d_lo) * s_lo[None, :]
-                    acc += _small_i32_to_f32(d_hi) * s_hi[None, :]
-                else:
-                    d_lo = tl.dot(a_lo, _unpack_lo(p), out_dtype=tl.int32)
-                    acc += _small_i32_to_f32(d_late) * s_late[None, :]
-                    d_late = tl.dot(a_hi, _unpack_hi(p), out_dtype=tl.int32)
-                    s_late = s_hi
-                    acc += _small_i32_to_f32(d_lo) * s_lo[None, :]
+                acc, d_late, s_late = _grouped_step(acc, d_late, s_late, p, a_lo, a_hi, s_lo, s_hi,
+                                                    SCHEDULE, SWAP_AB)
         if GROUP_K != 0 and SCHEDULE == 2:
-            acc += _small_i32_to_f32(d_late) * s_late[None, :]
+            acc += _scaled(d_late, s_late, SWAP_AB)
         xs = tl.load(xs_ptr + am)
         if GROUP_K == 0:
             acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[None, :]
@@ -471,6 +483,48 @@ def _scale_tile(s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr, ROWS: tl.const
         return sv.to(DTYPE)[None, :]
 
 
+@triton.jit
+def _weights(p, HIGH: tl.constexpr, s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr,
+             BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr, DTYPE: tl.constexpr,
+             INT_DQ: tl.constexpr, SCALE_MUL: tl.constexpr):
+    """The low or high weight tile of a step in DTYPE, by the kernel's dequant path."""
+    if INT_DQ:
+        w = _dequant_int(p, HIGH, DTYPE)
+    elif SCALE_MUL:
+        w = _dequant_int(p, HIGH, DTYPE) * _scale_tile(s_ptr, idx, stride_sg, an, GROUP_K, SWAP_AB,
+                                                       DTYPE)
+    else:
+        w = _dequant(p, HIGH, s_ptr, idx, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB, DTYPE)
+    return w
+
+
+@triton.jit
+def _fdot(w, a, acc, SWAP_AB: tl.constexpr):
+    """acc + the float dot of a weight and an activation tile, in the kernel's orientation."""
+    if SWAP_AB:
+        return tl.dot(w, a, acc)
+    else:
+        return tl.dot(a, w, acc)
+
+
+@triton.jit
+def _w4a16_step(acc, acc_hi, p, a_lo, a_hi, s_ptr, k0, HALF_K, stride_sg, an,
+                GROUP_K: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr,
+                DTYPE: tl.constexpr, INT_DQ: tl.constexpr, SCALE_MUL: tl.constexpr,
+                TWO_ACC: tl.constexpr):
+    """One K step: dequantize both halves of the packed tile, two dots."""
+    w_lo = _weights(p, False, s_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB, DTYPE,
+                    INT_DQ, SCALE_MUL)
+    w_hi = _weights(p, True, s_ptr, HALF_K + k0, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB,
+                    DTYPE, INT_DQ, SCALE_MUL)
+    acc = _fdot(w_lo, a_lo, acc, SWAP_AB)
+    if TWO_ACC:
+        acc_hi = _fdot(w_hi, a_hi, acc_hi, SWAP_AB)
+    else:
+        acc = _fdot(w_hi, a_hi, acc, SWAP_AB)
+    return acc, acc_hi
+
+
 @triton.jit(do_not_specialize=["M", "SPLIT_K"])
 def w4a16_kernel(
     # pointers
@@ -524,22 +578,8 @@ def w4a16_kernel(
                                mask=((k0 + rk)[:, None] < K) & row_ok[None, :], other=0.0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
                                mask=((HALF_K + k0 + rk)[:, None] < K) & row_ok[None, :], other=0.0)
-            if INT_DQ:
-                w_lo = _dequant_int(p, False, DTYPE)
-                w_hi = _dequant_int(p, True, DTYPE)
-            elif SCALE_MUL:
-                w_lo = _dequant_int(p, False, DTYPE) * _scale_tile(ws_ptr, k0, stride_sg, an, GROUP_K, True, DTYPE)
-                w_hi = _dequant_int(p, True, DTYPE) * _scale_tile(ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, True, DTYPE)
-            else:
-                w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
-                                SWAP_AB, DTYPE)
-                w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
-                                BLOCK_K, SWAP_AB, DTYPE)
-            acc = tl.dot(w_lo, a_lo, acc)
-            if TWO_ACC:
-                acc_hi = tl.dot(w_hi, a_hi, acc_hi)
-            else:
-                acc = tl.dot(w_hi, a_hi, acc)
+            acc, acc_hi = _w4a16_step(acc, acc_hi, p, a_lo, a_hi, ws_ptr, k0, HALF_K, stride_sg, an,
+                                      GROUP_K, BLOCK_K, SWAP_AB, DTYPE, INT_DQ, SCALE_MUL, TWO_ACC)
         if TWO_ACC:
             acc += acc_hi
         if INT_DQ:
@@ -562,22 +602,8 @@ def w4a16_kernel(
                                mask=((k0 + rk)[None, :] < K) & row_ok[:, None], other=0.0)
                 a_hi = tl.load(x_ptrs + (HALF_K + k0),
                                mask=((HALF_K + k0 + rk)[None, :] < K) & row_ok[:, None], other=0.0)
-            if INT_DQ:
-                w_lo = _dequant_int(p, False, DTYPE)
-                w_hi = _dequant_int(p, True, DTYPE)
-            elif SCALE_MUL:
-                w_lo = _dequant_int(p, False, DTYPE) * _scale_tile(ws_ptr, k0, stride_sg, an, GROUP_K, False, DTYPE)
-                w_hi = _dequant_int(p, True, DTYPE) * _scale_tile(ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K, False, DTYPE)
-            else:
-                w_lo = _dequant(p, False, ws_ptr, k0, stride_sg, an, GROUP_K, BLOCK_K,
-                                SWAP_AB, DTYPE)
-                w_hi = _dequant(p, True, ws_ptr, HALF_K + k0, stride_sg, an, GROUP_K,
-                                BLOCK_K, SWAP_AB, DTYPE)
-            acc = tl.dot(a_lo, w_lo, acc)
-            if TWO_ACC:
-                acc_hi = tl.dot(a_hi, w_hi, acc_hi)
-            else:
-                acc = tl.dot(a_hi, w_hi, acc)
+            acc, acc_hi = _w4a16_step(acc, acc_hi, p, a_lo, a_hi, ws_ptr, k0, HALF_K, stride_sg, an,
+                                      GROUP_K, BLOCK_K, SWAP_AB, DTYPE, INT_DQ, SCALE_MUL, TWO_ACC)
         if TWO_ACC:
             acc += acc_hi
         if INT_DQ:

@@ -93,8 +93,7 @@ class TileConfig:
     swap_ab computes (W @ X^T)^T so the unpacked weight is the left operand, which
     Triton can keep in registers, and a small M becomes the narrow side of the dot.
     variant picks a code path inside the kernel: for grouped W4A8 when each group's int32
-    dot is scaled into the fp32 accumulator (0 right after its dot, 1 after both dots of
-    a step, 2 one dot later, so the scaling overlaps the next tensor-core op); for W4A16,
+    dot is scaled into the fp32 accumulator (0 right after its dot, 2 one dot later); for W4A16,
     bit 1 dequantizes to exact integers and multiplies by the scale as a separate op, bit 2
     chains the step's two dots into two accumulators (all wgmmas stay asynchronous).
     """

@@ -180,8 +180,8 @@ def w4a8_matmul_quantized(
     if packed.half_k % cfg.block_k:
         raise KernelInputError(
             f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
-    if cfg.variant not in (0, 1, 2):
-        raise KernelInputError(f"config.variant = {cfg.variant}; the W4A8 kernel accepts 0, 1, 2")
+    if cfg.variant not in (0, 2):
+        raise KernelInputError(f"config.variant = {cfg.variant}; the W4A8 kernel accepts 0 and 2")
     steps = packed.half_k // cfg.block_k
     split = resolve_split_k(cfg, m, n, steps, x_q.device)
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)

@@ -146,9 +146,10 @@ CONFIGS = {
     "nt": TileConfig(16, 32, 64),
     "swap": TileConfig(16, 32, 64, swap_ab=True),
     "swap_split2": TileConfig(32, 16, 32, split_k=2, swap_ab=True),
-    # kernel variants (TileConfig.variant): W4A8 grouped scaling after both dots / one dot
-    # late; W4A16 integer dequant times the scale
+    # kernel variants (TileConfig.variant): W4A8 grouped scaling one dot late (2); W4A16
+    # integer dequant times the scale (bit 1), two accumulators (bit 2)
     "nt_v1": TileConfig(16, 32, 64, variant=1),
+    "nt_v2": TileConfig(16, 32, 64, variant=2),
     "swap_v2_split2": TileConfig(32, 16, 32, split_k=2, swap_ab=True, variant=2),
     "nt_v3": TileConfig(16, 32, 64, variant=3),
 }
@@ -160,7 +161,7 @@ def _for_group(cfg, packed):
 
 
 @pytest.mark.parametrize("m, n, k, g", W4A8_CASES)
-@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2", "nt_v1", "swap_v2_split2"])
+@pytest.mark.parametrize("cfg_name", ["nt", "swap", "swap_split2", "nt_v2", "swap_v2_split2"])
 def test_w4a8_equals_reference_to_output_rounding(layer_factory, x_factory, m, n, k, g, cfg_name):
     w8, _ = _api()
     w_q, scales, _ = layer_factory(n, k, g, seed=m + n)
@@ -283,9 +284,9 @@ def test_kernels_reject_bad_inputs_by_name(layer_factory):
     x_q = torch.ones(2, 256, dtype=torch.int8, device=DEVICE)
     with pytest.raises(KernelInputError, match="x_scale"):
         w8.w4a8_matmul_quantized(x_q, torch.ones(3, device=DEVICE), packed)
-    with pytest.raises(KernelInputError, match="accepts 0, 1, 2"):
+    with pytest.raises(KernelInputError, match="accepts 0 and 2"):
         w8.w4a8_matmul_quantized(x_q, torch.ones(2, device=DEVICE), packed,
-                                 config=TileConfig(16, 32, 128, variant=3))
+                                 config=TileConfig(16, 32, 128, variant=1))
     with pytest.raises(KernelInputError, match="needs block_k <= group_size"):
         w16.w4a16_matmul(torch.ones(2, 256, dtype=torch.float16, device=DEVICE), packed,
                          config=TileConfig(16, 32, 256, variant=1))
