@@ -90,6 +90,82 @@ def _k_range(HALF_K, BLOCK_K: tl.constexpr, SPLIT_K):
     return start, end
 
 
+# Orientation (module docstring): the accumulator is [BN, BM] with SWAP_AB, else [BM, BN];
+# the activation tile is [BK, BM] with SWAP_AB, else [BM, BK]. These place a vector along
+# the weight (or K) axis, or along the token axis, of either.
+
+@triton.jit
+def _per_n(v, SWAP_AB: tl.constexpr):
+    """v along dim 0 with SWAP_AB, else dim 1: weight rows of the accumulator, K of the
+    activation tile."""
+    if SWAP_AB:
+        return v[:, None]
+    else:
+        return v[None, :]
+
+
+@triton.jit
+def _per_m(v, SWAP_AB: tl.constexpr):
+    """v along the token axis: dim 1 with SWAP_AB, else dim 0."""
+    if SWAP_AB:
+        return v[None, :]
+    else:
+        return v[:, None]
+
+
+@triton.jit
+def _acc_tile(BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, DTYPE: tl.constexpr,
+              SWAP_AB: tl.constexpr):
+    if SWAP_AB:
+        return tl.zeros([BLOCK_N, BLOCK_M], dtype=DTYPE)
+    else:
+        return tl.zeros([BLOCK_M, BLOCK_N], dtype=DTYPE)
+
+
+@triton.jit
+def _operand_ptrs(wp_ptr, x_ptr, an, am, rk, stride_wn, stride_xm, SWAP_AB: tl.constexpr):
+    """Pointers to the first K step of the packed weight tile and the activation tile."""
+    if SWAP_AB:
+        return (wp_ptr + an[:, None] * stride_wn + rk[None, :],
+                x_ptr + am[None, :] * stride_xm + rk[:, None])
+    else:
+        return (wp_ptr + an[None, :] * stride_wn + rk[:, None],
+                x_ptr + am[:, None] * stride_xm + rk[None, :])
+
+
+@triton.jit
+def _load_x_pair(x_ptrs, k0, HALF_K, K, rk, row_ok, EVEN_K: tl.constexpr, SWAP_AB: tl.constexpr):
+    """The step's activations for the low and high halves of K (half-split layout); rows
+    past M, and columns past K unless EVEN_K, read as 0."""
+    rows = _per_m(row_ok, SWAP_AB)
+    if EVEN_K:
+        a_lo = tl.load(x_ptrs + k0, mask=rows, other=0)
+        a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=rows, other=0)
+    else:
+        a_lo = tl.load(x_ptrs + k0, mask=_per_n(k0 + rk < K, SWAP_AB) & rows, other=0)
+        a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=_per_n(HALF_K + k0 + rk < K, SWAP_AB) & rows,
+                       other=0)
+    return a_lo, a_hi
+
+
+@triton.jit
+def _dot(w, a, acc, SWAP_AB: tl.constexpr, OUT: tl.constexpr):
+    """acc (None: zero) + the dot of a weight tile and an activation tile, in the kernel's
+    orientation."""
+    if SWAP_AB:
+        return tl.dot(w, a, acc, out_dtype=OUT)
+    else:
+        return tl.dot(a, w, acc, out_dtype=OUT)
+
+
+@triton.jit
+def _out_offsets(rm, rn, M, N, stride_om, SWAP_AB: tl.constexpr):
+    """Output offsets and mask of the accumulator tile."""
+    offs = _per_m(rm.to(tl.int64), SWAP_AB) * stride_om + _per_n(rn, SWAP_AB)
+    mask = _per_m(rm < M, SWAP_AB) & _per_n(rn < N, SWAP_AB)
+    return offs, mask
+
+
 # Inline PTX needs a GPU; the interpreter takes the plain-Triton form of the same ops.
 _PTX: tl.constexpr = tl.constexpr(os.environ.get("TRITON_INTERPRET", "0") in ("", "0"))
 
@@ -152,21 +228,14 @@ def _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id, MN, SPLIT
 
 @triton.jit
 def _idot(w, a, SWAP_AB: tl.constexpr):
-    """int32 dot of an unpacked weight tile and an activation tile, in the kernel's
-    orientation (module docstring): acc[BN, BM] with SWAP_AB, else acc[BM, BN]."""
-    if SWAP_AB:
-        return tl.dot(w, a, out_dtype=tl.int32)
-    else:
-        return tl.dot(a, w, out_dtype=tl.int32)
+    """One group's int32 dot."""
+    return _dot(w, a, None, SWAP_AB, tl.int32)
 
 
 @triton.jit
 def _scaled(d, s, SWAP_AB: tl.constexpr):
     """One group's int32 dot in float32 (exact) times its scales, one per weight row."""
-    if SWAP_AB:
-        return _small_i32_to_f32(d) * s[:, None]
-    else:
-        return _small_i32_to_f32(d) * s[None, :]
+    return _small_i32_to_f32(d) * _per_n(s, SWAP_AB)
 
 
 @triton.jit
@@ -224,76 +293,29 @@ def w4a8_kernel(
     rk = tl.arange(0, BLOCK_K)
     groups_half = HALF_K // (GROUP_K if GROUP_K > 0 else 1)
 
-    if SWAP_AB:
-        # acc[BN, BM] = W[BN, BK] @ X^T[BK, BM]
-        w_ptrs = wp_ptr + an[:, None] * stride_wn + rk[None, :]
-        x_ptrs = xq_ptr + am[None, :] * stride_xm + rk[:, None]
-        acc_i = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.int32)
-        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-        d_late = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.int32)
-        s_late = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for it in range(start, end):
-            k0 = it * BLOCK_K
-            p = tl.load(w_ptrs + k0)
-            if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0, mask=row_ok[None, :], other=0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[None, :], other=0)
-            else:
-                a_lo = tl.load(x_ptrs + k0,
-                               mask=((k0 + rk)[:, None] < K) & row_ok[None, :], other=0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=((HALF_K + k0 + rk)[:, None] < K) & row_ok[None, :], other=0)
-            if GROUP_K == 0:
-                acc_i = tl.dot(_unpack_lo(p), a_lo, acc_i, out_dtype=tl.int32)
-                acc_i = tl.dot(_unpack_hi(p), a_hi, acc_i, out_dtype=tl.int32)
-            else:
-                s_lo = tl.load(ws_ptr + it * stride_sg + an)
-                s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                acc, d_late, s_late = _grouped_step(acc, d_late, s_late, p, a_lo, a_hi, s_lo, s_hi,
-                                                    SCHEDULE, SWAP_AB)
-        if GROUP_K != 0 and SCHEDULE == 2:
-            acc += _scaled(d_late, s_late, SWAP_AB)
-        xs = tl.load(xs_ptr + am)
+    w_ptrs, x_ptrs = _operand_ptrs(wp_ptr, xq_ptr, an, am, rk, stride_wn, stride_xm, SWAP_AB)
+    acc_i = _acc_tile(BLOCK_M, BLOCK_N, tl.int32, SWAP_AB)
+    acc = _acc_tile(BLOCK_M, BLOCK_N, tl.float32, SWAP_AB)
+    d_late = _acc_tile(BLOCK_M, BLOCK_N, tl.int32, SWAP_AB)
+    s_late = tl.zeros([BLOCK_N], dtype=tl.float32)
+    for it in range(start, end):
+        k0 = it * BLOCK_K
+        p = tl.load(w_ptrs + k0)
+        a_lo, a_hi = _load_x_pair(x_ptrs, k0, HALF_K, K, rk, row_ok, EVEN_K, SWAP_AB)
         if GROUP_K == 0:
-            acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[:, None]
-        acc = acc * xs[None, :]
-        offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
-        mask = (rm[None, :] < M) & (rn[:, None] < N)
-    else:
-        # acc[BM, BN] = X[BM, BK] @ W^T[BK, BN]
-        x_ptrs = xq_ptr + am[:, None] * stride_xm + rk[None, :]
-        w_ptrs = wp_ptr + an[None, :] * stride_wn + rk[:, None]
-        acc_i = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        d_late = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.int32)
-        s_late = tl.zeros([BLOCK_N], dtype=tl.float32)
-        for it in range(start, end):
-            k0 = it * BLOCK_K
-            p = tl.load(w_ptrs + k0)
-            if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[:, None], other=0)
-            else:
-                a_lo = tl.load(x_ptrs + k0,
-                               mask=((k0 + rk)[None, :] < K) & row_ok[:, None], other=0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=((HALF_K + k0 + rk)[None, :] < K) & row_ok[:, None], other=0)
-            if GROUP_K == 0:
-                acc_i = tl.dot(a_lo, _unpack_lo(p), acc_i, out_dtype=tl.int32)
-                acc_i = tl.dot(a_hi, _unpack_hi(p), acc_i, out_dtype=tl.int32)
-            else:
-                s_lo = tl.load(ws_ptr + it * stride_sg + an)
-                s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
-                acc, d_late, s_late = _grouped_step(acc, d_late, s_late, p, a_lo, a_hi, s_lo, s_hi,
-                                                    SCHEDULE, SWAP_AB)
-        if GROUP_K != 0 and SCHEDULE == 2:
-            acc += _scaled(d_late, s_late, SWAP_AB)
-        xs = tl.load(xs_ptr + am)
-        if GROUP_K == 0:
-            acc = acc_i.to(tl.float32) * tl.load(ws_ptr + an)[None, :]
-        acc = acc * xs[:, None]
-        offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]
-        mask = (rm[:, None] < M) & (rn[None, :] < N)
+            acc_i = _dot(_unpack_lo(p), a_lo, acc_i, SWAP_AB, tl.int32)
+            acc_i = _dot(_unpack_hi(p), a_hi, acc_i, SWAP_AB, tl.int32)
+        else:
+            s_lo = tl.load(ws_ptr + it * stride_sg + an)
+            s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
+            acc, d_late, s_late = _grouped_step(acc, d_late, s_late, p, a_lo, a_hi, s_lo, s_hi,
+                                                SCHEDULE, SWAP_AB)
+    if GROUP_K != 0 and SCHEDULE == 2:
+        acc += _scaled(d_late, s_late, SWAP_AB)
+    if GROUP_K == 0:
+        acc = acc_i.to(tl.float32) * _per_n(tl.load(ws_ptr + an), SWAP_AB)
+    acc = acc * _per_m(tl.load(xs_ptr + am), SWAP_AB)
+    offs, mask = _out_offsets(rm, rn, M, N, stride_om, SWAP_AB)
 
     _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id,
                 tl.cast(M, tl.int64) * N, SPLIT_K, USE_SPLIT)
@@ -468,19 +490,16 @@ def _dequant(p, HIGH: tl.constexpr, s_ptr, idx, stride_sg, an, GROUP_K: tl.const
 
 
 @triton.jit
-def _scale_tile(s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr, ROWS: tl.constexpr,
+def _scale_tile(s_ptr, idx, stride_sg, an, GROUP_K: tl.constexpr, SWAP_AB: tl.constexpr,
                 DTYPE: tl.constexpr):
     """SCALE_MUL: the step's scale vector in DTYPE (the checkpoint's rounding), shaped to
-    broadcast over the weight tile (rows when the weight is [BN, BK], columns otherwise).
-    A step lies in one group (BLOCK_K <= GROUP_K); x16 undoes the stored 1/16, exactly."""
+    broadcast over the weight tile. A step lies in one group (BLOCK_K <= GROUP_K); x16
+    undoes the stored 1/16, exactly."""
     if GROUP_K == 0:
         sv = tl.load(s_ptr + an) * 16.0
     else:
         sv = tl.load(s_ptr + (idx // GROUP_K) * stride_sg + an) * 16.0
-    if ROWS:
-        return sv.to(DTYPE)[:, None]
-    else:
-        return sv.to(DTYPE)[None, :]
+    return _per_n(sv.to(DTYPE), SWAP_AB)
 
 
 @triton.jit
@@ -499,15 +518,6 @@ def _weights(p, HIGH: tl.constexpr, s_ptr, idx, stride_sg, an, GROUP_K: tl.const
 
 
 @triton.jit
-def _fdot(w, a, acc, SWAP_AB: tl.constexpr):
-    """acc + the float dot of a weight and an activation tile, in the kernel's orientation."""
-    if SWAP_AB:
-        return tl.dot(w, a, acc)
-    else:
-        return tl.dot(a, w, acc)
-
-
-@triton.jit
 def _w4a16_step(acc, acc_hi, p, a_lo, a_hi, s_ptr, k0, HALF_K, stride_sg, an,
                 GROUP_K: tl.constexpr, BLOCK_K: tl.constexpr, SWAP_AB: tl.constexpr,
                 DTYPE: tl.constexpr, INT_DQ: tl.constexpr, SCALE_MUL: tl.constexpr,
@@ -517,11 +527,11 @@ def _w4a16_step(acc, acc_hi, p, a_lo, a_hi, s_ptr, k0, HALF_K, stride_sg, an,
                     INT_DQ, SCALE_MUL)
     w_hi = _weights(p, True, s_ptr, HALF_K + k0, stride_sg, an, GROUP_K, BLOCK_K, SWAP_AB,
                     DTYPE, INT_DQ, SCALE_MUL)
-    acc = _fdot(w_lo, a_lo, acc, SWAP_AB)
+    acc = _dot(w_lo, a_lo, acc, SWAP_AB, tl.float32)
     if TWO_ACC:
-        acc_hi = _fdot(w_hi, a_hi, acc_hi, SWAP_AB)
+        acc_hi = _dot(w_hi, a_hi, acc_hi, SWAP_AB, tl.float32)
     else:
-        acc = _fdot(w_hi, a_hi, acc, SWAP_AB)
+        acc = _dot(w_hi, a_hi, acc, SWAP_AB, tl.float32)
     return acc, acc_hi
 
 
@@ -562,54 +572,20 @@ def w4a16_kernel(
     an = (rn % N).to(tl.int64)
     rk = tl.arange(0, BLOCK_K)
 
-    if SWAP_AB:
-        w_ptrs = wp_ptr + an[:, None] * stride_wn + rk[None, :]
-        x_ptrs = x_ptr + am[None, :] * stride_xm + rk[:, None]
-        acc = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-        acc_hi = tl.zeros([BLOCK_N, BLOCK_M], dtype=tl.float32)
-        for it in range(start, end):
-            k0 = it * BLOCK_K
-            p = tl.load(w_ptrs + k0)
-            if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0, mask=row_ok[None, :], other=0.0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[None, :], other=0.0)
-            else:
-                a_lo = tl.load(x_ptrs + k0,
-                               mask=((k0 + rk)[:, None] < K) & row_ok[None, :], other=0.0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=((HALF_K + k0 + rk)[:, None] < K) & row_ok[None, :], other=0.0)
-            acc, acc_hi = _w4a16_step(acc, acc_hi, p, a_lo, a_hi, ws_ptr, k0, HALF_K, stride_sg, an,
-                                      GROUP_K, BLOCK_K, SWAP_AB, DTYPE, INT_DQ, SCALE_MUL, TWO_ACC)
-        if TWO_ACC:
-            acc += acc_hi
-        if INT_DQ:
-            acc = acc * (tl.load(ws_ptr + an) * 16.0)[:, None]
-        offs = rm[None, :].to(tl.int64) * stride_om + rn[:, None]
-        mask = (rm[None, :] < M) & (rn[:, None] < N)
-    else:
-        x_ptrs = x_ptr + am[:, None] * stride_xm + rk[None, :]
-        w_ptrs = wp_ptr + an[None, :] * stride_wn + rk[:, None]
-        acc = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        acc_hi = tl.zeros([BLOCK_M, BLOCK_N], dtype=tl.float32)
-        for it in range(start, end):
-            k0 = it * BLOCK_K
-            p = tl.load(w_ptrs + k0)
-            if EVEN_K:
-                a_lo = tl.load(x_ptrs + k0, mask=row_ok[:, None], other=0.0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0), mask=row_ok[:, None], other=0.0)
-            else:
-                a_lo = tl.load(x_ptrs + k0,
-                               mask=((k0 + rk)[None, :] < K) & row_ok[:, None], other=0.0)
-                a_hi = tl.load(x_ptrs + (HALF_K + k0),
-                               mask=((HALF_K + k0 + rk)[None, :] < K) & row_ok[:, None], other=0.0)
-            acc, acc_hi = _w4a16_step(acc, acc_hi, p, a_lo, a_hi, ws_ptr, k0, HALF_K, stride_sg, an,
-                                      GROUP_K, BLOCK_K, SWAP_AB, DTYPE, INT_DQ, SCALE_MUL, TWO_ACC)
-        if TWO_ACC:
-            acc += acc_hi
-        if INT_DQ:
-            acc = acc * (tl.load(ws_ptr + an) * 16.0)[None, :]
-        offs = rm[:, None].to(tl.int64) * stride_om + rn[None, :]
-        mask = (rm[:, None] < M) & (rn[None, :] < N)
+    w_ptrs, x_ptrs = _operand_ptrs(wp_ptr, x_ptr, an, am, rk, stride_wn, stride_xm, SWAP_AB)
+    acc = _acc_tile(BLOCK_M, BLOCK_N, tl.float32, SWAP_AB)
+    acc_hi = _acc_tile(BLOCK_M, BLOCK_N, tl.float32, SWAP_AB)
+    for it in range(start, end):
+        k0 = it * BLOCK_K
+        p = tl.load(w_ptrs + k0)
+        a_lo, a_hi = _load_x_pair(x_ptrs, k0, HALF_K, K, rk, row_ok, EVEN_K, SWAP_AB)
+        acc, acc_hi = _w4a16_step(acc, acc_hi, p, a_lo, a_hi, ws_ptr, k0, HALF_K, stride_sg, an,
+                                  GROUP_K, BLOCK_K, SWAP_AB, DTYPE, INT_DQ, SCALE_MUL, TWO_ACC)
+    if TWO_ACC:
+        acc += acc_hi
+    if INT_DQ:
+        acc = acc * _per_n(tl.load(ws_ptr + an) * 16.0, SWAP_AB)
+    offs, mask = _out_offsets(rm, rn, M, N, stride_om, SWAP_AB)
 
     _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id,
                 tl.cast(M, tl.int64) * N, SPLIT_K, USE_SPLIT)
