@@ -76,11 +76,11 @@ LIMITS = {"int8_tops": 1979.0, "bf16_tflops": 989.0, "hbm_gbs": 4800.0}
 # step covers 2 * block_k values of K; for the plain int8 GEMM it is K per step)
 
 T = TileConfig
-# variant (TileConfig.variant): grouped W4A8 0/2 = scale each group's int32 dot right
-# after it / one dot later (a variant 1, after both dots of a step, measured the same as 0
-# in session 2 and was removed). Session 1 swept the tiles (variant
-# 0, results/h200_sweep.json); session 2 the variants around the winners
-# (results/h200_sweep_variants_*.json).
+# Session 1 swept tiles (variant 0; its candidates are in results/h200_sweep.json); these
+# are session 2's: the variants (TileConfig.variant) and decode split targets around the
+# winning tiles (results/h200_sweep_variants_*.json). Grouped W4A8 variant 2 scales each
+# group's int32 dot one dot later; a variant 1 (after both dots of a step) measured the
+# same as 0 and was removed.
 CANDIDATES = {
     ("w4a8", "prefill"): [
         T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True),

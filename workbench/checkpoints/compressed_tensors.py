@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
 from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import (
