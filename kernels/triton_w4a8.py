@@ -64,15 +64,8 @@ W4A8_CONFIGS: dict[tuple[str, str], TileConfig] = {
 }
 
 
-def prepare_w4a8(
-    w_q: torch.Tensor,
-    scales: torch.Tensor,
-    group_size: int,
-    zeros: torch.Tensor | None = None,
-    device: torch.device | str | None = None,
-) -> HalfSplitInt4:
-    """The load-time repack: int8 [N, K] int4 values + scales -> half-split layout."""
-    return pack_half_split(w_q, scales, group_size, zeros, device)
+# The load-time repack: int8 [N, K] int4 values + scales -> half-split layout.
+prepare_w4a8 = pack_half_split
 
 
 def w4a8_config(m: int, packed: HalfSplitInt4) -> TileConfig:
