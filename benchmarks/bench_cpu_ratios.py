@@ -33,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.registry import get_path  # noqa: E402
+from w4a8_kernels.registry import get_path  # noqa: E402
 from workbench.bench import (  # noqa: E402
     bench_weight, host_provenance, int4_weight_of, summarize, synthetic_bench_layer,
     write_csv, write_json,
@@ -102,7 +102,7 @@ def main() -> int:
     reps = 3 if args.quick else 7
     prov = host_provenance({"script": "benchmarks/bench_cpu_ratios.py", "n": N, "k": K,
                             "activations": "bfloat16", "weights": "RTN int4 of normal(0, 0.02), bf16 scales"})
-    from kernels.int8_gemm import rank_engines
+    from w4a8_kernels.int8_gemm import rank_engines
     prov["int8_engines_per_channel"] = [list(e) for e in rank_engines(False)]
     prov["int8_engines_grouped"] = [list(e) for e in rank_engines(True)]
     t_start = time.time()
@@ -162,7 +162,7 @@ def main() -> int:
     for m in ms3 if "3" in sections else []:
         t = interleaved(fb, m, reps + 2 if m <= 512 else 5)  # tunes the fallback for m first
         note("w4a16_fallback", m, t)
-        from kernels.cpu_w4a16 import fallback_choice
+        from w4a8_kernels.cpu_w4a16 import fallback_choice
         best_cpu = min(t["w4a16_tinygemm"].cpu_median_ms, t["w4a16_dequant"].cpu_median_ms)
         best_wall = min(t["w4a16_tinygemm"].median_ms, t["w4a16_dequant"].median_ms)
         r3[m] = {"fallback_over_best": {"cpu": t["w4a16_fallback"].cpu_median_ms / best_cpu,

@@ -46,7 +46,7 @@ if str(ROOT / "benchmarks") not in sys.path:
 
 import torch  # noqa: E402
 
-from kernels.triton_runtime import TileConfig, m_bucket  # noqa: E402
+from w4a8_kernels.triton_runtime import TileConfig, m_bucket  # noqa: E402
 
 # %% what is measured
 
@@ -274,8 +274,8 @@ def tinygemm_pack(w_q, scales, g=128):
 # %% the kernels, as callables
 
 def api():
-    from kernels import triton_w4a8 as w8
-    from kernels import triton_w4a16 as w16
+    from w4a8_kernels import triton_w4a8 as w8
+    from w4a8_kernels import triton_w4a16 as w16
     import gpu_int8_gemm as i8
     return w8, w16, i8
 
@@ -371,8 +371,8 @@ def _cpu_reference_job(job: dict) -> dict:
     independent (per-token quantization included), and the weight is dequantized once.
     """
     torch.set_num_threads(job.get("threads", 4))
-    from kernels.quant import dequantize_groupwise, quantize_per_token_int8
-    from kernels.reference import w4a16_reference, w4a8_reference
+    from w4a8_kernels.quant import dequantize_groupwise, quantize_per_token_int8
+    from w4a8_kernels.reference import w4a16_reference, w4a8_reference
     w_q, scales, g = job["w_q"], job["scales"], job["g"]
     w_abs = dequantize_groupwise(w_q, scales, g, dtype=torch.float64).abs_()
     items = job["items"]
@@ -415,7 +415,7 @@ def _cpu_reference_job(job: dict) -> dict:
 
 def run_check(shapes, deadline) -> dict:
     w8, w16, _ = api()
-    from kernels.quant import quantize_per_token_int8
+    from w4a8_kernels.quant import quantize_per_token_int8
     torch.backends.cuda.matmul.allow_tf32 = False
     gpu_checks, futures = [], []
     ctx = mp.get_context("spawn")
@@ -744,7 +744,7 @@ def table_snapshot() -> dict:
 def compiled_facts() -> list[dict]:
     """Registers, spills, shared memory and which MMA instructions each compiled kernel uses."""
     w8, w16, i8 = api()
-    from kernels import triton_jit
+    from w4a8_kernels import triton_jit
     facts = []
     for fn in (triton_jit.w4a8_kernel, triton_jit.w4a16_kernel, i8._int8_gemm_kernel):
         try:

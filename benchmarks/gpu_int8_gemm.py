@@ -11,7 +11,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.triton_runtime import TileConfig
+from w4a8_kernels.triton_runtime import TileConfig
 
 __all__ = ["int8_gemm", "INT8_CONFIGS"]
 

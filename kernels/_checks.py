@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.errors import KernelInputError
+from w4a8_kernels.errors import KernelInputError
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernels._checks import check_activations, check_weight
-from kernels.errors import KernelInputError, KernelUnavailableError
+from w4a8_kernels._checks import check_activations, check_weight
+from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 
 __all__ = [
     "W4A16Prepared", "prepare_w4a16", "w4a16_tinygemm", "w4a16_dequant", "w4a16_fallback",

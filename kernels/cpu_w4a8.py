@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kernels import _native_lib
-from kernels._checks import check_activations, check_weight
-from kernels.errors import KernelInputError, KernelUnavailableError
-from kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
-from kernels.quant import quantize_per_token_int8, quantize_per_token_int8_codes
+from w4a8_kernels import _native_lib
+from w4a8_kernels._checks import check_activations, check_weight
+from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
+from w4a8_kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
+from w4a8_kernels.quant import quantize_per_token_int8, quantize_per_token_int8_codes
 
 __all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized"]
 

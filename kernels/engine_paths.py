@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels._checks import check_activations, check_finite_rows, check_weight
-from kernels.cpu_w4a8 import W4A8Prepared, prepare_w4a8, w4a8_native_from_quantized
-from kernels.cpu_w4a16 import W4A16Prepared, prepare_w4a16, w4a16_fallback
-from kernels.errors import KernelInputError, KernelUnavailableError
-from kernels.packing import pack_int4_pairs_uint8
-from kernels.quant import quantize_per_token_uint8_zp128
+from w4a8_kernels._checks import check_activations, check_finite_rows, check_weight
+from w4a8_kernels.cpu_w4a8 import W4A8Prepared, prepare_w4a8, w4a8_native_from_quantized
+from w4a8_kernels.cpu_w4a16 import W4A16Prepared, prepare_w4a16, w4a16_fallback
+from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
+from w4a8_kernels.packing import pack_int4_pairs_uint8
+from w4a8_kernels.quant import quantize_per_token_uint8_zp128
 
 __all__ = [
     "dynamic4bit_available", "Dynamic4bitPrepared", "prepare_dynamic4bit", "vllm_dynamic4bit",

@@ -21,7 +21,7 @@ from functools import lru_cache
 
 import torch
 
-from kernels import _native_lib
+from w4a8_kernels import _native_lib
 
 __all__ = ["Int8Engine", "engine_available", "rank_engines", "FP32_EXACT_MAX_TERMS"]
 
@@ -77,7 +77,7 @@ def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
     or AMX give it oneDNN's int8 kernels (elsewhere it is orders of magnitude slower and
     ranked last untimed); FBGEMM or the AVX2 kernel win on AVX2-only hosts.
     """
-    from kernels.cpu_w4a8 import prepare_w4a8, w4a8_native  # local: avoids a cycle
+    from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native  # local: avoids a cycle
 
     gen = torch.Generator().manual_seed(0)
     n, k, m = 1024, 1024, 64

@@ -22,7 +22,7 @@ from enum import Enum
 
 import torch
 
-from kernels.errors import KernelInputError
+from w4a8_kernels.errors import KernelInputError
 
 __all__ = [
     "PackingFormat", "AWQ_ORDER",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels._checks import check_activations, check_finite_rows, check_weight
+from w4a8_kernels._checks import check_activations, check_finite_rows, check_weight
 
 __all__ = [
     "quantize_per_token_int8",

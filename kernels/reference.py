@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels._checks import check_activations, check_weight
-from kernels.quant import dequantize_groupwise, quantize_per_token_int8
+from w4a8_kernels._checks import check_activations, check_weight
+from w4a8_kernels.quant import dequantize_groupwise, quantize_per_token_int8
 
 __all__ = ["w4a16_reference", "w4a8_reference", "w4a8_reference_from_quantized"]
 

@@ -16,11 +16,11 @@ from typing import Any, Callable
 
 import torch
 
-from kernels import cpu_w4a8, cpu_w4a16, engine_paths
-from kernels._checks import check_weight
-from kernels.errors import KernelInputError, KernelUnavailableError
-from kernels.int8_gemm import Int8Engine, engine_available, rank_engines
-from kernels.quant import dequantize_groupwise, quantize_per_token_int8, quantize_per_token_int8_codes
+from w4a8_kernels import cpu_w4a8, cpu_w4a16, engine_paths
+from w4a8_kernels._checks import check_weight
+from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
+from w4a8_kernels.int8_gemm import Int8Engine, engine_available, rank_engines
+from w4a8_kernels.quant import dequantize_groupwise, quantize_per_token_int8, quantize_per_token_int8_codes
 
 __all__ = ["Int4Weight", "KernelPath", "PATHS", "get_path", "path_names", "probe_all"]
 
@@ -242,12 +242,12 @@ def _i4smm_probe() -> tuple[bool, str]:
 def _triton_probe() -> tuple[bool, str]:
     if not torch.cuda.is_available():
         return False, "no CUDA device"
-    from kernels.triton_runtime import triton_available  # lazily: imports triton
+    from w4a8_kernels.triton_runtime import triton_available  # lazily: imports triton
     return triton_available()
 
 
 def _triton_supports(w: Int4Weight) -> tuple[bool, str]:
-    from kernels.triton_pack import SUPPORTED_GROUPS
+    from w4a8_kernels.triton_pack import SUPPORTED_GROUPS
     g = w.group_size
     if g not in (-1, w.k) and g not in SUPPORTED_GROUPS:
         return False, f"Triton kernels take group sizes {SUPPORTED_GROUPS} or per-channel, got {g}"
@@ -255,12 +255,12 @@ def _triton_supports(w: Int4Weight) -> tuple[bool, str]:
 
 
 def _prep_triton_w4a8(w: Int4Weight):
-    from kernels import triton_w4a8
+    from w4a8_kernels import triton_w4a8
     return triton_w4a8.prepare_w4a8(w.w_q, w.scales, w.group_size, w.zeros, device="cuda")
 
 
 def _prep_triton_w4a16(w: Int4Weight):
-    from kernels import triton_w4a16
+    from w4a8_kernels import triton_w4a16
     return triton_w4a16.prepare_w4a16(w.w_q, w.scales, w.group_size, w.zeros, device="cuda")
 
 
@@ -269,12 +269,12 @@ def _cuda_bf16_input(x: torch.Tensor, prepared: Any) -> torch.Tensor:
 
 
 def _run_triton_w4a8(x, prepared):
-    from kernels import triton_w4a8
+    from w4a8_kernels import triton_w4a8
     return triton_w4a8.w4a8_matmul(x, prepared)
 
 
 def _run_triton_w4a16(x, prepared):
-    from kernels import triton_w4a16
+    from w4a8_kernels import triton_w4a16
     return triton_w4a16.w4a16_matmul(x, prepared)
 
 

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels._checks import check_weight
-from kernels.errors import KernelInputError
+from w4a8_kernels._checks import check_weight
+from w4a8_kernels.errors import KernelInputError
 
 __all__ = ["HalfSplitInt4", "pack_half_split", "unpack_half_split", "SUPPORTED_GROUPS"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kernels.errors import KernelInputError, KernelUnavailableError
+from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 
 __all__ = [
     "TileConfig",

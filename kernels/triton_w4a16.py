@@ -2,7 +2,7 @@
 
 Public API (CUDA tensors; CPU tensors only under TRITON_INTERPRET=1):
 
-    ok, why = triton_available()                     # from kernels.triton_runtime
+    ok, why = triton_available()                     # from w4a8_kernels.triton_runtime
     packed = prepare_w4a16(w_q, scales, group_size)  # once, at load time
     out = w4a16_matmul(x, packed)                    # x bf16/fp16 [M, K] -> [M, N], x's dtype
 
@@ -24,16 +24,16 @@ from dataclasses import replace
 
 import torch
 
-from kernels.errors import KernelInputError
-from kernels.triton_pack import HalfSplitInt4, pack_half_split
-from kernels.triton_runtime import (
+from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.triton_pack import HalfSplitInt4, pack_half_split
+from w4a8_kernels.triton_runtime import (
     TileConfig,
     m_bucket,
     require_triton,
     resolve_split_k,
     triton_available,
 )
-from kernels.triton_w4a8 import fit_block_k, split_k_buffers
+from w4a8_kernels.triton_w4a8 import fit_block_k, split_k_buffers
 
 __all__ = ["prepare_w4a16", "w4a16_matmul", "triton_available", "W4A16_CONFIGS", "w4a16_config",
            "INT_DEQUANT_BUCKETS"]
@@ -84,7 +84,7 @@ def w4a16_matmul(
     scales the fp32 accumulator; None takes INT_DEQUANT_BUCKETS' choice for this M.
     """
     require_triton()
-    from kernels.triton_jit import w4a16_kernel
+    from w4a8_kernels.triton_jit import w4a16_kernel
 
     if x.dtype not in _X_DTYPES:
         raise KernelInputError(f"x has dtype {x.dtype}; accepted: {_X_DTYPES}")

@@ -2,7 +2,7 @@
 
 Public API (CUDA tensors; CPU tensors only under TRITON_INTERPRET=1):
 
-    ok, why = triton_available()                    # from kernels.triton_runtime
+    ok, why = triton_available()                    # from w4a8_kernels.triton_runtime
     packed = prepare_w4a8(w_q, scales, group_size)  # once, at load time
     out = w4a8_matmul(x, packed)                    # x bf16/fp16 [M, K] -> [M, N], x's dtype
     x_q, x_scale = quantize_per_token_int8_triton(x)
@@ -26,9 +26,9 @@ from dataclasses import replace
 
 import torch
 
-from kernels.errors import KernelInputError
-from kernels.triton_pack import HalfSplitInt4, pack_half_split
-from kernels.triton_runtime import (
+from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.triton_pack import HalfSplitInt4, pack_half_split
+from w4a8_kernels.triton_runtime import (
     TileConfig,
     m_bucket,
     require_triton,
@@ -101,7 +101,7 @@ def _check_device(t: torch.Tensor, name: str, packed: HalfSplitInt4) -> None:
 def quantize_per_token_int8_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Dynamic symmetric per-token int8 on the GPU: (x_q int8 [M, K], x_scale fp32 [M, 1])."""
     require_triton()
-    from kernels.triton_jit import quant_per_token_int8_kernel
+    from w4a8_kernels.triton_jit import quant_per_token_int8_kernel
 
     if x.dim() != 2 or not x.dtype.is_floating_point:
         raise KernelInputError(f"x must be a floating [M, K] tensor, got {x.dtype} {tuple(x.shape)}")
@@ -150,7 +150,7 @@ def w4a8_matmul_quantized(
 ) -> torch.Tensor:
     """The GEMM alone, on pre-quantized activations: x_q int8 [M, K], x_scale [M] or [M, 1]."""
     require_triton()
-    from kernels.triton_jit import w4a8_kernel
+    from w4a8_kernels.triton_jit import w4a8_kernel
 
     _check_x(x_q, packed.k, "x_q", (torch.int8,))
     _check_device(x_q, "x_q", packed)

@@ -32,7 +32,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels import packing  # noqa: E402
+from w4a8_kernels import packing  # noqa: E402
 from workbench.synthetic import SyntheticSpec, quantize_rtn, synthetic_weight  # noqa: E402
 
 HIDDEN, INTERMEDIATE, VOCAB, HEADS, KV_HEADS = 256, 1024, 256, 4, 2

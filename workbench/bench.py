@@ -30,8 +30,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from kernels.reference import w4a8_reference, w4a16_reference
-from kernels.registry import Int4Weight, KernelPath, get_path
+from w4a8_kernels.reference import w4a8_reference, w4a16_reference
+from w4a8_kernels.registry import Int4Weight, KernelPath, get_path
 from workbench.errors import InvalidInputError, KernelError
 from workbench.metrics import compare
 
@@ -210,7 +210,7 @@ def _detail(p: _Prepared, m: int) -> str:
         return f"int8 engine {engine.value}"
     choices = getattr(state, "choices", None)
     if choices is not None and p.path.name == "w4a16_fallback":
-        from kernels.cpu_w4a16 import fallback_choice
+        from w4a8_kernels.cpu_w4a16 import fallback_choice
         return f"ran {fallback_choice(state, m)}"
     return ""
 
@@ -334,7 +334,7 @@ def bench_weight(
 
 
 def _dequant64(weight: Int4Weight) -> torch.Tensor:
-    from kernels.quant import dequantize_groupwise
+    from w4a8_kernels.quant import dequantize_groupwise
     return dequantize_groupwise(weight.w_q, weight.scales, weight.group_size, weight.zeros,
                                 dtype=torch.float64)
 

@@ -5,7 +5,7 @@ Faces (CLI, app, notebooks) show the message and keep going; they never show a t
 """
 from __future__ import annotations
 
-from kernels.errors import KernelError, KernelInputError, KernelUnavailableError
+from w4a8_kernels.errors import KernelError, KernelInputError, KernelUnavailableError
 
 
 class WorkbenchError(Exception):

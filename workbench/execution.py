@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kernels.registry import PATHS
+from w4a8_kernels.registry import PATHS
 from workbench.errors import InvalidInputError
 
 __all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "KNOWN_KERNELS"]

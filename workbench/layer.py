@@ -240,7 +240,7 @@ class QuantizedLayer(LayerSpec):
     # -- the int4 values ----------------------------------------------------------------
     def int4_weight(self) -> torch.Tensor:
         """int8 [N, K]: signed [-8, 7] without zeros, unsigned [0, 15] with zeros."""
-        from kernels import packing
+        from w4a8_kernels import packing
 
         if self.num_bits != 4 and self.packing is not WeightPacking.INT8:
             raise InvalidInputError(f"layer {self.name}: {self.num_bits}-bit weights are not int4")
@@ -257,7 +257,7 @@ class QuantizedLayer(LayerSpec):
         return packing.unsigned_to_signed(u) if self.zeros is None else u
 
     def _unsigned(self) -> torch.Tensor:
-        from kernels import packing
+        from w4a8_kernels import packing
 
         w = self.int4_weight()
         return w if self.zeros is not None else packing.signed_to_unsigned(w)
@@ -265,7 +265,7 @@ class QuantizedLayer(LayerSpec):
     def packed(self, fmt: WeightPacking | str) -> torch.Tensor:
         """The weight in another packing: CT int32 [N, K/8], GPTQ [K/8, N], AWQ [K, N/8],
         or int8 [N, K]. Nibbles are unsigned (value + 8 when symmetric)."""
-        from kernels import packing
+        from w4a8_kernels import packing
 
         fmt = WeightPacking(fmt)
         if fmt is self.packing:
@@ -290,7 +290,7 @@ class QuantizedLayer(LayerSpec):
         """[N, K] = (w_q - zeros) * scales, exact in float32 (the default) or float64."""
         import torch
 
-        from kernels.quant import dequantize_groupwise
+        from w4a8_kernels.quant import dequantize_groupwise
 
         dtype = torch.float32 if dtype is None else dtype
         if self.num_bits == 4 and self.g_idx is None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels import packing
+from w4a8_kernels import packing
 from workbench.checkpoints import TensorMismatchError, open_checkpoint, trace_checkpoint_layer
 from workbench.layer import CheckpointFormat, WeightPacking
 from workbench.synthetic import quantize_rtn

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.packing import AWQ_ORDER
+from w4a8_kernels.packing import AWQ_ORDER
 from workbench.errors import InvalidInputError
 from workbench.layer import CheckpointFormat, QuantizedLayer, WeightPacking, default_parallel
 from workbench.synthetic import layer_from_weight

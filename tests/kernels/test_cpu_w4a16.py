@@ -4,12 +4,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.cpu_w4a16 import (
+from w4a8_kernels.cpu_w4a16 import (
     fallback_choice, prepare_w4a16, tinygemm_supports, w4a16_dequant, w4a16_fallback,
     w4a16_tinygemm,
 )
-from kernels.errors import KernelUnavailableError
-from kernels.reference import w4a16_reference
+from w4a8_kernels.errors import KernelUnavailableError
+from w4a8_kernels.reference import w4a16_reference
 
 # bf16 output carries at most 2**-9 relative rounding per element.
 BF16_REL = 2.0 ** -8

@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.cpu_w4a8 import prepare_w4a8, w4a8_native, w4a8_native_from_quantized
-from kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
-from kernels.quant import quantize_per_token_int8
-from kernels.reference import w4a8_reference
+from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native, w4a8_native_from_quantized
+from w4a8_kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
+from w4a8_kernels.quant import quantize_per_token_int8
+from w4a8_kernels.reference import w4a8_reference
 
 ENGINES = [e for e in Int8Engine if engine_available(e)[0]]
 
@@ -96,7 +96,7 @@ def test_all_zero_rows_and_empty_batch(layer_factory):
 def test_from_quantized_rejects_bad_codes(layer_factory):
     w_q, scales, _ = layer_factory(16, 64, 32)
     p = prepare_w4a8(w_q, scales, 32)
-    from kernels.errors import KernelInputError
+    from w4a8_kernels.errors import KernelInputError
     with pytest.raises(KernelInputError, match="int8"):
         w4a8_native_from_quantized(torch.zeros(2, 64), torch.ones(2, 1), p)
     with pytest.raises(KernelInputError, match="K = 63"):
@@ -108,8 +108,8 @@ def test_from_quantized_rejects_bad_codes(layer_factory):
 @pytest.mark.skipif(not engine_available("avx2_u8s8")[0], reason="no AVX2 C kernel on this machine")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_c_quantizer_is_bit_exact_with_the_torch_one(dtype):
-    from kernels import _native_lib
-    from kernels.quant import quantize_per_token_int8_codes
+    from w4a8_kernels import _native_lib
+    from w4a8_kernels.quant import quantize_per_token_int8_codes
     lib = _native_lib.load()
     gen = torch.Generator().manual_seed(11)
     x = (torch.randn(48, 777, generator=gen) * torch.logspace(-12, 4, 48).unsqueeze(1)).to(dtype)

@@ -4,15 +4,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.engine_paths import (
+from w4a8_kernels.engine_paths import (
     INC_MIN_TOKENS_FOR_INT8, bf16_bits_read_as_fp16, dynamic4bit_available, inc_quantize_per_token_int8,
     inc_xpu_w4a8, prepare_dynamic4bit, prepare_inc_xpu_w4a8, prepare_int4_scaled_mm, vllm_dynamic4bit,
     vllm_int4_scaled_mm,
 )
-from kernels.errors import KernelInputError
-from kernels.cpu_w4a16 import prepare_w4a16, w4a16_fallback
-from kernels.reference import w4a8_reference, w4a8_reference_from_quantized, w4a16_reference
-from kernels.quant import quantize_per_token_uint8_zp128
+from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.cpu_w4a16 import prepare_w4a16, w4a16_fallback
+from w4a8_kernels.reference import w4a8_reference, w4a8_reference_from_quantized, w4a16_reference
+from w4a8_kernels.quant import quantize_per_token_uint8_zp128
 
 
 def rel(out, ref):

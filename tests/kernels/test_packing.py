@@ -4,8 +4,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from kernels.errors import KernelInputError
-from kernels.packing import (
+from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.packing import (
     awq_to_gptq, ct_to_gptq, gptq_to_awq, gptq_to_ct, pack_int4_awq, pack_int4_awq_zeros,
     pack_int4_ct, pack_int4_gptq, pack_int4_gptq_zeros, pack_int4_pairs_uint8,
     signed_to_unsigned, unpack_int4_awq, unpack_int4_awq_zeros, unpack_int4_ct,

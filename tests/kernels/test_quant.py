@@ -4,8 +4,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from kernels.errors import KernelInputError
-from kernels.quant import (
+from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.quant import (
     dequantize_groupwise, quantize_per_token_int8, quantize_per_token_uint8_zp128,
     round_half_away_from_zero,
 )

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.errors import KernelInputError
-from kernels.quant import quantize_per_token_int8
-from kernels.reference import w4a16_reference, w4a8_reference
+from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.quant import quantize_per_token_int8
+from w4a8_kernels.reference import w4a16_reference, w4a8_reference
 
 
 @pytest.mark.parametrize("group_size", [-1, 4, 8])

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernels.errors import KernelError, KernelInputError
-from kernels.registry import PATHS, Int4Weight, get_path, probe_all
+from w4a8_kernels.errors import KernelError, KernelInputError
+from w4a8_kernels.registry import PATHS, Int4Weight, get_path, probe_all
 
 CPU_PATHS = [name for name, p in PATHS.items() if p.device == "cpu" and p.probe()[0]]
 KERNEL_PATHS = [n for n in CPU_PATHS if PATHS[n].computes in ("w4a8", "w4a16")]
@@ -38,7 +38,7 @@ def test_each_path_runs_close_to_float(name, weight):
     prepared = path.prepare(weight)
     x = torch.randn(5, 128, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
     out = path.finish(path.run(path.make_input(x, prepared), prepared), None, prepared)
-    from kernels.reference import w4a16_reference
+    from w4a8_kernels.reference import w4a16_reference
     ref = w4a16_reference(x, weight.w_q, weight.scales, 32)
     assert out.shape == (5, 32) and out.dtype == torch.float32
     assert ((out.double() - ref).norm() / ref.norm()).item() < 0.03

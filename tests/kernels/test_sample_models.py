@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernels.cpu_w4a8 import prepare_w4a8, w4a8_native
-from kernels.cpu_w4a16 import prepare_w4a16, w4a16_dequant, w4a16_tinygemm
-from kernels.reference import w4a8_reference, w4a16_reference
+from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native
+from w4a8_kernels.cpu_w4a16 import prepare_w4a16, w4a16_dequant, w4a16_tinygemm
+from w4a8_kernels.reference import w4a8_reference, w4a16_reference
 
 ROOT = Path(__file__).resolve().parents[2] / "sample_models"
 

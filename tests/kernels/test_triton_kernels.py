@@ -34,11 +34,11 @@ if not ON_GPU:
     os.environ["TRITON_INTERPRET"] = "1"
 triton = pytest.importorskip("triton", reason="triton not installed (pip install triton)")
 
-from kernels.errors import KernelInputError  # noqa: E402
-from kernels.quant import dequantize_groupwise, quantize_per_token_int8  # noqa: E402
-from kernels.reference import w4a16_reference, w4a8_reference  # noqa: E402
-from kernels.triton_pack import pack_half_split, unpack_half_split  # noqa: E402
-from kernels.triton_runtime import TileConfig, triton_available  # noqa: E402
+from w4a8_kernels.errors import KernelInputError  # noqa: E402
+from w4a8_kernels.quant import dequantize_groupwise, quantize_per_token_int8  # noqa: E402
+from w4a8_kernels.reference import w4a16_reference, w4a8_reference  # noqa: E402
+from w4a8_kernels.triton_pack import pack_half_split, unpack_half_split  # noqa: E402
+from w4a8_kernels.triton_runtime import TileConfig, triton_available  # noqa: E402
 
 DEVICE = "cuda" if ON_GPU else "cpu"
 U = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
@@ -48,9 +48,9 @@ U = {torch.float16: 2.0 ** -11, torch.bfloat16: 2.0 ** -8}
 def triton_backend():
     """GPU when present, else the interpreter (set at import); restores the environment
     so later modules' availability probes see this machine as it is."""
-    if not ON_GPU and "kernels.triton_jit" in sys.modules:
+    if not ON_GPU and "w4a8_kernels.triton_jit" in sys.modules:
         # @triton.jit picks interpreter or compiler when the module is imported.
-        importlib.reload(sys.modules["kernels.triton_jit"])
+        importlib.reload(sys.modules["w4a8_kernels.triton_jit"])
     yield
     if not ON_GPU:
         if _ENV_BEFORE is None:
@@ -60,7 +60,7 @@ def triton_backend():
 
 
 def _api():
-    from kernels import triton_w4a8, triton_w4a16
+    from w4a8_kernels import triton_w4a8, triton_w4a16
     return triton_w4a8, triton_w4a16
 
 

@@ -377,7 +377,7 @@ def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedL
     """Read one compressed-tensors layer's tensors (only those bytes) into a QuantizedLayer."""
     import torch
 
-    from kernels import packing
+    from w4a8_kernels import packing
 
     if spec.quant_config.get("unreadable"):
         raise UnsupportedLayerError(f"layer {spec.name}: listed but not loaded: "

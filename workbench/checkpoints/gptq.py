@@ -305,7 +305,7 @@ def load_gptq_layer(spec: LayerSpec, cfg: GPTQFamilyConfig,
     """Read one GPTQ / AWQ / INC layer's tensors into a QuantizedLayer."""
     import torch
 
-    from kernels import packing
+    from w4a8_kernels import packing
 
     if spec.num_bits != 4:
         raise UnsupportedLayerError(f"layer {spec.name}: {spec.num_bits}-bit weights; the "

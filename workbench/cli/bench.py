@@ -77,7 +77,7 @@ def _layer(args):
 
 
 def run(args) -> int:
-    from kernels.registry import PATHS
+    from w4a8_kernels.registry import PATHS
     from workbench.bench import bench_layer_weight, host_provenance, write_csv, write_json
 
     if args.list:

@@ -125,7 +125,7 @@ def per_token_errors(layer, paths: Sequence[str], x) -> tuple[dict[str, list[flo
     """
     import torch
 
-    from kernels.registry import get_path
+    from w4a8_kernels.registry import get_path
     from workbench.bench import int4_weight_of
     from workbench.errors import KernelError
     from workbench.metrics import per_token_rel_error

@@ -55,7 +55,7 @@ def plan_view(t, plan, host) -> None:
 
 
 def _path_options(layer) -> dict[str, str]:
-    from kernels.registry import PATHS
+    from w4a8_kernels.registry import PATHS
     from workbench.bench import int4_weight_of
 
     w = int4_weight_of(layer)
