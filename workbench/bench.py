@@ -369,9 +369,18 @@ def bench_layer_weight(layer, paths: Sequence[str], ms: Sequence[int], **kwargs)
 
 def write_json(records: Iterable[BenchRecord], path: str | Path, provenance: dict,
                extra: dict | None = None) -> Path:
+    """Timed records in the one results schema (`workbench.results`); untimed ones (a path
+    unavailable here) go to the document's "not_run" list with their reason."""
+    from workbench.results import results_document
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    doc = {"provenance": provenance, "records": [r.to_dict() for r in records]}
+    recs = list(records)
+    doc = results_document({"platform": "host", **provenance},
+                           [_schema_dict(r) for r in recs if r.median_ms is not None])
+    skipped = [r.to_dict() for r in recs if r.median_ms is None]
+    if skipped:
+        doc["not_run"] = skipped
     doc.update(extra or {})
     path.write_text(json.dumps(doc, indent=1, default=_json_default) + "\n")
     return path
@@ -402,8 +411,31 @@ def write_csv(records: Iterable[BenchRecord], path: str | Path, provenance: dict
     return path
 
 
+_SCHEMA_MAIN = ("path", "m", "n", "k", "group_size", "repeats")
+
+
+def _schema_dict(r: BenchRecord) -> dict:
+    d = r.to_dict()
+    ms = {key: d.pop(key) for key in ("median_ms", "p20_ms", "p80_ms")}
+    main = {key: d.pop(key) for key in _SCHEMA_MAIN}
+    return {**main, "kernel": r.detail or r.path, "median_us": ms["median_ms"] * 1e3,
+            "p20_us": (ms["p20_ms"] or ms["median_ms"]) * 1e3,
+            "p80_us": (ms["p80_ms"] or ms["median_ms"]) * 1e3, "config": None, "detail": d}
+
+
 def records_from_json(path: str | Path) -> tuple[dict, list[BenchRecord]]:
-    doc = json.loads(Path(path).read_text())
+    """BenchRecords of a results file in any committed form (read by `workbench.results`)."""
+    from workbench.results import load_results
+
+    res = load_results(path)
     known = {f.name for f in fields(BenchRecord)}
-    recs = [BenchRecord(**{k: v for k, v in r.items() if k in known}) for r in doc["records"]]
-    return doc.get("provenance", {}), recs
+    recs = []
+    for r in res.records:
+        extra = {k: v for k, v in r.detail.items() if k in known}
+        recs.append(BenchRecord(**{**extra, "path": r.path, "m": r.m, "n": r.n, "k": r.k,
+                                   "group_size": r.group_size, "median_ms": r.median_us / 1e3,
+                                   "p20_ms": r.p20_us / 1e3, "p80_ms": r.p80_us / 1e3,
+                                   "repeats": r.repeats, "rel_error": extra.get("rel_error"),
+                                   "available": extra.get("available", True)}))
+    recs += [BenchRecord(**{k: v for k, v in r.items() if k in known}) for r in res.not_run]
+    return res.provenance, recs

@@ -2,8 +2,7 @@
 
 The timing and error work is the core's (`workbench.bench`, `workbench.metrics`,
 `kernels.registry`); this module only turns records into the rows the plot builders take
-and reads saved result files (this workbench's `write_json`, or the H200 bench's
-`h200_bench.json` / `.csv`, whose records are `kernel, group_size, N, K, M, time_us`).
+and reads saved result files through the core's one reader (`workbench.results`).
 """
 from __future__ import annotations
 
@@ -59,55 +58,60 @@ def saved_files() -> list[Path]:
     return sorted(p for p in RESULTS_DIR.iterdir() if p.suffix in (".json", ".csv") and "bench" in p.name)
 
 
-def _h200_rows(recs: Sequence[dict], source: str) -> list[dict]:
+# Saved rows keep the H200 bench's short kernel names, which the Kernels page pairs by.
+_SHORT = {"w4a8_native": "w4a8", "w4a16_fallback": "w4a16", "w4a8_prequant": "w4a8_gemm",
+          "bf16_dense": "cublas_bf16", "int8_mm": "cublas_int8", "quantizer": "quant",
+          "triton_int8_mm": "triton_int8", "tinygemm_w4a16": "tinygemm_g128"}
+
+
+def _saved_rows(res) -> list[dict]:
+    """Rows of a `workbench.results.Results`: bench files by path, GPU files by kernel."""
+    prov = res.provenance
+    if res.form == "bench-legacy" or prov.get("platform") == "host":
+        src = str(prov.get("cuda") or prov.get("cpu") or prov.get("device") or _source(res.source))
+        recs = [{**r.detail, "path": r.path, "m": r.m, "n": r.n, "k": r.k,
+                 "group_size": r.group_size, "median_ms": r.median_us / 1e3,
+                 "p20_ms": r.p20_us / 1e3, "p80_ms": r.p80_us / 1e3} for r in res.records]
+        return record_rows(recs, source=src, saved=True)
+    source = _source(res.source)
     rows = []
-    for r in recs:
-        if r.get("error") or r.get("time_us") in (None, ""):
-            continue
-        g = r.get("group_size")
-        g = None if g in (None, "") else int(g)
-        name = r["kernel"] + (f" g{g}" if g not in (None, -1) else (" channel" if g == -1 else ""))
-        t = float(r["time_us"])
-        rows.append({"source": source, "path": f"{source}: {name}", "kernel": r["kernel"],
-                     "m": int(r["M"]), "n": int(r["N"]), "k": int(r["K"]),
-                     "group_size": g, "latency_us": t,
-                     "p20_us": float(r.get("p20_us") or t), "p80_us": float(r.get("p80_us") or t),
+    for r in res.records:
+        short = _SHORT.get(r.path, r.path)
+        g = r.group_size
+        name = short + (f" g{g}" if g != -1 else (" channel" if r.path in _SHORT and "w4" in r.path else ""))
+        rows.append({"source": source, "path": f"{source}: {name}", "kernel": short,
+                     "m": r.m, "n": r.n, "k": r.k, "group_size": g, "latency_us": r.median_us,
+                     "p20_us": r.p20_us, "p80_us": r.p80_us,
                      "sqnr_db": None, "rel_error": None, "kernel_rel_error": None,
                      "computes": "", "saved": True})
     return rows
 
 
-def read_saved(name: str, data: bytes) -> tuple[dict, list[dict]]:
-    """(provenance, plot rows) of a saved result file; raises InvalidInputError if unreadable."""
-    from workbench.errors import InvalidInputError
+def _source(name: str) -> str:
+    stem = Path(name).stem
+    return stem.split("_")[0].upper() if "_" in stem else stem
 
-    source = Path(name).stem.split("_")[0].upper() if "_" in Path(name).stem else Path(name).stem
+
+def read_saved(name: str, data: bytes) -> tuple[dict, list[dict]]:
+    """(provenance, plot rows) of a saved result file; raises InvalidInputError if unreadable.
+
+    JSON is read by the core's one reader (`workbench.results`); an uploaded CSV export is
+    turned back into its records first.
+    """
+    from workbench.errors import InvalidInputError
+    from workbench.results import parse_results
+
     try:
         if name.endswith(".csv"):
-            recs = list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
-            doc: dict[str, Any] = {"records": recs}
+            doc: Any = {"records": list(csv.DictReader(io.StringIO(data.decode("utf-8"))))}
         else:
             doc = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, csv.Error) as exc:
         raise InvalidInputError(f"saved results {name}: not JSON or CSV ({exc})") from None
-    recs = doc.get("records") if isinstance(doc, dict) else None
-    if not isinstance(recs, list) or not recs:
-        raise InvalidInputError(f"saved results {name}: no 'records' list; accepted: a file written "
-                                "by `python -m workbench bench` or benchmarks/gpu_bench.py")
-    first = recs[0]
-    if "path" in first and "median_ms" in first:  # this workbench's BenchRecord
-        prov = doc.get("provenance", {})
-        src = prov.get("cuda") or prov.get("cpu") or source
-        norm = [{**r, "m": int(r["m"]), "n": int(r["n"]), "k": int(r["k"]),
-                 "group_size": int(r["group_size"]),
-                 "median_ms": None if r["median_ms"] in (None, "") else float(r["median_ms"])}
-                for r in recs]
-        return prov, record_rows(norm, source=str(src), saved=True)
-    if "kernel" in first and "time_us" in first:
-        prov = doc.get("provenance") or {k: v for k, v in doc.items() if k != "records"}
-        return prov, _h200_rows(recs, source)
-    raise InvalidInputError(f"saved results {name}: records have neither (path, median_ms) nor "
-                            "(kernel, time_us) fields")
+    res = parse_results(doc, name)
+    prov = {k: v for k, v in res.provenance.items()
+            if not (k == "platform" and k not in (doc.get("provenance") or doc))}
+    return prov, _saved_rows(res)
 
 
 def shapes_of(rows: Sequence[dict]) -> list[tuple[int, int]]:
