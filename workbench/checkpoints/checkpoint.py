@@ -92,10 +92,15 @@ class Checkpoint:
         }
 
 
-def open_checkpoint(path: str | os.PathLike) -> Checkpoint:
-    """Open a checkpoint directory (or a single .safetensors file beside its config)."""
-    files = find_files(path)
-    config, qc, where = find_config(files.root)
+def open_checkpoint(path: str | os.PathLike,
+                    allowed_roots: tuple[str | os.PathLike, ...] | None = None) -> Checkpoint:
+    """Open a checkpoint directory (or a single .safetensors file beside its config).
+
+    Every file read must lie (symlinks followed) under the checkpoint's own directory or
+    one of `allowed_roots` (default: those named by WORKBENCH_ALLOWED_ROOTS).
+    """
+    files = find_files(path, allowed_roots)
+    config, qc, where = find_config(files.root, files.roots)
     method = qc.get("quant_method")
     if method is None and where == "quantize_config.json":
         method = "gptq"  # AutoGPTQ's standalone file predates quant_method

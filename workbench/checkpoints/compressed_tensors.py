@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import (
-    BadScalesError, GroupSizeError, InvalidConfigError, MissingTensorError,
+    BadScalesError, GroupSizeError, InvalidConfigError,
     TensorMismatchError, UnknownFormatError, UnsupportedLayerError,
 )
-from workbench.checkpoints.safetensors_file import TensorInfo, read_small_ints, read_tensor
+from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
 from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
 
@@ -196,21 +196,26 @@ def match_group(cfg: CTConfig, layer_name: str) -> CTGroup | None:
     return None
 
 
+# Tensors only a quantized layer holds; any one of them makes its prefix a quantized layer,
+# so a layer that lost its `weight_scale` (or `weight_packed`) is reported missing that
+# tensor instead of vanishing from the listing.
+_QUANT_SUFFIXES = (".weight_packed", ".weight_scale", ".weight_shape", ".weight_zero_point",
+                   ".weight_g_idx")
+# An int-quantized / naive-quantized `weight` is stored as int8 (fp8 for float formats);
+# a 16-bit `weight` is an unquantized module (norm, embedding, ignored linear).
+_QUANT_WEIGHT_DTYPES = ("I8", "U8", "I32", "F8_E4M3", "F8_E5M2")
+
+
 def quantized_prefixes(tensors: dict[str, TensorInfo]) -> list[str]:
     """Layer names that hold compressed-tensors quantized weights, in tensor order."""
     seen: dict[str, None] = {}
-    for name in tensors:
-        for suffix in (".weight_packed", ".weight_scale"):
+    for name, info in tensors.items():
+        for suffix in _QUANT_SUFFIXES:
             if name.endswith(suffix):
                 seen[name[: -len(suffix)]] = None
+        if name.endswith(".weight") and info.dtype in _QUANT_WEIGHT_DTYPES:
+            seen[name[: -len(".weight")]] = None
     return list(seen)
-
-
-def _need(tensors: dict[str, TensorInfo], name: str, layer: str, why: str) -> TensorInfo:
-    info = tensors.get(name)
-    if info is None:
-        raise MissingTensorError(f"layer {layer}: tensor {name!r} is missing ({why})")
-    return info
 
 
 def _shape_error(info: TensorInfo, want: str, layer: str) -> TensorMismatchError:
@@ -225,8 +230,8 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
     bits = w["num_bits"]
     names: dict[str, str] = {}
     if fmt == "pack-quantized":
-        packed = _need(tensors, f"{prefix}.weight_packed", prefix, "pack-quantized layout")
-        shape_t = _need(tensors, f"{prefix}.weight_shape", prefix, "pack-quantized layout")
+        packed = need_tensor(tensors, f"{prefix}.weight_packed", prefix, "pack-quantized layout")
+        shape_t = need_tensor(tensors, f"{prefix}.weight_shape", prefix, "pack-quantized layout")
         if packed.dtype != "I32" or len(packed.shape) != 2:
             raise _shape_error(packed, "I32 [N, ceil(K * bits / 32)]", prefix)
         if shape_t.dtype not in ("I64", "I32") or shape_t.shape != (2,):
@@ -238,12 +243,15 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
                 f"{list(packed.shape)}; {bits}-bit packing needs [{n}, ceil({k} * {bits} / 32)]")
         names.update(weight=packed.name, weight_shape=shape_t.name)
     else:
-        weight = _need(tensors, f"{prefix}.weight", prefix, f"{fmt} layout")
+        weight = need_tensor(tensors, f"{prefix}.weight", prefix, f"{fmt} layout")
         want_dtype = "I8" if w["type"] == "int" else "F8_E4M3"
         if weight.dtype != want_dtype or len(weight.shape) != 2:
             raise _shape_error(weight, f"{want_dtype} [N, K] ({fmt} {w['type']}{bits})", prefix)
         n, k = weight.shape
         names["weight"] = weight.name
+    if n <= 0 or k <= 0:
+        raise TensorMismatchError(f"layer {prefix}: (N, K) = ({n}, {k}); a layer needs at least "
+                                  "one row and one column")
     strategy = w.get("strategy")
     if strategy == "group":
         g = w["group_size"]
@@ -261,14 +269,14 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
     else:
         raise UnsupportedLayerError(f"layer {prefix}: weight strategy {strategy!r}; the workbench "
                                     "reads 'group', 'channel' and 'tensor'")
-    scale = _need(tensors, f"{prefix}.weight_scale", prefix, "every quantized layer has one")
+    scale = need_tensor(tensors, f"{prefix}.weight_scale", prefix, "every quantized layer has one")
     ok_shapes = ((1,), (), (1, 1)) if strategy == "tensor" else (want_scale,)
     if scale.dtype not in _SCALE_DTYPES or scale.shape not in ok_shapes:
         raise _shape_error(scale, f"float {list(want_scale)} for strategy {strategy!r}"
                            + (f" and group_size {g}" if strategy == "group" else ""), prefix)
     names["scales"] = scale.name
     if not w["symmetric"]:
-        zp = _need(tensors, f"{prefix}.weight_zero_point", prefix, "asymmetric weights")
+        zp = need_tensor(tensors, f"{prefix}.weight_zero_point", prefix, "asymmetric weights")
         if fmt == "pack-quantized":
             want = ("I32", (-(-n * bits // 32), want_scale[-1]))
         else:
@@ -277,6 +285,10 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
             raise _shape_error(zp, f"{want[0]} {list(want[1])}", prefix)
         names["zeros"] = zp.name
     gidx = tensors.get(f"{prefix}.weight_g_idx")
+    if w.get("actorder") == "group":
+        # compressed-tensors writes weight_g_idx for group activation ordering
+        # (PackedQuantizationCompressor.compression_param_names).
+        gidx = need_tensor(tensors, f"{prefix}.weight_g_idx", prefix, "weights.actorder 'group'")
     if gidx is not None:
         if gidx.dtype not in ("I32", "I64") or gidx.shape != (k,):
             raise _shape_error(gidx, f"I32 [{k}]", prefix)
@@ -318,6 +330,8 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
         if reason is None:
             n, k, g, names = _layer_geometry(tensors, prefix, group, fmt)
         else:
+            for role in _LISTED_ROLES.get(fmt, ()):
+                need_tensor(tensors, f"{prefix}.{role}", prefix, f"{fmt} layout")
             n, k, g, names = _header_geometry_loose(tensors, prefix)
             notes.append(f"listed, not loadable: {reason}")
         scale = tensors.get(f"{prefix}.weight_scale")
@@ -334,6 +348,12 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
         ))
     return specs
 
+
+# What a layer listed but not loaded must still hold (compressed-tensors 0.17.0 compressors).
+_LISTED_ROLES = {f: ("weight_packed", "weight_scale") for f in
+                 ("pack-quantized", "nvfp4-pack-quantized", "mxfp4-pack-quantized")}
+_LISTED_ROLES.update({f: ("weight", "weight_scale") for f in
+                      ("int-quantized", "naive-quantized", "float-quantized", "mxfp8-quantized")})
 
 _DTYPE_NAME = {"BF16": "bfloat16", "F16": "float16", "F32": "float32", "F8_E4M3": "float8_e4m3fn",
                "F8_E8M0": "float8_e8m0fnu", "U8": "uint8"}

@@ -11,6 +11,7 @@ __all__ = [
     "MissingConfigError", "InvalidConfigError", "UnknownFormatError", "MissingWeightsError",
     "PickleRefusedError", "CorruptFileError", "MissingTensorError", "TensorMismatchError",
     "GroupSizeError", "BadScalesError", "UnknownLayerError", "UnsupportedLayerError",
+    "OutsideRootsError", "NotAFileError", "PatternRefusedError",
 ]
 
 
@@ -60,3 +61,15 @@ class UnknownLayerError(CheckpointError):
 
 class UnsupportedLayerError(CheckpointError):
     """A quantized layer the workbench lists but cannot load (e.g. not an int weight)."""
+
+
+class OutsideRootsError(CheckpointError):
+    """A file whose real path (symlinks followed) lies outside every allowed root."""
+
+
+class NotAFileError(CheckpointError):
+    """A FIFO, device, socket or directory where a checkpoint file is expected: refused unopened."""
+
+
+class PatternRefusedError(InvalidConfigError):
+    """A regular expression from a checkpoint that cannot be matched with bounded work."""

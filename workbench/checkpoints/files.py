@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from workbench.checkpoints.errors import (
     CorruptFileError, InvalidConfigError, MissingConfigError, MissingTensorError,
-    MissingWeightsError, PickleRefusedError,
+    MissingWeightsError, NotAFileError, PickleRefusedError,
 )
+from workbench.checkpoints.paths import checkpoint_roots, file_kind, open_file
 from workbench.checkpoints.safetensors_file import TensorInfo, read_header
 
 __all__ = ["CheckpointFiles", "find_files", "read_json", "PICKLE_SUFFIXES", "INDEX_NAME"]
@@ -33,14 +35,17 @@ class CheckpointFiles:
     weight_files: tuple[Path, ...]
     tensors: dict[str, TensorInfo]
     sharded: bool
+    roots: tuple[Path, ...]  # every file opened lies under one of these
 
 
-def read_json(path: Path, what: str) -> dict:
-    """A JSON object from `path`; InvalidConfigError says where the JSON breaks."""
+def read_json(path: Path, what: str, roots: tuple[Path, ...]) -> dict:
+    """A JSON object from `path` (a regular file under `roots`); InvalidConfigError says
+    where the JSON breaks."""
     try:
-        if path.stat().st_size > _MAX_JSON_BYTES:
-            raise InvalidConfigError(f"{path}: {what} is over {_MAX_JSON_BYTES} bytes")
-        text = path.read_bytes().decode("utf-8")
+        with open_file(path, roots, MissingConfigError) as f:
+            if os.fstat(f.fileno()).st_size > _MAX_JSON_BYTES:
+                raise InvalidConfigError(f"{path}: {what} is over {_MAX_JSON_BYTES} bytes")
+            text = f.read(_MAX_JSON_BYTES + 1).decode("utf-8")
         data = json.loads(text)
     except UnicodeDecodeError as exc:
         raise InvalidConfigError(f"{path}: {what} is not UTF-8 text ({exc.reason})") from None
@@ -48,6 +53,8 @@ def read_json(path: Path, what: str) -> dict:
         raise InvalidConfigError(
             f"{path}: {what} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise InvalidConfigError(f"{path}: {what} is not valid JSON: {exc}") from None
     except RecursionError:
         raise InvalidConfigError(f"{path}: {what} nests too deeply to be a config") from None
     except OSError as exc:
@@ -67,9 +74,9 @@ def _refuse_pickles(root: Path, names: list[str]) -> None:
     raise MissingWeightsError(f"{root}: no *.safetensors file and no {INDEX_NAME}")
 
 
-def _index_files(root: Path) -> dict[str, Path]:
+def _index_files(root: Path, roots: tuple[Path, ...]) -> dict[str, Path]:
     """tensor name -> shard path, from model.safetensors.index.json."""
-    index = read_json(root / INDEX_NAME, INDEX_NAME)
+    index = read_json(root / INDEX_NAME, INDEX_NAME, roots)
     weight_map = index.get("weight_map")
     if not isinstance(weight_map, dict) or not weight_map:
         raise InvalidConfigError(f"{root / INDEX_NAME}: 'weight_map' must be a non-empty object "
@@ -87,27 +94,44 @@ def _index_files(root: Path) -> dict[str, Path]:
     return out
 
 
-def find_files(path: str | os.PathLike) -> CheckpointFiles:
+def _stat(p: Path) -> os.stat_result:
+    """stat of the path the user gave, every OS refusal a named error."""
+    try:
+        return os.stat(p)
+    except FileNotFoundError:
+        raise MissingWeightsError(f"{p}: no such file or directory") from None
+    except ValueError as exc:  # an embedded NUL byte
+        raise MissingWeightsError(f"{str(p)!r}: not a usable path ({exc})") from None
+    except OSError as exc:  # ENAMETOOLONG, EACCES, ELOOP, ...
+        raise MissingWeightsError(f"{str(p)[:200]!r}: cannot be read: {exc.strerror or exc}") from None
+
+
+def find_files(path: str | os.PathLike,
+               allowed_roots: tuple[str | os.PathLike, ...] | None = None) -> CheckpointFiles:
     """Locate the safetensors files of a checkpoint directory (or one file) and read
-    their headers."""
+    their headers. Every file must lie under the checkpoint's roots (`paths.checkpoint_roots`)."""
     p = Path(path)
-    if not p.exists():
-        raise MissingWeightsError(f"{p}: no such file or directory")
-    if p.is_file():
+    mode = _stat(p).st_mode
+    if stat.S_ISREG(mode):
         if p.name.endswith(PICKLE_SUFFIXES):
             raise PickleRefusedError(
                 f"{p}: a pickle weight file; refused unread (the workbench reads safetensors "
                 "only and never unpickles)")
         if not p.name.endswith(".safetensors"):
             raise MissingWeightsError(f"{p}: not a .safetensors file or a checkpoint directory")
-        root, files, index = p.parent, [p], None
-    else:
+        root, files, index = p.absolute().parent, [p], None
+        roots = checkpoint_roots(root, allowed_roots)
+    elif stat.S_ISDIR(mode):
         root = p
-        names = sorted(os.listdir(root))
+        roots = checkpoint_roots(root, allowed_roots)
+        try:
+            names = sorted(os.listdir(root))
+        except OSError as exc:
+            raise MissingWeightsError(f"{root}: cannot be listed: {exc.strerror or exc}") from None
         if INDEX_NAME in names:
-            index = _index_files(root)
+            index = _index_files(root, roots)
             files = sorted(set(index.values()))
-            absent = [f.name for f in files if not f.is_file()]
+            absent = [f.name for f in files if not os.path.lexists(f)]
             if absent:
                 raise MissingWeightsError(
                     f"{root / INDEX_NAME} names shard(s) that are absent: {', '.join(absent[:4])}")
@@ -116,9 +140,12 @@ def find_files(path: str | os.PathLike) -> CheckpointFiles:
             files = [root / n for n in names if n.endswith(".safetensors")]
             if not files:
                 _refuse_pickles(root, names)
+    else:
+        raise NotAFileError(f"{p}: is {file_kind(mode)}; accepted: a checkpoint directory or a "
+                            ".safetensors file (refused unopened)")
     tensors: dict[str, TensorInfo] = {}
     for f in files:
-        found, _ = read_header(f)
+        found, _ = read_header(f, roots)
         for name, info in found.items():
             if name in tensors:
                 raise CorruptFileError(f"tensor {name!r} appears in both {tensors[name].file.name} "
@@ -131,17 +158,18 @@ def find_files(path: str | os.PathLike) -> CheckpointFiles:
                 where = f"is in {info.file.name}" if info else "is in no shard"
                 raise MissingTensorError(
                     f"{root / INDEX_NAME} maps tensor {name!r} to {shard.name}, but it {where}")
-    return CheckpointFiles(root, tuple(files), tensors, index is not None)
+    return CheckpointFiles(root, tuple(files), tensors, index is not None, roots)
 
 
-def find_config(root: Path) -> tuple[dict, dict, str]:
+def find_config(root: Path, roots: tuple[Path, ...]) -> tuple[dict, dict, str]:
     """(config.json, its quantization config, the file that held it).
 
     The quantization config comes from config.json's `quantization_config`, else from a
     standalone `quantize_config.json` (AutoGPTQ) or `quantization_config.json` (INC).
     """
     config_path = root / "config.json"
-    config = read_json(config_path, "config.json") if config_path.is_file() else None
+    # lexists: a config.json that is a FIFO or a dangling link is refused by name, not skipped.
+    config = read_json(config_path, "config.json", roots) if os.path.lexists(config_path) else None
     qc = config.get("quantization_config") if config is not None else None
     if qc is not None:
         if not isinstance(qc, dict):
@@ -149,8 +177,8 @@ def find_config(root: Path) -> tuple[dict, dict, str]:
                                      f"got {type(qc).__name__}")
         return config, qc, "config.json"
     for name in ("quantize_config.json", "quantization_config.json"):
-        if (root / name).is_file():
-            return config or {}, read_json(root / name, name), name
+        if os.path.lexists(root / name):
+            return config or {}, read_json(root / name, name, roots), name
     if config is None:
         raise MissingConfigError(
             f"{root}: no config.json (nor quantize_config.json); a quantized checkpoint needs "

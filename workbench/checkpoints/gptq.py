@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 
 from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales
 from workbench.checkpoints.errors import (
-    GroupSizeError, InvalidConfigError, MissingTensorError, TensorMismatchError,
+    GroupSizeError, InvalidConfigError, TensorMismatchError,
     UnknownFormatError, UnsupportedLayerError,
 )
-from workbench.checkpoints.safetensors_file import TensorInfo, read_tensor
+from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_tensor
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
 
 __all__ = ["GPTQFamilyConfig", "parse_gptq_config", "parse_inc_config", "parse_awq_config",
@@ -225,28 +225,21 @@ def _check_override(quant: tuple, layer: str) -> tuple[int, int, bool]:
     return bits, group, sym
 
 
-def _need(tensors: dict[str, TensorInfo], name: str, layer: str, why: str) -> TensorInfo:
-    info = tensors.get(name)
-    if info is None:
-        raise MissingTensorError(f"layer {layer}: tensor {name!r} is missing ({why})")
-    return info
-
-
 def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
                      params_dtype: str, source: str) -> list[LayerSpec]:
-    """Every quantized layer (a prefix with `qweight`), from headers only."""
+    """Every quantized layer (a prefix with any of `qweight`, `qzeros`, `scales`, `g_idx`),
+    from headers only; a layer missing one of its required tensors is a MissingTensorError."""
     specs: list[LayerSpec] = []
-    for tname in tensors:
-        if not tname.endswith(".qweight"):
-            continue
-        prefix = tname[: -len(".qweight")]
+    prefixes = dict.fromkeys(t.rsplit(".", 1)[0] for t in tensors
+                             if t.endswith((".qweight", ".qzeros", ".scales", ".g_idx")))
+    for prefix in prefixes:
         quant = _layer_quant(cfg, prefix)
         if quant is None:
             continue
         bits, group, sym = _check_override(quant, prefix)
-        qweight = tensors[tname]
-        scales = _need(tensors, f"{prefix}.scales", prefix, f"{cfg.layout} layout")
-        qzeros = _need(tensors, f"{prefix}.qzeros", prefix, f"{cfg.layout} layout")
+        qweight = need_tensor(tensors, f"{prefix}.qweight", prefix, f"{cfg.layout} layout")
+        scales = need_tensor(tensors, f"{prefix}.scales", prefix, f"{cfg.layout} layout")
+        qzeros = need_tensor(tensors, f"{prefix}.qzeros", prefix, f"{cfg.layout} layout")
         for info in (qweight, qzeros):
             if info.dtype != "I32" or len(info.shape) != 2:
                 raise TensorMismatchError(f"layer {prefix}: {info.name} is {info.dtype} "
@@ -261,6 +254,9 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
         else:
             k, n = qweight.shape[0], qweight.shape[1] * per_word
             layout_text = f"qweight [K, N * {bits} / 32]"
+        if k == 0 or n == 0:
+            raise TensorMismatchError(f"layer {prefix}: {layout_text} = {list(qweight.shape)} gives "
+                                      f"K = {k}, N = {n}; a layer needs at least one row and column")
         g = k if group == -1 else group
         if k % g:
             raise GroupSizeError(f"layer {prefix}: group_size {group} does not divide in_features "
@@ -277,6 +273,10 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
                                       f"[K / g, N * {bits} / 32] = [{n_groups}, {n // per_word}]")
         names = {"weight": qweight.name, "scales": scales.name, "zeros": qzeros.name}
         gidx = tensors.get(f"{prefix}.g_idx")
+        if cfg.fields.get("desc_act") and group != -1:
+            # Without g_idx the act-order permutation is lost: the layer would be computed
+            # in the wrong group order.
+            gidx = need_tensor(tensors, f"{prefix}.g_idx", prefix, "desc_act is true")
         if gidx is not None:
             if gidx.dtype not in ("I32", "I64") or gidx.shape != (k,):
                 raise TensorMismatchError(f"layer {prefix}: g_idx is {gidx.dtype} {list(gidx.shape)}; "

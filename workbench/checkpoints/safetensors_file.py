@@ -1,8 +1,8 @@
 """Safetensors files, read lazily: the header is parsed and checked here, tensors are
-read one at a time through `safetensors.safe_open` (a memory map), so loading a layer
-touches only that layer's bytes.
+read one at a time by seeking to their byte range, so loading a layer touches only that
+layer's bytes. Files are opened through `paths.open_file` (allowed roots, regular files only).
 
-The header is checked before safetensors sees the file, so a truncated file, a header
+The header is checked before any tensor is read, so a truncated file, a header
 that claims more bytes than the file holds, or a malformed entry becomes a
 `CorruptFileError` naming the file and the entry, never a crash in the reader.
 
@@ -17,16 +17,21 @@ import json
 import math
 import os
 import struct
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from workbench.checkpoints.errors import CorruptFileError, PickleRefusedError
+from workbench.checkpoints.errors import (
+    CorruptFileError, MissingTensorError, MissingWeightsError, PickleRefusedError,
+)
+from workbench.checkpoints.paths import open_file
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["TensorInfo", "read_header", "read_tensor", "read_small_ints", "SAFETENSORS_DTYPES"]
+__all__ = ["TensorInfo", "read_header", "read_tensor", "read_small_ints", "need_tensor",
+           "SAFETENSORS_DTYPES"]
 
 # The safetensors library refuses headers over 100 MB; so do we, before allocating.
 MAX_HEADER_BYTES = 100_000_000
@@ -61,6 +66,8 @@ class TensorInfo:
     begin: int
     end: int
     data_start: int  # file offset of the data section that begin/end are relative to
+    roots: tuple[Path, ...] = ()  # the allowed roots the file was opened under
+    ident: tuple[int, int, int] = (0, 0, 0)  # (device, inode, size) when the header was read
 
     @property
     def nbytes(self) -> int:
@@ -72,6 +79,17 @@ class TensorInfo:
 
         name = SAFETENSORS_DTYPES[self.dtype][1]
         return None if name is None else getattr(torch, name, None)
+
+
+def need_tensor(tensors: dict[str, TensorInfo], name: str, layer: str, why: str) -> TensorInfo:
+    """The tensor the layer's format requires; MissingTensorError names the layer, the
+    tensor and the file(s) holding the layer's other tensors (where it should have been)."""
+    info = tensors.get(name)
+    if info is None:
+        files = sorted({t.file.name for t in tensors.values() if t.name.startswith(f"{layer}.")})
+        raise MissingTensorError(f"layer {layer}: tensor {name!r} is missing from "
+                                 f"{', '.join(files) or 'every file'} ({why})")
+    return info
 
 
 def _refuse_if_pickle(path: Path, head: bytes) -> None:
@@ -117,15 +135,31 @@ def _parse_entry(path: Path, name: str, entry: object) -> tuple[str, tuple[int, 
     return dtype, tuple(shape), offsets[0], offsets[1]
 
 
-def read_header(path: str | os.PathLike) -> tuple[dict[str, TensorInfo], dict[str, str]]:
+def _open_checked(info: TensorInfo):
+    """The tensor's file, opened again under its roots; it must be the file whose header was read."""
+    f = open_file(info.file, info.roots, MissingWeightsError)
+    st = os.fstat(f.fileno())
+    if (st.st_dev, st.st_ino, st.st_size) != info.ident:
+        f.close()
+        raise CorruptFileError(f"{info.file}: changed since its header was read (replaced or "
+                               "rewritten); open the checkpoint again")
+    return f
+
+
+def read_header(path: str | os.PathLike, roots: tuple[Path, ...] | None = None,
+                ) -> tuple[dict[str, TensorInfo], dict[str, str]]:
     """Parse and check a safetensors header without reading tensor data.
 
-    Returns (tensors by name, __metadata__).
+    `roots`: where the file's real path may lie (default: its own directory). Returns
+    (tensors by name, __metadata__).
     """
     path = Path(path)
+    if roots is None:
+        roots = (Path(os.path.realpath(path.absolute().parent)),)
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
+        with open_file(path, roots, MissingWeightsError) as f:
+            st = os.fstat(f.fileno())
+            size = st.st_size
             head = f.read(9)
             _refuse_if_pickle(path, head)
             head = head[:8]
@@ -146,9 +180,12 @@ def read_header(path: str | os.PathLike) -> tuple[dict[str, TensorInfo], dict[st
             raw = f.read(n)
     except OSError as exc:
         raise CorruptFileError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    if len(raw) != n:
+        raise CorruptFileError(f"{path}: header cut short while reading (the file shrank)")
+    ident = (st.st_dev, st.st_ino, size)
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, an int of 5000 digits
         raise CorruptFileError(f"{path}: header is not UTF-8 JSON ({exc})") from None
     if not isinstance(header, dict):
         raise CorruptFileError(f"{path}: header must be a JSON object, got {type(header).__name__}")
@@ -164,7 +201,7 @@ def read_header(path: str | os.PathLike) -> tuple[dict[str, TensorInfo], dict[st
         if end > data_size:
             raise _entry_error(path, name, f"needs bytes [{begin}, {end}) of the data section "
                                f"but the file holds only {data_size} (truncated file)")
-        tensors[name] = TensorInfo(name, path, dtype, shape, begin, end, data_start)
+        tensors[name] = TensorInfo(name, path, dtype, shape, begin, end, data_start, roots, ident)
     # The tensors must tile the data section: no holes, no overlaps, nothing after the
     # last one (the safetensors library rejects such files as incomplete).
     cursor = 0
@@ -182,17 +219,34 @@ def read_header(path: str | os.PathLike) -> tuple[dict[str, TensorInfo], dict[st
 
 
 def read_tensor(info: TensorInfo) -> torch.Tensor:
-    """Read one tensor through safetensors' memory map (only its bytes are touched)."""
-    from safetensors import SafetensorError, safe_open
+    """Read one tensor's bytes (only those) from the file whose header was checked.
 
-    if info.torch_dtype is None:
+    The bytes are read through the descriptor `open_file` checked, not by reopening the
+    path in another library, so the file read is the file judged; the header parser has
+    already proved the byte range lies inside the data section.
+    """
+    import torch
+
+    dtype = info.torch_dtype
+    if dtype is None:
         raise CorruptFileError(f"{info.file}: tensor {info.name!r} has dtype {info.dtype}, "
                                "which torch cannot hold")
+    if sys.byteorder != "little":
+        raise CorruptFileError(f"{info.file}: safetensors data is little-endian; this "
+                               f"{sys.byteorder}-endian host would read it wrongly")
     try:
-        with safe_open(str(info.file), framework="pt") as f:
-            return f.get_tensor(info.name)
-    except (SafetensorError, OSError, RuntimeError) as exc:
-        raise CorruptFileError(f"{info.file}: tensor {info.name!r} cannot be read: {exc}") from None
+        with _open_checked(info) as f:
+            f.seek(info.data_start + info.begin)
+            raw = bytearray(info.nbytes)
+            got = f.readinto(raw)
+    except OSError as exc:
+        raise CorruptFileError(f"{info.file}: tensor {info.name!r} cannot be read: "
+                               f"{exc.strerror or exc}") from None
+    if got != info.nbytes:
+        raise CorruptFileError(f"{info.file}: tensor {info.name!r} is cut short (truncated file)")
+    if not raw:
+        return torch.empty(info.shape, dtype=dtype)
+    return torch.frombuffer(raw, dtype=dtype).reshape(info.shape)
 
 
 def read_small_ints(info: TensorInfo, limit: int = 4096) -> tuple[int, ...]:
@@ -201,7 +255,7 @@ def read_small_ints(info: TensorInfo, limit: int = 4096) -> tuple[int, ...]:
     if info.nbytes > limit or code is None:
         raise CorruptFileError(f"{info.file}: tensor {info.name!r} ({info.dtype} {list(info.shape)}) "
                                f"is not a small integer metadata tensor (at most {limit} bytes)")
-    with open(info.file, "rb") as f:
+    with _open_checked(info) as f:
         f.seek(info.data_start + info.begin)
         raw = f.read(info.nbytes)
     if len(raw) != info.nbytes:
