@@ -1,23 +1,38 @@
 """`python -m workbench`: the command-line face of the workbench.
 
 Each command lives in its own module under `workbench/cli/` and exposes
-`register(subparsers)`; the module sets `func` on its parser. Errors the user can
-fix are `WorkbenchError`s: they print one line naming the field and exit 2.
+`register(subparsers)`; the module sets `func` on its parser. Every input the user can
+fix (a usage error, a `WorkbenchError`, an unreadable file) prints exactly one
+`error: ...` line on stderr and exits 2; a closed stdout (`| head -1`) ends the command
+quietly. Anything else is a bug: one line saying so, exit 1 (`WORKBENCH_TRACEBACK=1`
+shows the traceback).
 """
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from workbench.errors import USER_ERRORS
+
+
+class UsageError(Exception):
+    """A command line argparse refuses (unknown option, missing or malformed value)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of printing usage and exiting, so `main` prints one line."""
+
+    def error(self, message: str):
+        raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 # Command modules, in the order `--help` lists them.
 _COMMANDS = ("trace", "platforms", "matrix", "inspect", "bench")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m workbench",
         description="Which vLLM 0.33.0 kernel runs a quantized layer, why, and what it costs.",
     )
@@ -33,14 +48,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: object) -> None:
+    text = " ".join(str(message).splitlines()) or "(no message)"  # one line; spaces kept as vLLM wrote them
+    print(f"error: {text}", file=sys.stderr, flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)
-    except USER_ERRORS as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    except (UsageError, *USER_ERRORS) as exc:
+        _error(exc)
+    except BrokenPipeError:
+        # The reader went away (`| head -1`): stop writing, and keep Python's exit-time
+        # flush of stdout from raising again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except OSError as exc:  # a file the user named that cannot be read or written
+        where = f"{exc.filename}: " if exc.filename else ""
+        _error(f"{where}{exc.strerror or exc}")
+    except MemoryError:
+        _error("out of memory; use smaller sizes (see the command's --help)")
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except Exception as exc:  # noqa: BLE001 - a bug must not look like a traceback of bad input
+        if os.environ.get("WORKBENCH_TRACEBACK"):
+            raise
+        _error(f"internal error ({type(exc).__name__}: {exc}); this is a bug in the workbench, "
+               "not in your input: rerun with WORKBENCH_TRACEBACK=1 and report the traceback")
+        return 1
+    return 2
 
 
 if __name__ == "__main__":

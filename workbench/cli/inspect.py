@@ -3,6 +3,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import textwrap
+
+from workbench.cli.inputs import existing_path, int_in, platform_arg
+
+ERROR_WIDTH = 100  # the footnotes under the table wrap vLLM's messages at this width
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -13,30 +18,61 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("path", help="checkpoint directory (config.json + *.safetensors)")
     p.add_argument("--platform", default="sm90-h200",
                    help="platform preset for the resolved-scheme column (default: sm90-h200)")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size for the resolution")
+    p.add_argument("--tp", type=int_in(1, 1024), default=1,
+                   help="tensor-parallel size for the resolution; K and N are then each shard's")
     p.add_argument("--no-scheme", action="store_true", help="skip the resolved-scheme column")
     p.add_argument("--json", action="store_true", help="print the listing as JSON")
     p.set_defaults(func=run)
 
 
-def _table(rows: list[dict], columns: list[str]) -> str:
+def _table(rows: list[dict], columns: list[str], headers: dict[str, str]) -> str:
     cells = [[str(r.get(c, "")) if r.get(c) is not None else "-" for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(columns, widths))]
-    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    names = [headers.get(c, c) for c in columns]
+    widths = [max([len(n)] + [len(row[i]) for row in cells]) for i, n in enumerate(names)]
+    lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip()]
+    lines += ["  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
     return "\n".join(lines)
+
+
+def _shard(layer, tp: int) -> dict:
+    """The shard vLLM builds at this TP: K and N per partition, or None where TP cannot split."""
+    from workbench.errors import InvalidInputError
+
+    parallel = layer.default_parallel
+    try:
+        k, n = layer.partition_shape(tp, parallel)
+    except InvalidInputError:
+        k = n = None
+    return {"parallel": parallel, "in_features": k, "out_features": n}
+
+
+def _footnotes(rows: list[dict]) -> list[str]:
+    """Replace each row's error by a note number; one wrapped note per distinct message."""
+    notes: dict[str, int] = {}
+    for row in rows:
+        error = row.get("error")
+        if error:
+            number = notes.setdefault(error, len(notes) + 1)
+            row["error"] = f"{error.split(':', 1)[0]} [{number}]"
+    return [textwrap.fill(error, ERROR_WIDTH, initial_indent=f"[{i}] ", subsequent_indent="    ")
+            for error, i in notes.items()]
 
 
 def run(args: argparse.Namespace) -> int:
     from workbench.checkpoints import listing_rows, open_checkpoint
+    from workbench.platforms import resolve_platform
 
-    ck = open_checkpoint(args.path)
-    rows = listing_rows(ck.layers, args.platform, tp_size=args.tp, with_scheme=not args.no_scheme)
+    # Resolved once, up front: a bad platform is one error, not the same error in every row.
+    platform = None if args.no_scheme else resolve_platform(platform_arg(args.platform))
+    ck = open_checkpoint(existing_path(args.path, "path"))
+    rows = listing_rows(ck.layers, platform, tp_size=args.tp, with_scheme=not args.no_scheme)
+    shards = [_shard(layer, args.tp) for layer in ck.layers]
     if args.json:
         out = ck.to_dict()
         out["platform"] = None if args.no_scheme else args.platform
         out["tp_size"] = args.tp
-        for layer, row in zip(out["layers"], rows):
+        for layer, row, shard in zip(out["layers"], rows, shards):
+            layer["shard"] = shard
             layer["resolved"] = {k: row.get(k) for k in ("scheme", "kernel", "error")}
         print(json.dumps(out, indent=2))
         return 0
@@ -46,8 +82,22 @@ def run(args: argparse.Namespace) -> int:
     for note in ck.notes:
         print(f"note: {note}")
     columns = ["layer", "K", "N", "weights", "group_size", "input", "ct_format", "scale_dtype"]
+    headers = {}
+    if args.tp > 1:
+        for row, shard in zip(rows, shards):
+            row.update(parallel=shard["parallel"], K=shard["in_features"], N=shard["out_features"])
+        columns.insert(1, "parallel")
+        headers = {"K": f"K/TP{args.tp}", "N": f"N/TP{args.tp}"}
+    notes: list[str] = []
     if not args.no_scheme:
         print(f"resolved on {args.platform}" + (f" at TP {args.tp}" if args.tp > 1 else "") + ":")
         columns += ["scheme", "kernel", "error"]
-    print(_table(rows, columns))
+        notes = _footnotes(rows)
+    print(_table(rows, columns, headers))
+    if args.tp > 1:
+        print(f"K and N are each shard's at TP {args.tp} (row-parallel layers split K, column-"
+              "parallel layers split N); '-' where TP does not divide the layer.")
+    if notes:
+        print("\nerrors (vLLM's messages; --json holds them too):")
+        print("\n".join(notes))
     return 0

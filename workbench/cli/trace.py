@@ -6,21 +6,47 @@ import json
 import sys
 from typing import Any
 
+from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, existing_path, int_in, json_arg,
+                                  json_object, open_input, parse_json, platform_arg, shown)
 from workbench.errors import USER_ERRORS, InvalidInputError
+
+# The keys of one --batch line; exactly one of CASE_KINDS.
+CASE_KINDS = ("mp_config", "scheme", "inc")
+CASE_OPTIONAL = ("platform", "env", "id")
+
+BATCH_FORMAT = f"""\
+--batch FILE reads JSON Lines (FILE may be '-' for stdin, or a pipe): one JSON object per
+line, at most {MAX_ARG_BYTES} bytes; blank lines are skipped. Each object holds exactly one of
+  "mp_config": {{...}}   an MPLinearLayerConfig, as --mp-config takes it
+  "scheme":    {{...}}   a compressed-tensors layer scheme, as --scheme takes it
+  "inc":       {{...}}   an INC/AutoRound layer config, as --inc takes it
+and optionally
+  "platform": "sm90-h200" or {{"preset": ..., ...}}   (default sm90-h200)
+  "env": {{"VLLM_DISABLED_KERNELS": "MacheteLinearKernel", ...}}
+  "id": any JSON value, copied into that line's output
+Output: one JSON trace per input line, in order. A line that cannot be traced prints
+{{"input_error": "line N: ...", "line": N}} instead and the batch goes on; the command then
+ends with exit code 2 and one error line naming the bad lines. Example: examples/trace_batch.jsonl.
+(tests/fixtures/vllm_oracle_*.json* are test oracles with inputs and expected outputs, not
+--batch input.)
+"""
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="trace vLLM 0.33.0's kernel selection for one layer",
                        description="Trace scheme resolution and kernel selection as vLLM 0.33.0 "
-                                   "does it, on a simulated or the real platform.")
+                                   "does it, on a simulated or the real platform.",
+                       epilog=BATCH_FORMAT, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--mp-config", metavar="JSON", help="an MPLinearLayerConfig as JSON (or @file)")
     src.add_argument("--scheme", metavar="JSON", help="a compressed-tensors layer scheme as JSON (or @file)")
     src.add_argument("--inc", metavar="JSON", help="an INC/AutoRound layer config as JSON (or @file)")
     src.add_argument("--checkpoint", metavar="PATH", help="a checkpoint directory (with --layer)")
-    src.add_argument("--batch", metavar="FILE", help="JSONL cases, one per line ('-' for stdin)")
+    src.add_argument("--batch", metavar="FILE",
+                     help="JSON Lines cases, one object per line ('-' for stdin; format below)")
     p.add_argument("--layer", help="layer name inside --checkpoint")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size for --checkpoint")
+    p.add_argument("--tp", type=int_in(1, 1024), default=1,
+                   help="tensor-parallel size for --checkpoint")
     p.add_argument("--parallel", choices=("column", "row"), default="column",
                    help="how --checkpoint's layer is sharded under --tp")
     p.add_argument("--platform", default="sm90-h200",
@@ -34,33 +60,32 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def load_json_arg(text: str, what: str) -> Any:
-    """Parse a JSON argument; `@path` reads it from a file."""
-    if text.startswith("@"):
-        try:
-            with open(text[1:], encoding="utf-8") as f:
-                text = f.read()
-        except OSError as exc:
-            raise InvalidInputError(f"{what}: cannot read {text[1:]!r}: {exc.strerror}") from None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"{what}: malformed JSON ({exc.msg} at line {exc.lineno} column "
-                                f"{exc.colno})") from None
+    """Parse a JSON argument; `@path` reads it from a regular file (both bounded)."""
+    return json_arg(text, what)
 
 
-def trace_case(case: dict):
-    """One batch case: `{"mp_config"|"scheme"|"inc": {...}, "platform": ..., "env": {...}}`."""
+def trace_case(case: Any):
+    """One --batch case (see BATCH_FORMAT)."""
     from workbench.dispatch import trace_inc, trace_mp, trace_scheme
 
-    if not isinstance(case, dict):
-        raise InvalidInputError(f"case: expected a JSON object, got {type(case).__name__}")
-    platform = case.get("platform", "sm90-h200")
-    env = case.get("env")
-    kinds = [k for k in ("mp_config", "scheme", "inc") if k in case]
+    case = json_object(case, "case")
+    unknown = sorted(set(case) - set(CASE_KINDS) - set(CASE_OPTIONAL))
+    if unknown:
+        raise InvalidInputError(f"case: unknown key(s) {shown(unknown)}; accepted: one of "
+                                f"{', '.join(CASE_KINDS)}, and {', '.join(CASE_OPTIONAL)}")
+    kinds = [k for k in CASE_KINDS if k in case]
     if len(kinds) != 1:
-        raise InvalidInputError("case: expected exactly one of 'mp_config', 'scheme' or 'inc'")
+        raise InvalidInputError("case: expected exactly one of 'mp_config', 'scheme' or 'inc', "
+                                f"got {len(kinds)}")
+    platform = case.get("platform", "sm90-h200")
+    if not isinstance(platform, (str, dict)):
+        raise InvalidInputError(f"case.platform: expected a preset name or a JSON object, got "
+                                f"{shown(platform, 40)}")
+    env = case.get("env")
+    if env is not None:
+        json_object(env, "case.env")
     fn = {"mp_config": trace_mp, "scheme": trace_scheme, "inc": trace_inc}[kinds[0]]
-    return fn(case[kinds[0]], platform, env)
+    return fn(json_object(case[kinds[0]], f"case.{kinds[0]}"), platform, env)
 
 
 def _env_mapping(pairs: list[str]) -> dict[str, str]:
@@ -104,47 +129,64 @@ def format_text(trace) -> str:
     return "\n".join(lines)
 
 
+def _object_arg(text: str, what: str) -> dict:
+    return json_object(load_json_arg(text, what), what)
+
+
 def run(args: argparse.Namespace) -> int:
     env = _env_mapping(args.env)
     if args.batch:
         return _run_batch(args.batch)
     from workbench.dispatch import trace_inc, trace_mp, trace_scheme
 
+    platform = platform_arg(args.platform)
     if args.mp_config:
-        trace = trace_mp(load_json_arg(args.mp_config, "--mp-config"), args.platform, env)
+        trace = trace_mp(_object_arg(args.mp_config, "--mp-config"), platform, env)
     elif args.scheme:
-        trace = trace_scheme(load_json_arg(args.scheme, "--scheme"), args.platform, env)
+        trace = trace_scheme(_object_arg(args.scheme, "--scheme"), platform, env)
     elif args.inc:
-        trace = trace_inc(load_json_arg(args.inc, "--inc"), args.platform, env)
+        trace = trace_inc(_object_arg(args.inc, "--inc"), platform, env)
     else:
         if not args.layer:
             raise InvalidInputError("--checkpoint needs --layer NAME (see `python -m workbench inspect PATH`)")
         from workbench.checkpoints import trace_checkpoint_layer
 
-        trace = trace_checkpoint_layer(args.checkpoint, args.layer, args.platform, env,
-                                       tp_size=args.tp, parallel=args.parallel)
+        trace = trace_checkpoint_layer(existing_path(args.checkpoint, "--checkpoint"), args.layer,
+                                       platform, env, tp_size=args.tp, parallel=args.parallel)
     _print(trace, args)
     return 0
 
 
 def _run_batch(path: str) -> int:
     """One trace JSON per input line, in order; a bad line prints its error and the run goes on."""
-    stream = sys.stdin if path == "-" else None
-    try:
-        handle = stream or open(path, encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError(f"--batch: cannot read {path!r}: {exc.strerror}") from None
-    status = 0
+    handle = sys.stdin.buffer if path == "-" else open_input(path, "--batch", fifo=True)
+    bad: list[int] = []
+    bugs: list[int] = []
     with handle:
-        for number, line in enumerate(handle, 1):
-            if not line.strip():
+        for number, line in bounded_lines(handle):
+            if line is not None and not line.strip():
                 continue
             try:
-                case = load_json_arg(line, f"--batch line {number}")
+                if line is None:
+                    raise InvalidInputError(f"over {MAX_ARG_BYTES} bytes; accepted: at most "
+                                            f"{MAX_ARG_BYTES} per line")
+                case = parse_json(line, "JSON text")
                 out = trace_case(case).to_json()
+                if isinstance(case, dict) and "id" in case:
+                    out["id"] = case["id"]
             except USER_ERRORS as exc:
-                status = 2
-                out = {"input_error": f"line {number}: {exc}"}
-            print(json.dumps(out), flush=False)
+                bad.append(number)
+                out = {"input_error": f"line {number}: {exc}", "line": number}
+            except Exception as exc:  # noqa: BLE001 - a bug on one line must not lose the others
+                bugs.append(number)
+                out = {"internal_error": f"line {number}: {type(exc).__name__}: {exc}", "line": number}
+            print(json.dumps(out))
     sys.stdout.flush()
-    return status
+    if bugs:
+        raise RuntimeError(f"--batch line(s) {', '.join(map(str, bugs[:10]))} failed inside the "
+                           "workbench (their output lines hold internal_error)")
+    if bad:
+        listed = ", ".join(map(str, bad[:10])) + (", ..." if len(bad) > 10 else "")
+        raise InvalidInputError(f"--batch: {len(bad)} line(s) could not be traced (line {listed}); "
+                                "their output lines hold input_error")
+    return 0
