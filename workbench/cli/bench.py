@@ -4,49 +4,95 @@
         --paths w4a8_native,w4a16_fallback,int8_mm,bf16_dense,vllm_dynamic4bit --json
 
 prints one JSON record per (path, M) with at least path, m, n, k, group_size,
-median_ms, rel_error (against the float reference) and available (false, with why,
-where a path cannot run here). `--out results.json` (or .csv) also writes the records
-with their provenance; `--list` shows every path and whether it can run here.
+median_ms, rel_error, kernel_rel_error and available (false, with why, where a path
+cannot run here). Two references, named in each record's `error_references`:
+  rel_error         against the unquantized weights: x @ W^T in float64, W the float
+                    weight the layer was quantized from (what quantization costs in all)
+  kernel_rel_error  against the float64 reference of the quantized layer, computed as
+                    the path computes (w4a8_kernels.reference: the kernel's own error)
+`--out results.json` (or .csv) also writes the records with their provenance; `--list`
+shows every path and whether it can run here. Sizes are checked against this machine's
+available memory before anything is allocated.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-
+from workbench.cli.inputs import float_in, int_in, int_list, output_file, shown
 from workbench.errors import InvalidInputError
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback"
+_DIM = int_in(1, 2**31 - 1)
+ERROR_REFERENCES = {
+    "rel_error": "unquantized weights (x @ W^T in float64)",
+    "kernel_rel_error": "float64 reference of the quantized layer (w4a8_kernels.reference)",
+}
+MEMORY_FRACTION = 0.8  # of the memory available when the command starts
 
 
-def _ints(text: str, field: str) -> list[int]:
+def working_bytes(n: int, k: int, m: int, paths: int) -> int:
+    """About the peak memory of one bench run (measured: 30 B per weight element with two
+    paths; per token row, the activation copies and the outputs every path keeps)."""
+    return n * k * (22 + 4 * paths) + m * k * (6 + 2 * paths) + m * n * (4 + 4 * paths)
+
+
+def available_bytes() -> int | None:
+    """MemAvailable, or less under a cgroup v2 memory limit; None where neither is readable."""
+    found = []
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise InvalidInputError(f"{field}: {text!r}; accepted: comma-separated integers") from None
-    if not values:
-        raise InvalidInputError(f"{field}: empty; accepted: comma-separated integers")
-    return values
+        with open("/proc/meminfo", encoding="ascii") as f:
+            found += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            found.append(int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    if not found and hasattr(os, "sysconf"):
+        try:
+            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (OSError, ValueError):
+            pass
+    return min(found) if found else None
+
+
+def check_size(n: int, k: int, ms: list[int], paths: int) -> None:
+    """Refuse a layer and token counts that would not fit, before anything is allocated."""
+    need = working_bytes(n, k, max(ms), paths)
+    free = available_bytes()
+    if free is not None and need > MEMORY_FRACTION * free:
+        raise InvalidInputError(
+            f"size: N = {n}, K = {k}, M up to {max(ms)} with {paths} path(s) needs about "
+            f"{need / 2**30:.1f} GiB; the limit here is {MEMORY_FRACTION * free / 2**30:.1f} GiB "
+            f"({MEMORY_FRACTION:.0%} of the available memory); use a smaller --m, --n or --k")
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("bench", help="time W4A8 and W4A16 kernel paths on this machine",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--m", default="1,32,128", help="token counts, comma-separated (default 1,32,128)")
-    p.add_argument("--n", type=int, default=4096, help="out_features N (default 4096)")
-    p.add_argument("--k", type=int, default=4096, help="in_features K (default 4096)")
-    p.add_argument("--group", type=int, default=128, help="group size; -1 per-channel (default 128)")
+    p.add_argument("--n", type=_DIM, default=4096, help="out_features N (default 4096)")
+    p.add_argument("--k", type=_DIM, default=4096, help="in_features K (default 4096)")
+    p.add_argument("--group", type=int_in(1, 2**31 - 1, also=(-1,)), default=128,
+                   help="group size; -1 per-channel (default 128)")
     p.add_argument("--asym", action="store_true", help="asymmetric weights (zero points)")
     p.add_argument("--paths", default=_DEFAULT_PATHS, help=f"kernel paths (default {_DEFAULT_PATHS})")
     p.add_argument("--model", help="bench a real model's shard instead (see workbench.models)")
     p.add_argument("--layer", help="with --model: qkv_proj, o_proj, gate_up_proj, down_proj, ...")
-    p.add_argument("--tp", type=int, default=1, help="with --model: tensor parallel size")
-    p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--warmup", type=int, default=1)
-    p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-call-s", type=float, default=10.0,
+    p.add_argument("--tp", type=int_in(1, 1024), default=1, help="with --model: tensor parallel size")
+    p.add_argument("--repeats", type=int_in(1, 1000), default=5)
+    p.add_argument("--warmup", type=int_in(0, 100), default=1)
+    p.add_argument("--threads", type=int_in(1, 1024), help="torch threads (default: torch's)")
+    p.add_argument("--seed", type=int_in(0, 2**31 - 1), default=0)
+    p.add_argument("--max-call-s", type=float_in(0, 3600), default=10.0,
                    help="stop timing a path at larger M once one call exceeds this (default 10)")
     p.add_argument("--json", action="store_true", help="one JSON record per line")
     p.add_argument("--out", help="also write the records with provenance (.json or .csv)")
@@ -61,8 +107,8 @@ def _layer(args):
         parts = partitions(args.model, args.tp)
         names = [q.layer for q in parts]
         if args.layer not in names:
-            raise InvalidInputError(f"--layer: {args.layer!r}; {args.model} at TP {args.tp} has "
-                                    f"{', '.join(names)}")
+            raise InvalidInputError(f"--layer: {shown(args.layer)}; {args.model} at TP {args.tp} "
+                                    f"has {', '.join(names)}")
         part = parts[names.index(args.layer)]
         n, k = part.n, part.k
     else:
@@ -72,8 +118,8 @@ def _layer(args):
     g = args.group
     if g != -1 and (g <= 0 or k % g):
         raise InvalidInputError(f"--group: {g} does not divide K = {k}; accepted: -1 or a divisor of K")
-    layer = synthetic_bench_layer(n, k, g, seed=args.seed, symmetric=not args.asym)
-    return layer
+    check_size(n, k, args.ms, len(args.path_names))
+    return synthetic_bench_layer(n, k, g, seed=args.seed, symmetric=not args.asym)
 
 
 def run(args) -> int:
@@ -85,39 +131,40 @@ def run(args) -> int:
             ok, why = path.probe()
             print(f"{name:22s} {'yes' if ok else 'no ':3s} {path.summary}" + (f"  [{why}]" if why else ""))
         return 0
-    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    paths = list(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
-        raise InvalidInputError(f"--paths: unknown {', '.join(unknown) or '(none given)'}; known: "
-                                f"{', '.join(PATHS)}")
-    ms = _ints(args.m, "--m")
-    if any(m < 0 for m in ms):
-        raise InvalidInputError(f"--m: token counts must be >= 0, got {ms}")
-    if args.repeats < 1 or args.warmup < 0:
-        raise InvalidInputError("--repeats must be >= 1 and --warmup >= 0")
+        raise InvalidInputError(f"--paths: unknown {shown(', '.join(unknown)) if unknown else '(none given)'}; "
+                                f"known: {', '.join(PATHS)}")
+    args.path_names, args.ms = paths, int_list(args.m, "--m", 0, 2**31 - 1)
+    if args.out:
+        output_file(args.out, "--out", (".json", ".csv"))  # checked before the minutes of timing
     if args.threads is not None:
-        if args.threads < 1:
-            raise InvalidInputError(f"--threads: {args.threads}; accepted: >= 1")
         import torch  # imported here: the CLI starts fast for every other command
 
         torch.set_num_threads(args.threads)
     layer = _layer(args)
+    ms = args.ms
     prov = host_provenance()
     records = bench_layer_weight(layer, paths, ms, warmup=args.warmup, repeats=args.repeats,
                                  max_call_s=args.max_call_s, seed=args.seed)
     if args.json:
         for r in records:
-            print(json.dumps(r.to_dict()))
+            print(json.dumps({**r.to_dict(), "error_references": ERROR_REFERENCES}))
     else:
         print(f"{layer.name}  threads={prov['threads']}  torch {prov['torch']}  {prov['cpu']}")
-        print(f"{'path':22s} {'M':>6s} {'median ms':>10s} {'p20-p80':>17s} {'rel err':>9s}  note")
+        print(f"{'path':22s} {'M':>6s} {'median ms':>10s} {'p20-p80':>17s} {'err vs W':>9s} "
+              f"{'err vs ref':>10s}  note")
         for r in records:
             if r.median_ms is None:
-                print(f"{r.path:22s} {r.m:6d} {'-':>10s} {'':17s} {'':9s}  {r.why}")
+                print(f"{r.path:22s} {r.m:6d} {'-':>10s} {'':17s} {'':9s} {'':10s}  {r.why}")
                 continue
             spread = f"{r.p20_ms:.3g}-{r.p80_ms:.3g}"
-            err = f"{r.rel_error:.2e}" if r.rel_error is not None else "-"
-            print(f"{r.path:22s} {r.m:6d} {r.median_ms:10.3f} {spread:>17s} {err:>9s}  {r.detail or r.why}")
+            err, kerr = (f"{e:.2e}" if e is not None else "-" for e in (r.rel_error, r.kernel_rel_error))
+            print(f"{r.path:22s} {r.m:6d} {r.median_ms:10.3f} {spread:>17s} {err:>9s} {kerr:>10s}  "
+                  f"{r.detail or r.why}")
+        print(f"relative errors: 'err vs W' against the {ERROR_REFERENCES['rel_error']}; "
+              f"'err vs ref' against the {ERROR_REFERENCES['kernel_rel_error']}")
     if args.out:
         write = write_csv if args.out.endswith(".csv") else write_json
         out = write(records, args.out, prov)

@@ -21,6 +21,26 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for p in platforms:
         extras = ", ".join(p.packages) or "-"
-        cap = "" if p.capability is None else f" sm{p.capability}"
-        print(f"{p.name:18s} {p.device}{cap:7s} packages: {extras:10s} {p.description}")
+        print(f"{p.name:18s} {p.device:4s} {target(p):8s} packages: {extras:10s} {p.description}")
+        isa = f"isa: {' '.join(isa_flags(p)) or '-'}; " if p.device == "cpu" else ""
+        print(f"{'':18s} {isa}torch ops: {', '.join(p.torch_ops) or '-'}")
     return 0
+
+
+_ISA_FIELDS = ("avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx", "zen")
+
+
+def isa_flags(p) -> list[str]:
+    """The CPU features a platform records (only the runtime notes read them, except amx/zen)."""
+    return [name for name in _ISA_FIELDS if getattr(p, name)]
+
+
+def target(p) -> str:
+    """What names the chip: the SM for CUDA, the gfx arch for ROCm, the arch for a CPU."""
+    if p.device == "cuda":
+        return "sm?" if p.capability is None else f"sm{p.capability}"
+    if p.device == "rocm":
+        return p.gfx or "ROCm"
+    if p.device == "cpu":
+        return p.cpu_arch or "-"
+    return ""
