@@ -102,7 +102,7 @@ def main() -> int:
     reps = 3 if args.quick else 7
     prov = host_provenance({"script": "benchmarks/bench_cpu_ratios.py", "n": N, "k": K,
                             "activations": "bfloat16", "weights": "RTN int4 of normal(0, 0.02), bf16 scales"})
-    from w4a8_kernels.int8_gemm import rank_engines
+    from w4a8_kernels.cpu_w4a8 import rank_engines
     prov["int8_engines_per_channel"] = [list(e) for e in rank_engines(False)]
     prov["int8_engines_grouped"] = [list(e) for e in rank_engines(True)]
     t_start = time.time()

@@ -5,16 +5,30 @@ accepted, so a bad call never turns into a silently wrong result.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 
-from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.errors import KernelInputError, KernelMemoryError
 
 _FLOAT_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 _INT_DTYPES = (torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64)
+# torch's CPU allocator reports failure as a RuntimeError with this text, Python as MemoryError
+_ALLOC_FAILED = ("can't allocate memory", "DefaultCPUAllocator", "not enough memory")
 
 
-def check_activations(x: torch.Tensor, k: int | None = None, name: str = "x") -> None:
-    """x must be a 2-D floating tensor [M, K] with K == k when given."""
+def check_device(t: torch.Tensor, name: str, device: str | None) -> None:
+    """A tensor with data (never `meta`), on `device` when given."""
+    if t.device.type == "meta":
+        raise KernelInputError(f"{name} is on the meta device (a shape without data); "
+                               f"the kernels need real values, on {device or 'cpu or cuda'}")
+    if device is not None and t.device.type != device:
+        raise KernelInputError(f"{name} is on device {t.device}; this kernel takes {device} tensors")
+
+
+def check_activations(x: torch.Tensor, k: int | None = None, name: str = "x",
+                      device: str | None = "cpu") -> None:
+    """x must be a 2-D floating tensor [M, K] on `device`, with K == k when given."""
     if not isinstance(x, torch.Tensor):
         raise KernelInputError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
     if x.dtype not in _FLOAT_DTYPES:
@@ -22,6 +36,7 @@ def check_activations(x: torch.Tensor, k: int | None = None, name: str = "x") ->
             f"{name} has dtype {x.dtype}; accepted: float32, float16, bfloat16, float64")
     if x.dim() != 2:
         raise KernelInputError(f"{name} must be 2-D [M, K], got shape {tuple(x.shape)}")
+    check_device(x, name, device)
     if k is not None and x.shape[1] != k:
         raise KernelInputError(
             f"{name} has K = {x.shape[1]} columns but the weight has K = {k} (in_features)")
@@ -37,6 +52,23 @@ def check_finite_rows(amax: torch.Tensor, name: str = "x") -> None:
             "quantization needs finite activations")
 
 
+def check_float32_range(x: torch.Tensor, name: str = "x") -> None:
+    """float64 values beyond float32's finite range would become Inf in the float32 math:
+    say so, instead of reporting an Inf the caller never gave."""
+    if x.dtype != torch.float64 or not x.numel():
+        return
+    amax = torch.linalg.vector_norm(x, ord=float("inf"), dim=1)
+    check_finite_rows(amax, name)
+    limit = torch.finfo(torch.float32).max
+    over = amax > limit
+    if bool(over.any()):
+        rows = over.nonzero().reshape(-1)[:8].tolist()
+        raise KernelInputError(
+            f"{name} (float64) holds values up to {float(amax.max()):.3g} in rows {rows} "
+            f"(showing up to 8), outside float32's finite range (|x| <= {limit:.4g}); the "
+            "kernels compute in float32")
+
+
 def check_weight(
     w_q: torch.Tensor,
     scales: torch.Tensor,
@@ -44,6 +76,7 @@ def check_weight(
     zeros: torch.Tensor | None = None,
     *,
     check_range: bool = True,
+    device: str | None = None,
 ) -> tuple[int, int, int, torch.Tensor]:
     """Validate an int4 weight in the project's convention; return (N, K, g, scales_2d).
 
@@ -51,15 +84,20 @@ def check_weight(
     scales: floating [N, K // g] ([N] is read as [N, 1] for per-channel).
     zeros: None or integer [N, K // g] in [0, 15].
     group_size: -1 or K for per-channel, else a divisor of K.
+    device: where every tensor must be (None: any real device, all the same one).
     """
     if not isinstance(w_q, torch.Tensor) or w_q.dtype != torch.int8:
         got = w_q.dtype if isinstance(w_q, torch.Tensor) else type(w_q).__name__
         raise KernelInputError(f"w_q must be a torch.int8 tensor holding int4 values, got {got}")
     if w_q.dim() != 2:
         raise KernelInputError(f"w_q must be 2-D [N, K], got shape {tuple(w_q.shape)}")
+    check_device(w_q, "w_q", device)
     n, k = w_q.shape
     if n == 0 or k == 0:
-        raise KernelInputError(f"w_q has an empty dimension: shape {(n, k)}")
+        raise KernelInputError(f"w_q has an empty dimension: shape {(n, k)}; N and K must be >= 1")
+    if isinstance(group_size, bool) or not isinstance(group_size, int):
+        raise KernelInputError(f"group_size must be an int (-1 for per-channel), got "
+                               f"{type(group_size).__name__} {group_size!r}")
     g = k if group_size in (-1, k) else int(group_size)
     if g <= 0 or k % g != 0:
         raise KernelInputError(
@@ -70,6 +108,7 @@ def check_weight(
         got = scales.dtype if isinstance(scales, torch.Tensor) else type(scales).__name__
         raise KernelInputError(
             f"scales must be a floating tensor (float32, float16, bfloat16), got {got}")
+    check_device(scales, "scales", device or w_q.device.type)
     if scales.dim() == 1 and n_groups == 1:
         scales = scales.reshape(-1, 1)
     if tuple(scales.shape) != (n, n_groups):
@@ -77,8 +116,10 @@ def check_weight(
             f"scales has shape {tuple(scales.shape)}; for w_q {(n, k)} and group_size "
             f"{group_size} it must be [N, K // g] = {(n, n_groups)}")
     if zeros is not None:
-        if zeros.dtype not in _INT_DTYPES:
-            raise KernelInputError(f"zeros must be an integer tensor, got {zeros.dtype}")
+        if not isinstance(zeros, torch.Tensor) or zeros.dtype not in _INT_DTYPES:
+            got = zeros.dtype if isinstance(zeros, torch.Tensor) else type(zeros).__name__
+            raise KernelInputError(f"zeros must be an integer tensor, got {got}")
+        check_device(zeros, "zeros", device or w_q.device.type)
         if tuple(zeros.shape) != (n, n_groups):
             raise KernelInputError(
                 f"zeros has shape {tuple(zeros.shape)}; it must match scales {(n, n_groups)}")
@@ -94,4 +135,39 @@ def check_weight(
                 f"zeros holds values in [{int(zeros.min())}, {int(zeros.max())}]; accepted [0, 15]")
     if not bool(torch.isfinite(scales).all()):
         raise KernelInputError("scales holds Inf or NaN")
+    if scales.dtype == torch.float64 and bool((scales.abs() > torch.finfo(torch.float32).max).any()):
+        raise KernelInputError("scales (float64) holds values outside float32's finite range; "
+                               "the kernels apply scales in float32")
     return n, k, g, scales
+
+
+def scale_notes(scales: torch.Tensor) -> tuple[str, ...]:
+    """What a kernel reports about accepted but unusual scales (never silently)."""
+    notes = []
+    neg = int((scales < 0).sum())
+    if neg:
+        notes.append(f"{neg} of {scales.numel()} weight scales are negative (accepted: the "
+                     "sign flips those groups' contribution, as in the reference)")
+    zero = int((scales == 0).sum())
+    if zero:
+        notes.append(f"{zero} of {scales.numel()} weight scales are zero (those groups contribute 0)")
+    return tuple(notes)
+
+
+@contextmanager
+def memory_guard(what: str, nbytes: int):
+    """Turn an allocation failure while doing `what` into KernelMemoryError with the sizes."""
+    try:
+        yield
+    except MemoryError as exc:
+        raise KernelMemoryError(_memory_message(what, nbytes, exc)) from None
+    except RuntimeError as exc:
+        if not any(s in str(exc) for s in _ALLOC_FAILED):
+            raise
+        raise KernelMemoryError(_memory_message(what, nbytes, exc)) from None
+
+
+def _memory_message(what: str, nbytes: int, exc: BaseException) -> str:
+    detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+    return (f"out of memory {what}: it needs about {nbytes / 2**30:.2f} GiB of working "
+            f"buffers ({detail}); use a smaller layer or raise the memory limit")

@@ -26,9 +26,20 @@ _state: dict[str, object] = {}
 
 
 def cache_dir() -> Path:
-    """Where built libraries go: $W4A8_WORKBENCH_CACHE, else ~/.cache/w4a8-workbench."""
-    root = os.environ.get("W4A8_WORKBENCH_CACHE") or Path.home() / ".cache" / "w4a8-workbench"
-    return Path(root)
+    """Where built libraries go: $W4A8_WORKBENCH_CACHE, else the per-user cache
+    ($XDG_CACHE_HOME or ~/.cache)/w4a8-workbench, never the installed package (site-packages
+    may be read-only); a private temporary folder where the home has no writable cache."""
+    env = os.environ.get("W4A8_WORKBENCH_CACHE")
+    if env:
+        return Path(env)
+    base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        if os.access(base, os.W_OK):
+            return base / "w4a8-workbench"
+    except OSError:
+        pass
+    return Path(tempfile.gettempdir()) / f"w4a8-workbench-{os.getuid()}"
 
 
 def _cpu_has_avx2_fma() -> tuple[bool, str]:
@@ -48,14 +59,20 @@ def _build() -> ctypes.CDLL:
     ok, why = _cpu_has_avx2_fma()
     if not ok:
         raise OSError(why)
+    if not _SRC.is_file():
+        raise OSError(f"the C source {_SRC} is missing from this install (package data)")
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
         raise OSError("no C compiler (cc or gcc) on PATH to build the AVX2 W4A8 kernel")
     src = _SRC.read_bytes()
     tag = hashlib.sha256(src + " ".join(_FLAGS).encode()).hexdigest()[:16]
     out = cache_dir() / f"w4a8_avx2-{tag}.so"
+    out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = out.parent.stat()
+    if st.st_uid != os.getuid() or st.st_mode & 0o022:
+        # a library loaded from a folder others can write to would run their code
+        raise OSError(f"the build cache {out.parent} is not a private folder of this user")
     if not out.exists():
-        out.parent.mkdir(parents=True, exist_ok=True)
         # Build to a temporary name, then rename: concurrent builders never see half a file.
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
         os.close(fd)

@@ -19,8 +19,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from w4a8_kernels._checks import check_activations, check_weight
+from w4a8_kernels._checks import (check_activations, check_float32_range, check_weight,
+                                  memory_guard, scale_notes)
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
+from w4a8_kernels.quant import center_int4
 
 __all__ = [
     "W4A16Prepared", "prepare_w4a16", "w4a16_tinygemm", "w4a16_dequant", "w4a16_fallback",
@@ -71,6 +73,7 @@ class W4A16Prepared:
     # fallback choice per M bucket (power of two): "tinygemm" or "dequant", and timings
     choices: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # accepted but unusual inputs (e.g. negative scales)
 
 
 def prepare_w4a16(
@@ -79,15 +82,19 @@ def prepare_w4a16(
     group_size: int,
     zeros: torch.Tensor | None = None,
 ) -> W4A16Prepared:
-    n, k, g, scales = check_weight(w_q, scales, group_size, zeros)
-    if zeros is not None:
-        wc = (w_q.to(torch.int16) - zeros.to(torch.int16).repeat_interleave(g, 1)).to(torch.int8)
-    else:
-        wc = w_q.contiguous()
+    n, k, g, scales = check_weight(w_q, scales, group_size, zeros, device="cpu")
+    # the centered copy, tinygemm's int32 nibbles and its packed weight: about 7 N*K bytes
+    with memory_guard(f"preparing a W4A16 layer of {n} x {k}", 7 * n * k):
+        return _prepare(w_q, scales, g, zeros)
+
+
+def _prepare(w_q, scales, g: int, zeros) -> W4A16Prepared:
+    n, k = w_q.shape
     s32 = scales.to(torch.float32).contiguous()
     ok, why = tinygemm_supports(n, k, g)
-    prepared = W4A16Prepared(n=n, k=k, group_size=g, w_centered=wc.contiguous(), scales=s32,
-                             tinygemm_ok=ok, tinygemm_why=why)
+    prepared = W4A16Prepared(n=n, k=k, group_size=g, w_centered=center_int4(w_q, zeros, g),
+                             scales=s32, tinygemm_ok=ok, tinygemm_why=why,
+                             notes=scale_notes(scales))
     if ok:
         tg = _tinygemm_group(k, g)
         reps = g // tg
@@ -110,6 +117,7 @@ def _check(x: torch.Tensor, prepared: W4A16Prepared) -> None:
     if not isinstance(prepared, W4A16Prepared):
         raise KernelInputError("prepared must come from prepare_w4a16")
     check_activations(x, prepared.k)
+    check_float32_range(x)
     if x.shape[0] and not bool(torch.isfinite(x).all()):
         raise KernelInputError("x holds Inf or NaN; W4A16 would spread it over whole output rows")
 

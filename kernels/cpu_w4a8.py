@@ -10,18 +10,22 @@ weight is made per call.
 """
 from __future__ import annotations
 
-import warnings
+import time
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 import torch
 
 from w4a8_kernels import _native_lib
-from w4a8_kernels._checks import check_activations, check_weight
+from w4a8_kernels._checks import (check_activations, check_device, check_weight, memory_guard,
+                                  scale_notes)
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
-from w4a8_kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
-from w4a8_kernels.quant import quantize_per_token_int8, quantize_per_token_int8_codes
+from w4a8_kernels.int8_gemm import (FP32_EXACT_MAX_TERMS, Int8Engine, check_accumulator_range,
+                                    engine_available, fbgemm_pack)
+from w4a8_kernels.quant import center_int4, quantize_per_token_int8, quantize_per_token_int8_codes
 
-__all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized"]
+__all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized",
+           "rank_engines"]
 
 _NR = 8  # columns per tile of the AVX2 kernel
 
@@ -38,19 +42,11 @@ class W4A8Prepared:
     asymmetric: bool
     blocks: list = field(default_factory=list)  # engine-specific per-group weight blocks
     avx2: dict = field(default_factory=dict)  # AVX2 kernel buffers
+    notes: tuple[str, ...] = ()  # accepted but unusual inputs (e.g. negative scales)
 
     @property
     def n_groups(self) -> int:
         return self.k // self.group_size
-
-
-def _centered(w_q: torch.Tensor, zeros: torch.Tensor | None, g: int) -> torch.Tensor:
-    """w_q - zeros as int8 [N, K] in [-15, 15] (int4 values fit int8 exactly)."""
-    if zeros is None:
-        return w_q.contiguous()
-    n, k = w_q.shape
-    z = zeros.to(torch.int16).repeat_interleave(g, dim=1)
-    return (w_q.to(torch.int16) - z).to(torch.int8).contiguous()
 
 
 def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
@@ -58,8 +54,14 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
     n, k = wc.shape
     n_pad = -(-n // _NR) * _NR
     k4 = -(-k // 4)
-    g4 = g // 4
     groups = k // g
+    # Per-channel K is padded to the kernel's step of 4 with zero weights (and code-0
+    # activations, see w4a8_native_from_quantized): the dot and the correction term then
+    # cover the same K columns. Grouped weights need g % 4 == 0 (checked by the caller).
+    g4 = k4 if groups == 1 else g // 4
+    if g4 * groups != k4:
+        raise KernelInputError(f"the avx2_u8s8 engine needs a group size that is a multiple "
+                               f"of 4 (or per-channel), got {g} with K = {k}")
     w = torch.zeros(n_pad, k4 * 4, dtype=torch.int8)
     w[:n, :k] = wc
     # [N/8, 8, K/4, 4] -> [N/8, K/4, 8, 4]
@@ -82,27 +84,6 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
             "n_pad": n_pad, "ch": ch}
 
 
-def _fbgemm_pack(block: torch.Tensor, scales: torch.Tensor | None = None):
-    """FBGEMM-packed int8 block; with `scales` [N] float32 its output is acc * scale[n]
-    (one float32 product, as in our own epilogue), else the plain integer sums."""
-    with warnings.catch_warnings():
-        # torch marks quantized-tensor creation deprecated; FBGEMM's prepack still needs it.
-        warnings.simplefilter("ignore", UserWarning)
-        if scales is None:
-            qw = torch._make_per_tensor_quantized_tensor(block.contiguous(), 1.0, 0)
-        else:
-            qw = torch._make_per_channel_quantized_tensor(
-                block.contiguous(), scales.to(torch.float64).contiguous(),
-                torch.zeros(block.shape[0], dtype=torch.int64), 0)
-    prev = torch.backends.quantized.engine
-    try:
-        if "fbgemm" in torch.backends.quantized.supported_engines:
-            torch.backends.quantized.engine = "fbgemm"
-        return torch.ops.quantized.linear_prepack(qw, None)
-    finally:
-        torch.backends.quantized.engine = prev
-
-
 def prepare_w4a8(
     w_q: torch.Tensor,
     scales: torch.Tensor,
@@ -117,12 +98,17 @@ def prepare_w4a8(
     weights (timed once per process, see `rank_engines`). The AVX2 kernel needs the
     group size to be a multiple of 4; other group sizes use the next engine.
     """
-    n, k, g, scales = check_weight(w_q, scales, group_size, zeros)
+    n, k, g, scales = check_weight(w_q, scales, group_size, zeros, device="cpu")
     grouped = g != k
+    w_absmax = 15 if zeros is not None else 8
     if engine == "auto":
         order = [Int8Engine(e) for e, _ in rank_engines(grouped)]
     else:
-        order = [Int8Engine(engine)]
+        try:
+            order = [Int8Engine(engine)]
+        except ValueError:
+            raise KernelInputError(f"unknown int8 engine {engine!r}; known: auto, "
+                                   f"{', '.join(e.value for e in Int8Engine)}") from None
         ok, why = engine_available(order[0])
         if not ok:
             raise KernelUnavailableError(f"int8 engine {order[0].value} cannot run here: {why}")
@@ -131,11 +117,28 @@ def prepare_w4a8(
             raise KernelInputError(
                 f"the avx2_u8s8 engine needs a group size that is a multiple of 4, got {g}")
         order.remove(Int8Engine.AVX2_U8S8)
+    fits = []
+    for e in order:  # an engine whose int32 sums could overflow never runs this layer
+        try:
+            check_accumulator_range(e, -(-g // 4) * 4, w_absmax)
+            fits.append(e)
+        except KernelInputError:
+            if len(order) == 1:
+                raise
+    order = fits or [Int8Engine.FP32_EXACT]
     chosen = order[0]
-    wc = _centered(w_q, zeros, g)
+    # int8 copies of the weight (centered, padded or packed per group), float32 for fp32_exact
+    nbytes = (5 if chosen is Int8Engine.FP32_EXACT else 3) * n * k
+    with memory_guard(f"preparing a W4A8 layer of {n} x {k} for engine {chosen.value}", nbytes):
+        return _prepare(w_q, zeros, scales, g, chosen)
+
+
+def _prepare(w_q, zeros, scales, g: int, chosen: Int8Engine) -> W4A8Prepared:
+    n, k = w_q.shape
+    wc = center_int4(w_q, zeros, g)
     prepared = W4A8Prepared(n=n, k=k, group_size=g, engine=chosen,
                             scales=scales.to(torch.float32).contiguous(),
-                            asymmetric=zeros is not None)
+                            asymmetric=zeros is not None, notes=scale_notes(scales))
     if chosen is Int8Engine.AVX2_U8S8:
         prepared.avx2 = _prepare_avx2(wc, prepared.scales, g)
         return prepared
@@ -144,7 +147,7 @@ def prepare_w4a8(
         block = wc[:, j * g:(j + 1) * g]
         if chosen is Int8Engine.FBGEMM:
             # the group's scales ride in FBGEMM's per-channel requantization
-            prepared.blocks.append(_fbgemm_pack(block, prepared.scales[:, j]))
+            prepared.blocks.append(fbgemm_pack(block, prepared.scales[:, j]))
         elif chosen is Int8Engine.INT_MM:
             # _int_mm is fastest with the transposed view of a row-major [N, K] block.
             prepared.blocks.append(block.contiguous())
@@ -176,12 +179,19 @@ def _group_sums(x_qf: torch.Tensor, x_q: torch.Tensor, prepared: W4A8Prepared, j
 def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
                                prepared: W4A8Prepared) -> torch.Tensor:
     """The GEMM on already-quantized activations: x_q int8 [M, K], x_scale [M, 1] -> float32 [M, N]."""
+    if not isinstance(prepared, W4A8Prepared):
+        raise KernelInputError("prepared must come from prepare_w4a8")
     if not isinstance(x_q, torch.Tensor) or x_q.dtype != torch.int8 or x_q.dim() != 2:
         raise KernelInputError(f"x_q must be int8 [M, K], got "
                                f"{getattr(x_q, 'dtype', type(x_q).__name__)} {tuple(getattr(x_q, 'shape', ()))}")
+    check_device(x_q, "x_q", "cpu")
     if x_q.shape[1] != prepared.k:
         raise KernelInputError(f"x_q has K = {x_q.shape[1]} columns but the weight has K = {prepared.k}")
     m = x_q.shape[0]
+    if not isinstance(x_scale, torch.Tensor) or not x_scale.is_floating_point():
+        raise KernelInputError(f"x_scale must be a floating tensor of {m} per-token scales, got "
+                               f"{getattr(x_scale, 'dtype', type(x_scale).__name__)}")
+    check_device(x_scale, "x_scale", "cpu")
     if x_scale.numel() != m or not bool(torch.isfinite(x_scale).all()):
         raise KernelInputError(f"x_scale must hold {m} finite per-token scales, got shape "
                                f"{tuple(x_scale.shape)}")
@@ -270,12 +280,52 @@ def w4a8_native(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
     if not isinstance(prepared, W4A8Prepared):
         raise KernelInputError("prepared must come from prepare_w4a8")
     check_activations(x, prepared.k)
-    fused = _fused_quantize(x, prepared)
-    if fused is not None:
-        return fused
-    if prepared.engine in (Int8Engine.FBGEMM, Int8Engine.FP32_EXACT) and x.shape[0]:
-        # these engines take float codes: skip the int8 round trip
-        codes, x_scale = quantize_per_token_int8_codes(x)
-        return _grouped(codes, None, x_scale.reshape(-1).contiguous(), prepared)
-    x_q, x_scale = quantize_per_token_int8(x)
-    return w4a8_native_from_quantized(x_q, x_scale, prepared)
+    m = x.shape[0]
+    # codes (up to 4 bytes each), a float32 copy of x and the float32 output
+    with memory_guard(f"running W4A8 on x {tuple(x.shape)} x a {prepared.n} x {prepared.k} layer",
+                      8 * m * prepared.k + 4 * m * prepared.n):
+        fused = _fused_quantize(x, prepared)
+        if fused is not None:
+            return fused
+        if prepared.engine in (Int8Engine.FBGEMM, Int8Engine.FP32_EXACT) and m:
+            # these engines take float codes: skip the int8 round trip
+            codes, x_scale = quantize_per_token_int8_codes(x)
+            return _grouped(codes, None, x_scale.reshape(-1).contiguous(), prepared)
+        x_q, x_scale = quantize_per_token_int8(x)
+        return w4a8_native_from_quantized(x_q, x_scale, prepared)
+
+
+@lru_cache(maxsize=None)
+def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
+    """Available engines, fastest first, timed once per process on a mid-size W4A8 problem.
+
+    The timing is the whole native call (M = 64, N = K = 1024, group 128 when
+    `grouped`), so the choice follows the CPU: `_int_mm` is timed only where AVX512-VNNI
+    or AMX give it oneDNN's int8 kernels (elsewhere it is orders of magnitude slower and
+    ranked last untimed); FBGEMM or the AVX2 kernel win on AVX2-only hosts.
+    """
+    gen = torch.Generator().manual_seed(0)
+    n, k, m = 1024, 1024, 64
+    w = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
+    g = 128 if grouped else -1
+    scales = torch.rand(n, k // (g if grouped else k), generator=gen) + 0.5
+    x = torch.randn(m, k, generator=gen)
+    fast_int_mm = bool(getattr(torch.cpu, "_is_vnni_supported", lambda: False)()
+                       or getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
+    candidates = {}
+    untimed = []
+    for engine in Int8Engine:
+        if engine is Int8Engine.INT_MM and not fast_int_mm:
+            untimed.append((engine.value, float("inf")))
+            continue
+        if engine_available(engine)[0]:
+            candidates[engine.value] = prepare_w4a8(w, scales, g, engine=engine)
+            w4a8_native(x, candidates[engine.value])  # warm-up: library load, first allocations
+    best = {name: float("inf") for name in candidates}
+    # Interleaved rounds and the minimum: robust to other processes taking the CPU.
+    for _ in range(3):
+        for name, prepared in candidates.items():
+            t0 = time.perf_counter()
+            w4a8_native(x, prepared)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return tuple(sorted(best.items(), key=lambda item: item[1])) + tuple(untimed)

@@ -12,3 +12,7 @@ class KernelInputError(KernelError, ValueError):
 
 class KernelUnavailableError(KernelError, RuntimeError):
     """A kernel that cannot run on this machine (missing op, ISA, package or device)."""
+
+
+class KernelMemoryError(KernelError, MemoryError):
+    """A layer whose working buffers do not fit the memory this process may use."""

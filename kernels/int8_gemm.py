@@ -15,15 +15,16 @@ epilogue, or int32). They differ only in speed, which depends on the CPU:
 """
 from __future__ import annotations
 
-import time
+import warnings
 from enum import Enum
-from functools import lru_cache
 
 import torch
 
 from w4a8_kernels import _native_lib
+from w4a8_kernels.errors import KernelInputError
 
-__all__ = ["Int8Engine", "engine_available", "rank_engines", "FP32_EXACT_MAX_TERMS"]
+__all__ = ["Int8Engine", "engine_available", "fbgemm_pack", "check_accumulator_range",
+           "FP32_EXACT_MAX_TERMS", "INT32_MAX"]
 
 
 class Int8Engine(str, Enum):
@@ -42,6 +43,10 @@ class Int8Engine(str, Enum):
 # |x_q| <= 127 and |w - z| <= 15: any sum of up to this many products stays below
 # 2**24, so float32 accumulation of them is exact whatever order BLAS uses.
 FP32_EXACT_MAX_TERMS = (1 << 24) // (127 * 15)
+INT32_MAX = (1 << 31) - 1
+# Largest activation operand each engine multiplies: the u8 engines add 128 to the int8
+# code (|code| <= 127), so they see up to 255; the others the code itself.
+_ACT_MAX = {"avx2_u8s8": 255, "fbgemm": 255, "int_mm": 127}
 
 
 def _fbgemm_available() -> tuple[bool, str]:
@@ -68,39 +73,43 @@ def engine_available(engine: Int8Engine | str) -> tuple[bool, str]:
     return True, ""
 
 
-@lru_cache(maxsize=None)
-def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
-    """Available engines, fastest first, timed once per process on a mid-size W4A8 problem.
+def check_accumulator_range(engine: Int8Engine | str, terms: int, w_absmax: int) -> None:
+    """Refuse a layer whose int32 dot could overflow in `engine`.
 
-    The timing is the whole native call (M = 64, N = K = 1024, group 128 when
-    `grouped`), so the choice follows the CPU: `_int_mm` is timed only where AVX512-VNNI
-    or AMX give it oneDNN's int8 kernels (elsewhere it is orders of magnitude slower and
-    ranked last untimed); FBGEMM or the AVX2 kernel win on AVX2-only hosts.
+    One int32 sum runs over `terms` products (the group length; K when per-channel) of
+    an activation operand up to the engine's maximum and a weight up to `w_absmax`
+    (8 for signed int4, 15 for w - zero). `fp32_exact` has no limit: it sums exact
+    float32 chunks in float64.
     """
-    from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native  # local: avoids a cycle
+    engine = Int8Engine(engine)
+    a_max = _ACT_MAX.get(engine.value)
+    if a_max is None or w_absmax == 0:
+        return
+    limit = INT32_MAX // (a_max * w_absmax)
+    if terms > limit:
+        raise KernelInputError(
+            f"int8 engine {engine.value}: a group of {terms} terms of |a| <= {a_max} times "
+            f"|w| <= {w_absmax} can reach {terms * a_max * w_absmax:,}, beyond int32's "
+            f"{INT32_MAX:,}; this engine takes groups of at most {limit:,} terms for this "
+            f"weight (engine fp32_exact has no such limit)")
 
-    gen = torch.Generator().manual_seed(0)
-    n, k, m = 1024, 1024, 64
-    w = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
-    g = 128 if grouped else -1
-    scales = torch.rand(n, k // (g if grouped else k), generator=gen) + 0.5
-    x = torch.randn(m, k, generator=gen)
-    fast_int_mm = bool(getattr(torch.cpu, "_is_vnni_supported", lambda: False)()
-                       or getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
-    candidates = {}
-    untimed = []
-    for engine in Int8Engine:
-        if engine is Int8Engine.INT_MM and not fast_int_mm:
-            untimed.append((engine.value, float("inf")))
-            continue
-        if engine_available(engine)[0]:
-            candidates[engine.value] = prepare_w4a8(w, scales, g, engine=engine)
-            w4a8_native(x, candidates[engine.value])  # warm-up: library load, first allocations
-    best = {name: float("inf") for name in candidates}
-    # Interleaved rounds and the minimum: robust to other processes taking the CPU.
-    for _ in range(3):
-        for name, prepared in candidates.items():
-            t0 = time.perf_counter()
-            w4a8_native(x, prepared)
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return tuple(sorted(best.items(), key=lambda item: item[1])) + tuple(untimed)
+
+def fbgemm_pack(block: torch.Tensor, scales: torch.Tensor | None = None):
+    """FBGEMM-packed int8 block [N, K]; with `scales` [N] float32 its output is acc * scale[n]
+    (one float32 product, as in our own epilogue), else the plain integer sums."""
+    with warnings.catch_warnings():
+        # torch marks quantized-tensor creation deprecated; FBGEMM's prepack still needs it.
+        warnings.simplefilter("ignore", UserWarning)
+        if scales is None:
+            qw = torch._make_per_tensor_quantized_tensor(block.contiguous(), 1.0, 0)
+        else:
+            qw = torch._make_per_channel_quantized_tensor(
+                block.contiguous(), scales.to(torch.float64).contiguous(),
+                torch.zeros(block.shape[0], dtype=torch.int64), 0)
+    prev = torch.backends.quantized.engine
+    try:
+        if "fbgemm" in torch.backends.quantized.supported_engines:
+            torch.backends.quantized.engine = "fbgemm"
+        return torch.ops.quantized.linear_prepack(qw, None)
+    finally:
+        torch.backends.quantized.engine = prev

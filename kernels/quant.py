@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from w4a8_kernels._checks import check_activations, check_finite_rows, check_weight
+from w4a8_kernels._checks import (check_activations, check_finite_rows, check_float32_range,
+                                  check_weight)
 
 __all__ = [
     "quantize_per_token_int8",
@@ -17,6 +18,7 @@ __all__ = [
     "quantize_per_token_uint8_zp128",
     "dequantize_groupwise",
     "round_half_away_from_zero",
+    "center_int4",
 ]
 
 # vLLM's per-token int8 quantizer (`_per_token_quant_int8` in
@@ -72,6 +74,7 @@ def quantize_per_token_int8_codes(x: torch.Tensor) -> tuple[torch.Tensor, torch.
     For engines that take float input (FBGEMM, float32 BLAS): saves the int8 round trip.
     """
     check_activations(x)
+    check_float32_range(x)
     x32 = x.to(torch.float32)
     amax = _row_amax(x32)
     check_finite_rows(amax)
@@ -92,6 +95,7 @@ def quantize_per_token_uint8_zp128(x: torch.Tensor) -> tuple[torch.Tensor, torch
     ties away from zero. Both are reproduced by input dtype.
     """
     check_activations(x)
+    check_float32_range(x)
     x32 = x.to(torch.float32)
     amax = _row_amax(x32)
     check_finite_rows(amax)
@@ -119,3 +123,15 @@ def dequantize_groupwise(
     if zeros is not None:
         w = w - zeros.to(dtype).unsqueeze(-1)
     return (w * scales.to(dtype).unsqueeze(-1)).reshape(n, k)
+
+
+def center_int4(w_q: torch.Tensor, zeros: torch.Tensor | None, group_size: int) -> torch.Tensor:
+    """w_q - zeros as int8 [N, K] in [-15, 15] (w_q itself when symmetric), contiguous.
+
+    The integer weight every kernel multiplies; group_size is the effective g (K when
+    per-channel), the caller has checked the weight.
+    """
+    if zeros is None:
+        return w_q.contiguous()
+    z = zeros.to(torch.int16).repeat_interleave(group_size, dim=1)
+    return (w_q.to(torch.int16) - z).to(torch.int8).contiguous()

@@ -19,8 +19,10 @@ import torch
 from w4a8_kernels import cpu_w4a8, cpu_w4a16, engine_paths
 from w4a8_kernels._checks import check_weight
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
-from w4a8_kernels.int8_gemm import Int8Engine, engine_available, rank_engines
-from w4a8_kernels.quant import dequantize_groupwise, quantize_per_token_int8, quantize_per_token_int8_codes
+from w4a8_kernels.cpu_w4a8 import rank_engines
+from w4a8_kernels.int8_gemm import Int8Engine, engine_available, fbgemm_pack
+from w4a8_kernels.quant import (center_int4, dequantize_groupwise, quantize_per_token_int8,
+                                quantize_per_token_int8_codes)
 
 __all__ = ["Int4Weight", "KernelPath", "PATHS", "get_path", "path_names", "probe_all"]
 
@@ -137,14 +139,14 @@ class _Int8Alone:
 
 
 def _prep_int8_mm(w: Int4Weight) -> _Int8Alone:
-    n, k, g, s = check_weight(w.w_q, w.scales, w.group_size, w.zeros)
-    wc = cpu_w4a8._centered(w.w_q, w.zeros, g)
+    n, k, g, s = check_weight(w.w_q, w.scales, w.group_size, w.zeros, device="cpu")
+    wc = center_int4(w.w_q, w.zeros, g)
     return _Int8Alone(wc, s.to(torch.float32), g == k)
 
 
 def _prep_int8_fbgemm(w: Int4Weight) -> _Int8Alone:
     alone = _prep_int8_mm(w)
-    alone.w = cpu_w4a8._fbgemm_pack(alone.w)
+    alone.w = fbgemm_pack(alone.w)
     return alone
 
 

@@ -205,14 +205,16 @@ def _rows(m: int, error_rows: int) -> torch.Tensor:
 
 def _detail(p: _Prepared, m: int) -> str:
     state = p.state
+    # what the kernel noted about accepted but unusual input (e.g. negative scales)
+    notes = "; ".join(getattr(state, "notes", ()))
     engine = getattr(state, "engine", None)
     if engine is not None:
-        return f"int8 engine {engine.value}"
+        return "; ".join(filter(None, [f"int8 engine {engine.value}", notes]))
     choices = getattr(state, "choices", None)
     if choices is not None and p.path.name == "w4a16_fallback":
         from w4a8_kernels.cpu_w4a16 import fallback_choice
-        return f"ran {fallback_choice(state, m)}"
-    return ""
+        return "; ".join(filter(None, [f"ran {fallback_choice(state, m)}", notes]))
+    return notes
 
 
 def bench_weight(

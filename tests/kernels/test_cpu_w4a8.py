@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native, w4a8_native_from_quantized
-from w4a8_kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available, rank_engines
+from w4a8_kernels.cpu_w4a8 import prepare_w4a8, rank_engines, w4a8_native, w4a8_native_from_quantized
+from w4a8_kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available
 from w4a8_kernels.quant import quantize_per_token_int8
 from w4a8_kernels.reference import w4a8_reference
 
