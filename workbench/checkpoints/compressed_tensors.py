@@ -17,7 +17,6 @@ Tensor layouts read here (compressed-tensors 0.17.0):
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -25,6 +24,7 @@ from workbench.checkpoints.errors import (
     BadScalesError, GroupSizeError, InvalidConfigError,
     TensorMismatchError, UnknownFormatError, UnsupportedLayerError,
 )
+from workbench.checkpoints.patterns import compile_pattern
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
 from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
@@ -106,10 +106,7 @@ def _targets(raw: object, where: str) -> tuple[str, ...]:
                                  "(layer names, 're:' patterns or module class names)")
     for t in raw:
         if t.startswith("re:"):
-            try:
-                re.compile(t[3:])
-            except re.error as exc:
-                raise InvalidConfigError(f"{where}: target {t!r} is not a valid regex ({exc})") from None
+            compile_pattern(t[3:], f"{where}.targets")
     return tuple(raw)
 
 
@@ -163,20 +160,17 @@ def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
         raise InvalidConfigError(f"{where}.ignore: must be a list of layer names or 're:' patterns")
     for pat in ignore:
         if pat.startswith("re:"):
-            try:
-                re.compile(pat[3:])
-            except re.error as exc:
-                raise InvalidConfigError(f"{where}.ignore: {pat!r} is not a valid regex ({exc})") from None
+            compile_pattern(pat[3:], f"{where}.ignore")
     if qc.get("sparsity_config"):
         notes.append("sparsity_config is set: vLLM 0.33.0 refuses it (sparsity support was removed)")
     return CTConfig(tuple(groups), tuple(ignore), global_format, tuple(notes))
 
 
 def _match(value: str, target: str, contains: bool = False) -> bool:
-    # vLLM's is_equal_or_regex_match: 're:' is re.match, else equality (or substring,
-    # case-insensitive, for class names).
+    # vLLM's is_equal_or_regex_match (utils/config_utils.py:432-452): 're:' is re.match,
+    # else equality (or substring, case-insensitive, for class names).
     if target.startswith("re:"):
-        return re.match(target[3:], value) is not None
+        return compile_pattern(target[3:]).match(value)
     if contains:
         return target.lower() in value.lower()
     return target == value

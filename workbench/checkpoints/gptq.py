@@ -19,14 +19,14 @@ q_group_size / group_size, zero_point, modules_to_not_convert).
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales
 from workbench.checkpoints.errors import (
-    GroupSizeError, InvalidConfigError, TensorMismatchError,
+    GroupSizeError, InvalidConfigError, PatternRefusedError, TensorMismatchError,
     UnknownFormatError, UnsupportedLayerError,
 )
+from workbench.checkpoints.patterns import Pattern, compile_pattern
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_tensor
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
 
@@ -95,11 +95,11 @@ def parse_gptq_config(qc: dict, where: str) -> GPTQFamilyConfig:
         raise UnknownFormatError(f"{where}.checkpoint_format: {fmt!r}; accepted: "
                                  f"{', '.join(GPTQ_CHECKPOINT_FORMATS)}")
     dynamic = _get(qc, ("dynamic",), where, {}, (dict, type(None))) or {}
-    for pat in dynamic:
-        try:
-            re.compile(pat[2:] if pat[:2] in ("+:", "-:") else pat)
-        except (re.error, TypeError) as exc:
-            raise InvalidConfigError(f"{where}.dynamic: key {pat!r} is not a valid regex ({exc})") from None
+    for pat, over in dynamic.items():
+        compile_pattern(_dynamic_body(pat), f"{where}.dynamic")
+        if not isinstance(over, dict):
+            raise InvalidConfigError(f"{where}.dynamic[{pat!r}]: {over!r}; accepted: an object of "
+                                     "overrides (bits, group_size, sym, ...), {} for a '-:' rule")
     lm_head = _get(qc, ("lm_head",), where, False, (bool,))
     fields_ = {"bits": bits, "group_size": group, "sym": sym, "desc_act": desc_act,
                "checkpoint_format": fmt, "lm_head": lm_head, "dynamic": dynamic,
@@ -144,6 +144,7 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
         raise InvalidConfigError(f"{where}.block_name_to_quantize: must be a string or a list of strings")
     extra = _get(qc, ("extra_config",), where, None, (dict, type(None))) or {}
     for name, cfg in extra.items():
+        _inc_regex(name)  # a regex that cannot be run in bounded work is refused here
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{where}.extra_config[{name!r}]: must be an object "
                                      "(bits, group_size, sym)")
@@ -170,6 +171,24 @@ def parse_awq_config(qc: dict, where: str) -> GPTQFamilyConfig:
                             fields_, skip_modules=tuple(str(s) for s in skip))
 
 
+def _dynamic_body(key: str) -> str:
+    # vLLM's get_dynamic_override (utils/gptq_utils.py:93-98): "-:" negates, "+:" is optional.
+    return key.removeprefix("-:") if key.startswith("-:") else key.removeprefix("+:")
+
+
+def _inc_regex(key: str) -> Pattern | None:
+    """An extra_config key vLLM treats as a regex (inc/config_parser.py:85-103: it holds a
+    special character and compiles; one that does not compile is skipped)."""
+    if not any(ch in _REGEX_CHARS for ch in key):
+        return None
+    try:
+        return compile_pattern(key, "extra_config")
+    except PatternRefusedError:
+        raise
+    except InvalidConfigError:
+        return None
+
+
 def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | None:
     """(bits, group_size, sym) of a layer, or None when the config leaves it unquantized."""
     base = (cfg.bits, cfg.group_size, cfg.sym)
@@ -177,8 +196,7 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
         # GPTQModel `dynamic`: "-:" skips a module, "+:" or no prefix overrides fields.
         for pat, over in cfg.dynamic.items():
             neg = pat.startswith("-:")
-            body = pat[2:] if pat[:2] in ("+:", "-:") else pat
-            if re.match(body, name):
+            if compile_pattern(_dynamic_body(pat)).match(name):
                 if neg:
                     return None
                 if isinstance(over, dict):
@@ -202,12 +220,9 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
     if cfg.block_names and not any(name.startswith(b) for b in cfg.block_names):
         return None
     for key, c in extra.items():
-        if any(ch in _REGEX_CHARS for ch in key):
-            try:
-                if re.search(key, name):
-                    return from_cfg(c)
-            except re.error:
-                continue
+        pattern = _inc_regex(key)
+        if pattern is not None and pattern.search(name):
+            return from_cfg(c)
     return base
 
 

@@ -1,0 +1,92 @@
+"""Checkpoint regexes: the linear-time matcher gives `re`'s answer, and bounded work."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from workbench.checkpoints.errors import InvalidConfigError, PatternRefusedError
+from workbench.checkpoints.patterns import MAX_NAME_CHARS, compile_pattern
+
+_ATOMS = ["a", "b", "A", "1", r"\.", ".", "[ab]", "[^a]", "[a-c]", r"[\d_]", r"\d", r"\w", r"\W",
+          r"\s", r"\b", r"\B", "^", "$", r"\A", r"\Z", "-", r"\n"]
+
+
+def _regex(depth: int = 3):
+    atom = st.sampled_from(_ATOMS)
+    if depth == 0:
+        return atom
+    inner = st.deferred(lambda: _regex(depth - 1))
+    seq = st.lists(inner, min_size=1, max_size=3).map("".join)
+    return st.one_of(
+        atom, seq,
+        st.tuples(seq, seq).map(lambda t: f"{t[0]}|{t[1]}"),
+        st.tuples(seq, st.sampled_from(["*", "+", "?", "*?", "{2}", "{0,2}", "{1,3}?"])).map(
+            lambda t: f"(?:{t[0]}){t[1]}"),
+        seq.map(lambda s: f"({s})"),
+        st.tuples(st.sampled_from(["(?=", "(?!", "(?i:", "(?s:", "(?m:", "(?a:"]), seq).map(
+            lambda t: f"{t[0]}{t[1]})"),
+        st.sampled_from(["(?<=a)", "(?<!b)", r"(?<=\d)", "(?<=ab)"]),
+    )
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_regex(), st.text(alphabet="abAB1 _.\n-é", max_size=10))
+def test_same_answer_as_re(pattern, name):
+    try:
+        re.compile(pattern)
+    except re.error:
+        assume(False)
+    try:
+        p = compile_pattern(pattern)
+    except PatternRefusedError:
+        assume(False)
+    if p.ignorecase and not name.isascii():
+        assume(False)
+    assert p.match(name) == (re.match(pattern, name) is not None), (pattern, name)
+    assert p.search(name) == (re.search(pattern, name) is not None), (pattern, name)
+
+
+@pytest.mark.parametrize("pattern, name", [
+    (r"model\.layers\.\d+\.mlp\..*", "model.layers.17.mlp.down_proj"),
+    (r"^(?!.*lm_head).*proj$", "model.layers.0.self_attn.o_proj"),
+    (r"^(?!.*lm_head).*proj$", "lm_head_proj"),
+    (r".*\.(q|k|v)_proj$", "model.layers.3.self_attn.k_proj"),
+    (r"(?i).*MLP.*", "model.layers.0.mlp.up_proj"),
+    ("a$", "a\n"),  # $ before a final newline, as re has it
+    (r"\Ba", "ba"),
+])
+def test_layer_name_patterns(pattern, name):
+    p = compile_pattern(pattern)
+    assert p.match(name) == bool(re.match(pattern, name))
+    assert p.search(name) == bool(re.search(pattern, name))
+
+
+def test_catastrophic_pattern_is_fast():
+    # re takes over 25 s for 40 characters; here the work is linear in the name.
+    p = compile_pattern("(a|aa)+$")
+    start = time.perf_counter()
+    assert p.match("a" * 40) and not p.match("a" * 1000 + "b")
+    assert not compile_pattern("(a+)+b").match("a" * 1000)
+    assert time.perf_counter() - start < 2.0
+
+
+@pytest.mark.parametrize("pattern, what", [
+    (r"(a)\1", "backreference"), ("(?>a+)b", "atomic group"), ("a++", "possessive"),
+    (r"(a)?(?(1)b|c)", "conditional"), ("(?:a{100}){100}", "expands to more than"),
+    ("x" * 1001, "at most 1000"), (r"(?i)\u212a", "non-ASCII"),
+])
+def test_refused_patterns_are_quoted(pattern, what):
+    with pytest.raises(PatternRefusedError, match=re.escape(what)) as info:
+        compile_pattern(pattern)
+    assert repr(pattern[:60]) in str(info.value)
+
+
+def test_invalid_regex_and_long_name():
+    with pytest.raises(InvalidConfigError, match=r"'\(ab' is not a valid regex"):
+        compile_pattern("(ab")
+    with pytest.raises(PatternRefusedError, match=f"at most {MAX_NAME_CHARS}"):
+        compile_pattern("a").match("a" * (MAX_NAME_CHARS + 1))
