@@ -176,6 +176,13 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env) -> Trace:
     cfg, d = _parse(layer)
     t = Trace(level="inc")
     try:
+        # INCConfig.from_config reads bits and group_size with get_from_keys, no default
+        # (inc/inc.py:278-281, base_config.py:185-192), in get_quant_config, before the
+        # capability gate (config/vllm.py:925): a config without them does not load.
+        for key in ("bits", "group_size"):
+            if key not in layer:
+                raise _Raise("ValueError", f"Cannot find any of {[key]} in the model's "
+                                           "quantization config.")
         # INCConfig: min capability 60, act dtypes [half, bfloat16] (vllm/config/vllm.py gate).
         if p.capability is not None and p.capability < 60:
             raise _Raise("ValueError", (
