@@ -1,54 +1,135 @@
+"""The execution plan reads the trace's Runtime; Marlin W4A8-INT8 computes what Marlin does."""
 from __future__ import annotations
 
 import pytest
+import torch
 
+from w4a8_kernels.reference import w4a8_reference
+from w4a8_kernels.registry import Int4Weight
+from workbench.dispatch import trace_mp, trace_scheme
 from workbench.errors import InvalidInputError
-from workbench.execution import KNOWN_KERNELS, plan_execution, plan_from_trace
+from workbench.execution import (execution_path, marlin_int8_scales, marlin_w4a8_int8,
+                                 plan_execution, plan_from_trace)
+
+C1 = {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": False,
+      "out_type": None, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}
+WNA16 = {"format": "pack-quantized", "in_features": 4096, "out_features": 4096,
+         "weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                     "group_size": 128}}
+W4A8 = {**WNA16, "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
+                                       "dynamic": True, "symmetric": True}}
+
+
+def _plan(t, cuda=False):
+    return plan_execution(t.runtime_detail, cuda=cuda)
 
 
 def test_x86_w4a8_checkpoint_runs_dynamic4bit_for_real():
-    plan = plan_execution("Dynamic4bitLinearKernel", cuda=False)
+    plan = _plan(trace_mp(C1, "x86-avx512"))
     assert (plan.computes, plan.path, plan.fidelity) == ("w4a8", "vllm_dynamic4bit", "same op")
-    assert plan.available and "reference loop" in plan.why
-    assert plan.paths_to_compare() == ["vllm_dynamic4bit", "w4a16_fallback", "w4a8_native"]
+    assert plan.available and plan.paths_to_compare() == ["vllm_dynamic4bit", "w4a16_fallback",
+                                                          "w4a8_native"]
 
 
-@pytest.mark.parametrize("amx,act,env,expect", [
-    (True, "bfloat16", True, ("w4a8", "vllm_int4_scaled_mm")),
-    (False, "bfloat16", True, ("w4a16", "w4a16_fallback")),
-    (True, "float16", True, ("w4a16", "w4a16_fallback")),
-    (True, "bfloat16", False, ("w4a16", "w4a16_fallback")),
+@pytest.mark.parametrize("preset,act,env,expect", [
+    ("x86-spr-amx", "bfloat16", {}, ("w4a8", "vllm_int4_scaled_mm")),
+    ("x86-avx512", "bfloat16", {}, ("w4a16", "w4a16_fallback")),
+    ("x86-spr-amx", "float16", {}, ("w4a16", "w4a16_fallback")),
+    ("x86-spr-amx", "bfloat16", {"VLLM_CPU_INT4_W4A8": "0"}, ("w4a16", "w4a16_fallback")),
 ])
-def test_cpuwna16_w4a8_route_needs_amx_bf16_and_env(amx, act, env, expect):
-    plan = plan_execution("CPUWNA16LinearKernel", act_type=act, amx=amx, cpu_int4_w4a8=env, cuda=False)
-    assert (plan.computes, plan.path) == expect
+def test_cpuwna16_w4a8_route_needs_amx_bf16_and_env(preset, act, env, expect):
+    t = trace_mp({**C1, "weight_type": "uint4b8", "act_type": act}, preset, env)
+    assert t.selected == "CPUWNA16LinearKernel"
+    assert (_plan(t).computes, _plan(t).path) == expect
 
 
 def test_gpu_kernels_map_to_triton_on_cuda_and_cpu_models_here():
-    assert plan_execution("MacheteLinearKernel", cuda=True).path == "triton_w4a16"
-    plan = plan_execution("MacheteLinearKernel", cuda=False)
-    assert plan.path == "w4a16_fallback" and plan.fidelity == "same math"
-    assert plan_execution("MarlinLinearKernel", marlin_input_dtype="int8", cuda=False).path == "w4a8_native"
-    humming = plan_execution("HummingLinearKernel", act_type="bfloat16", cuda=False)
-    assert humming.computes == "w4a16"
-    fp8 = plan_execution("CutlassW4A8LinearKernel", cuda=False)
+    t = trace_mp({**C1, "weight_type": "uint4b8"}, "sm90-h200")
+    assert t.selected == "MacheteLinearKernel"
+    assert _plan(t, cuda=True).path == "triton_w4a16"
+    assert (_plan(t).path, _plan(t).fidelity) == ("w4a16_fallback", "same math")
+    fp8 = _plan(trace_mp({**C1, "act_type": "float8_e4m3fn", "out_type": "bfloat16"}, "sm90-h200"))
     assert fp8.path is None and not fp8.available and fp8.computes == "w4a8-fp8"
 
 
-def test_inc_and_unknown_and_none():
-    assert plan_execution("INCXPUW4A8LinearMethod", cuda=False).path == "inc_xpu_w4a8"
+def test_the_zen4_pack_quantized_w4a8_layer_has_one_answer():
+    """Scheme notes, runtime sentence and execution plan once disagreed here."""
+    t = trace_scheme(W4A8, "zen4-zentorch")
+    assert (t.scheme, t.selected) == ("CompressedTensorsWNA8Int", "ZentorchWNA16LinearKernel")
+    rt = t.runtime_detail
+    assert (rt.activation, rt.op) == ("int8", "torch.ops.zentorch.zentorch_dynamic_qlinear")
+    assert _plan(t).computes == "w4a8" and _plan(t).path == "w4a8_native"
+    assert t.runtime.startswith("Real W4A8")
+    # K / groups not a multiple of 4: zentorch falls back to its W4A16 path.
+    odd = {**W4A8, "weights": {**W4A8["weights"], "group_size": 2}, "in_features": 4096}
+    assert trace_scheme(odd, "zen4-zentorch").runtime_detail.op == "torch.ops.zentorch.zentorch_woq_linear"
+
+
+def test_marlin_int8_route_end_to_end():
+    env = {"VLLM_MARLIN_INPUT_DTYPE": "int8"}
+    t = trace_scheme(WNA16, "sm80-a100", env)
+    assert t.selected == "MarlinLinearKernel" and t.mp_config.act_type.name == "bfloat16"
+    assert t.runtime_detail.activation == "int8"
+    assert _plan(t).path == "marlin_w4a8_int8" and _plan(t).fidelity == "same numerics"
+    asym = {**WNA16, "weights": {**WNA16["weights"], "symmetric": False}}
+    rt = trace_scheme(asym, "sm80-a100", env).runtime_detail
+    assert (rt.fails_at, rt.error_type, rt.error) == ("load", "AssertionError",
+                                                      "W8A8 is not supported by marlin kernel.")
+    assert _plan(trace_scheme(asym, "sm80-a100", env)).computes == "none"
+    chan = {**WNA16, "weights": {**WNA16["weights"], "strategy": "channel", "group_size": None}}
+    rt = trace_scheme(chan, "sm80-a100", env).runtime_detail
+    assert (rt.fails_at, rt.error_type) == ("forward", "TypeError")
+
+
+def test_none_and_bad_input():
     assert plan_execution(None, cuda=False).computes == "none"
-    with pytest.raises(InvalidInputError, match="unknown vLLM kernel"):
-        plan_execution("FancyKernel")
-    for name in KNOWN_KERNELS:
-        plan_execution(name, cuda=False)  # every known name maps
+    assert plan_from_trace(trace_mp(C1, {"preset": "sm90-h200", "packages": []})).computes == "none"
+    with pytest.raises(InvalidInputError, match="dispatch Runtime"):
+        plan_execution("MarlinLinearKernel")
 
 
-def test_plan_from_a_real_trace():
-    from workbench.dispatch import trace_mp
-    from workbench.platforms import get_preset as get_platform
-    t = trace_mp({"weight_type": "int4", "act_type": "bfloat16", "group_size": 128,
-                  "zero_points": False, "out_type": None, "full_weight_shape": [4096, 4096],
-                  "partition_weight_shape": [4096, 4096]}, get_platform("x86-avx512"))
-    assert t.selected == "Dynamic4bitLinearKernel"
-    assert plan_from_trace(t, get_platform("x86-avx512")).path == "vllm_dynamic4bit"
+def _weight(n, k, g, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    w_q = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
+    scales = torch.rand(n, k // g, generator=gen) * 0.02 + 1e-4
+    return Int4Weight(w_q, scales, g)
+
+
+def test_marlin_int8_scales_are_int16_levels_of_the_max():
+    s = torch.tensor([[1.0, 0.5], [0.25, 1e-4]])
+    levels, factor = marlin_int8_scales(s, torch.float32)
+    assert levels.tolist() == [[4096, 2048], [1024, 0]]  # tiny scales round to level 0
+    assert factor.item() == pytest.approx(1 / 4096)
+
+
+@pytest.mark.parametrize("m,n,k,g", [(3, 40, 96, 32), (1, 8, 256, 128), (5, 24, 192, 64)])
+def test_marlin_w4a8_int8_matches_float64_with_its_own_scales(m, n, k, g):
+    """Against the float64 reference run on the scales Marlin actually uses."""
+    w = _weight(n, k, g)
+    x = torch.randn(m, k, generator=torch.Generator().manual_seed(1)).to(torch.bfloat16)
+    got = marlin_w4a8_int8(x, execution_path("marlin_w4a8_int8").prepare(w))
+    assert got.dtype == torch.bfloat16 and got.shape == (m, n)
+    levels, factor = marlin_int8_scales(w.scales)
+    ref = w4a8_reference(x, w.w_q, levels.to(torch.float64) * factor.double(), g)
+    torch.testing.assert_close(got.double(), ref, rtol=1e-2, atol=1e-3)
+    # ... and it is not the plain W4A8 answer: small group scales lose precision as levels.
+    plain = w4a8_reference(x, w.w_q, w.scales.to(torch.bfloat16), g)
+    assert not torch.allclose(got.double(), plain, rtol=1e-4, atol=0)
+
+
+def test_marlin_int32_accumulator_wraps_like_the_kernel():
+    k, g = 1024, 32
+    w_q = torch.full((1, k), 7, dtype=torch.int8)
+    w = Int4Weight(w_q, torch.ones(1, k // g), g)
+    x = torch.ones(1, k)  # every code 127: sum 127 * 7 * 1024 * 4096 overflows int32
+    got = marlin_w4a8_int8(x, execution_path("marlin_w4a8_int8").prepare(w))
+    exact = 127 * 7 * k * 4096
+    wrapped = (exact + 2**31) % 2**32 - 2**31
+    assert got.item() == pytest.approx(wrapped * (1 / 127) / 4096, rel=1e-6)
+
+
+def test_marlin_path_refuses_what_vllm_cannot_run():
+    w = _weight(8, 64, 64)
+    ok, why = execution_path("marlin_w4a8_int8").supports(w)
+    assert not ok and "single group" in why
+

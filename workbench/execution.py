@@ -1,36 +1,42 @@
-"""Pair what vLLM would select with the kernel paths that can run here.
+"""Pair what vLLM would run with the kernel paths that can compute it here.
 
-`plan_execution` takes the selected vLLM kernel (or INC linear method) as a plain
-string, plus the few facts that change what it computes (activation dtype, AMX, the
-VLLM_CPU_INT4_W4A8 and VLLM_MARLIN_INPUT_DTYPE knobs), and says:
+`plan_execution(runtime)` reads the `Runtime` a trace carries (what the selected kernel or INC
+method computes, decided once by the dispatch rules) and says:
 
-- what the engine computes for this layer (real W4A8 or weight-only W4A16),
-- which of our paths models it on this machine (`path`) and on a CUDA host
-  (`gpu_path`), and how faithfully: "same op" (the engine's own op runs here),
-  "same numerics" (its rounding steps reproduced, our integer GEMM), or "same math"
-  (the same W4A8/W4A16 math through another kernel: speed is this host's, not the
-  engine's),
+- what the engine computes for this layer (real W4A8, W4A8-FP8, weight-only W4A16, or nothing
+  when vLLM fails after selection),
+- which of our paths models it on this machine (`path`) and on a CUDA host (`gpu_path`), and
+  how faithfully: "same op" (the engine's own op runs here), "same numerics" (its rounding
+  steps reproduced), or "same math" (the same W4A8/W4A16 math through another kernel: speed
+  is this host's, not the engine's),
 - the W4A16 fallback to compare against.
+
+It also composes the one engine path the kernels package does not hold: Marlin's W4A8-INT8
+(`VLLM_MARLIN_INPUT_DTYPE=int8`), whose group scales become int16 levels (`marlin_w4a8_int8`).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from w4a8_kernels.registry import PATHS
+import torch
+
+from w4a8_kernels.errors import KernelInputError
+from w4a8_kernels.quant import quantize_per_token_int8
+from w4a8_kernels.registry import PATHS, Int4Weight, KernelPath, get_path
+from workbench.dispatch.runtime_text import describe_runtime
+from workbench.dispatch.types import Runtime
 from workbench.errors import InvalidInputError
 
-__all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "KNOWN_KERNELS"]
+__all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "execution_path",
+           "execution_path_names", "marlin_int8_scales", "marlin_w4a8_int8",
+           "MARLIN_W4A8_INT8"]
 
-_W4A16_GPU = ("MacheteLinearKernel", "ExllamaLinearKernel", "ConchLinearKernel",
-              "TritonW4A16LinearKernel", "RDNA3W4A16LinearKernel", "RDNAHybridW4A16LinearKernel")
-
-KNOWN_KERNELS = (
-    "Dynamic4bitLinearKernel", "CPUWNA16LinearKernel", "ZentorchWNA16LinearKernel",
-    "XPUW4A8IntLinearKernel", "XPUwNa16LinearKernel", "MarlinLinearKernel",
-    "HummingLinearKernel", "CutlassW4A8LinearKernel", *_W4A16_GPU,
-    "INCXPUW4A8LinearMethod", "INCXPULinearMethod", "INCARKLinearMethod",
-)
+# A CPU path -> the Triton path computing the same math on a CUDA host.
+_GPU_TWIN = {"w4a8_native": "triton_w4a8", "w4a16_fallback": "triton_w4a16"}
+# Paths that run the engine's own op, or reproduce its rounding steps.
+_SAME_OP = {"vllm_dynamic4bit"}
+_SAME_NUMERICS = {"vllm_int4_scaled_mm", "inc_xpu_w4a8", "marlin_w4a8_int8"}
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class ExecutionPlan:
     gpu_path: str | None  # our path modelling it on a CUDA host
     fidelity: str  # "same op" | "same numerics" | "same math" | "none"
     fallback: str  # the W4A16 path to compare with
-    note: str
+    note: str  # the runtime sentence
     available: bool  # `path` can run on this machine
     why: str  # why not, or the probe's note
 
@@ -57,94 +63,110 @@ class ExecutionPlan:
         return seen
 
 
-def _dtype_name(act_type: Any) -> str:
-    s = str(getattr(act_type, "name", act_type)).replace("torch.", "").lower()
-    return {"bf16": "bfloat16", "fp16": "float16", "half": "float16", "float": "float32",
-            "fp32": "float32", "int8": "int8", "fp8": "float8_e4m3fn"}.get(s, s)
-
-
-def plan_execution(selected: str | None, *, act_type: Any = "bfloat16", amx: bool = False,
-                   riscv: bool = False, cpu_int4_w4a8: bool = True,
-                   marlin_input_dtype: str | None = None, zentorch_da8w4: bool = False,
-                   cuda: bool | None = None) -> ExecutionPlan:
-    """The runnable model of one vLLM selection (see the module docstring)."""
-    if selected is not None and not isinstance(selected, str):
-        raise InvalidInputError(f"selected: a vLLM kernel class name or None, got {type(selected).__name__}")
-    act = _dtype_name(act_type)
-    w4a16 = ("w4a16", "w4a16_fallback", "triton_w4a16", "same math")
-    w4a8 = ("w4a8", "w4a8_native", "triton_w4a8", "same math")
-    if selected is None:
-        row = ("none", None, None, "none",
-               "vLLM found no kernel (the trace holds its error): nothing runs")
-    elif selected == "Dynamic4bitLinearKernel":
-        row = ("w4a8", "vllm_dynamic4bit", None, "same op",
-               "aten._dyn_quant_matmul_4bit itself; on x86 torch's reference loop (asymmetric "
-               "per-row int8 activations), on Arm KleidiAI")
-    elif selected == "CPUWNA16LinearKernel":
-        if cpu_int4_w4a8 and act == "bfloat16" and (amx or riscv):
-            row = ("w4a8", "vllm_int4_scaled_mm", None, "same numerics",
-                   "int4_scaled_mm_cpu (W4A8 inside CPUWNA16: bf16, VLLM_CPU_INT4_W4A8=1, "
-                   "AMX or RISC-V): uint8 activations with zero point 128")
-        else:
-            row = (*w4a16[:3], "same math",
-                   "cpu_gemm_wna16 (weight-only): modelled by torch's int4 CPU GEMM or "
-                   "dequantize + GEMM, whichever is faster")
-    elif selected == "ZentorchWNA16LinearKernel":
-        if cpu_int4_w4a8 and zentorch_da8w4:
-            row = (*w4a8[:3], "same math", "zentorch_dynamic_qlinear (DA8W4)")
-        else:
-            row = (*w4a16[:3], "same math", "zentorch_woq_linear (weight-only)")
-    elif selected == "XPUW4A8IntLinearKernel":
-        row = (*w4a8[:3], "same math",
-               "int4_gemm_w4a8 on XPU: symmetric per-token int8 activations, fp16 output")
-    elif selected == "INCXPUW4A8LinearMethod":
-        row = ("w4a8", "inc_xpu_w4a8", None, "same numerics",
-               "INC policy: W4A16 below 512 tokens per call; fp16 scales and output above")
-    elif selected in ("XPUwNa16LinearKernel", "INCXPULinearMethod", "INCARKLinearMethod"):
-        row = (*w4a16[:3], "same math", f"{selected}: weight-only int4 GEMM")
-    elif selected == "MarlinLinearKernel":
-        if marlin_input_dtype == "int8":
-            row = (*w4a8[:3], "same math", "Marlin W4A8 (VLLM_MARLIN_INPUT_DTYPE=int8)")
-        elif marlin_input_dtype == "fp8":
-            row = ("w4a8-fp8", None, None, "none",
-                   "Marlin with fp8 activations: no runnable model of FP8 activations here")
-        else:
-            row = (*w4a16[:3], "same math", "Marlin: weight-only int4 GEMM")
-    elif selected == "HummingLinearKernel":
-        if act in ("int8",):
-            row = (*w4a8[:3], "same math", "Humming with per-token int8 activations")
-        elif act.startswith("float8"):
-            row = ("w4a8-fp8", None, None, "none", "Humming with fp8 activations: not modelled here")
-        else:
-            row = (*w4a16[:3], "same math", "Humming on a 16-bit act_type: weight-only")
-    elif selected == "CutlassW4A8LinearKernel":
-        row = ("w4a8-fp8", None, None, "none",
-               "CUTLASS W4A8 with fp8 e4m3 activations (SM90): no runnable model of FP8 here")
-    elif selected in _W4A16_GPU:
-        row = (*w4a16[:3], "same math", f"{selected}: weight-only int4 GEMM")
-    else:
-        raise InvalidInputError(f"selected: unknown vLLM kernel {selected!r}; known: "
-                                f"{', '.join(KNOWN_KERNELS)}")
-    computes, cpu_path, gpu_path, fidelity, note = row
+def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> ExecutionPlan:
+    """The runnable model of one vLLM runtime (None: vLLM selected nothing)."""
+    if runtime is not None and not isinstance(runtime, Runtime):
+        raise InvalidInputError(f"runtime: a dispatch Runtime or None, got {type(runtime).__name__}")
     if cuda is None:
-        import torch
         cuda = torch.cuda.is_available()
+    fallback = "triton_w4a16" if cuda else "w4a16_fallback"
+    if runtime is None:
+        return ExecutionPlan(None, "none", None, None, "none", fallback,
+                             "vLLM found no kernel (the trace holds its error): nothing runs",
+                             False, "no runnable path models this kernel")
+    cpu_path = runtime.emulation
+    gpu_path = _GPU_TWIN.get(cpu_path) if cpu_path else None
     path = gpu_path if (cuda and gpu_path) else cpu_path
     if path is None:
-        available, why = False, "no runnable path models this kernel"
+        fidelity, available = "none", False
+        why = (f"vLLM fails {runtime.fails_at}: nothing runs" if runtime.fails_at
+               else f"no runnable model of {runtime.activation} activations here")
     else:
-        available, why = PATHS[path].probe()
-    return ExecutionPlan(selected, computes, path, gpu_path, fidelity,
-                         "triton_w4a16" if cuda else "w4a16_fallback", note, available, why)
+        fidelity = ("same op" if path in _SAME_OP else
+                    "same numerics" if path in _SAME_NUMERICS else "same math")
+        available, why = execution_path(path).probe()
+    return ExecutionPlan(runtime.method, runtime.computes, path, gpu_path, fidelity, fallback,
+                         describe_runtime(runtime), available, why)
 
 
-def plan_from_trace(trace: Any, platform: Any = None, env: Any = None) -> ExecutionPlan:
-    """`plan_execution` from a dispatch Trace (duck-typed: .selected, .mp_config.act_type)."""
-    mp = getattr(trace, "mp_config", None)
-    act = getattr(mp, "act_type", "bfloat16") if mp is not None else "bfloat16"
-    return plan_execution(
-        getattr(trace, "selected", None), act_type=act,
-        amx=bool(getattr(platform, "amx", False)),
-        riscv=getattr(platform, "cpu_arch", "") == "riscv",
-        cpu_int4_w4a8=bool(getattr(env, "cpu_int4_w4a8", True)),
-        marlin_input_dtype=getattr(env, "marlin_input_dtype_raw", None))
+def plan_from_trace(trace: Any) -> ExecutionPlan:
+    """`plan_execution` of a dispatch Trace's `runtime_detail`."""
+    return plan_execution(getattr(trace, "runtime_detail", None))
+
+
+# --------------------------------------------------------------------------- Marlin W4A8-INT8
+
+_INT16_LEVELS = 4096  # marlin_act_int8_process_scales: scales become multiples of max / 4096
+
+
+def marlin_int8_scales(scales: torch.Tensor, dtype: torch.dtype = torch.bfloat16
+                       ) -> tuple[torch.Tensor, torch.Tensor]:
+    """`marlin_act_int8_process_scales` (layers/quantization/utils/marlin_utils.py:544-548).
+
+    The layer's group scales, in the model dtype as vLLM holds them, become integers
+    round(s / max(s) * 4096) (each op rounded in `dtype`, as torch does it on the GPU); the
+    lost factor max(s) / 4096 (float32) moves onto the activation scales. Returns the int64
+    levels [N, G] and that float32 factor.
+    """
+    s = scales.to(dtype)
+    smax = s.max()
+    levels = (s / smax * _INT16_LEVELS).round().to(torch.int16)
+    return levels.to(torch.int64), (1 / _INT16_LEVELS) * smax.float()
+
+
+def _marlin_prepare(w: Int4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    levels, factor = marlin_int8_scales(w.scales)
+    return w.w_q.to(torch.float32), levels, factor, w.effective_group
+
+
+def marlin_w4a8_int8(x: torch.Tensor, prepared: tuple) -> torch.Tensor:
+    """What Marlin's int8-activation GEMM computes (csrc/quantization/marlin/marlin_template.h).
+
+    Per-token int8 activations (`per_token_quant_int8`); each group's exact int8 x int4 dot is
+    multiplied by its int16 scale level and summed in an int32 accumulator (which wraps, as the
+    kernel's does: marlin_template.h:1129-1150); the sum becomes float32 (`__int2float_rn`) and
+    is scaled by the token's scale times max(s) / 4096 (marlin_utils.py:786, template:1626-1650);
+    the output is written in the activations' dtype. x [M, K] -> [M, N] in x's dtype.
+    """
+    w, levels, factor, g = prepared
+    x_q, x_scale = quantize_per_token_int8(x)
+    xq = x_q.to(torch.float32)
+    acc = torch.zeros(x.shape[0], w.shape[0], dtype=torch.int64)
+    for j in range(w.shape[1] // g):
+        cols = slice(j * g, (j + 1) * g)
+        # |dot| <= 127 * 8 * g stays far below 2**24: float32 sums are exact integers.
+        acc += (xq[:, cols] @ w[:, cols].t()).to(torch.int64) * levels[:, j]
+    acc = (acc + 2**31) % 2**32 - 2**31
+    out = acc.to(torch.float32) * (x_scale * factor)
+    return out.to(x.dtype if x.dtype in (torch.bfloat16, torch.float16) else torch.float32)
+
+
+def _marlin_supports(w: Int4Weight) -> tuple[bool, str]:
+    if w.zeros is not None:
+        return False, "Marlin W4A8-INT8 takes symmetric uint4b8 weights only (no zero points)"
+    if w.effective_group == w.k:
+        return False, ("Marlin W4A8-INT8 with a single group fails at its first forward "
+                       "(input_global_scale is None)")
+    return True, ""
+
+
+MARLIN_W4A8_INT8 = KernelPath(
+    "marlin_w4a8_int8", "Marlin W4A8-INT8 numerics: int16 group-scale levels, int32 accumulation",
+    "w4a8", _marlin_prepare, marlin_w4a8_int8, supports=_marlin_supports, emulated=True,
+    tags=("w4a8",))
+_EXECUTION_PATHS = {MARLIN_W4A8_INT8.name: MARLIN_W4A8_INT8}
+
+
+def execution_path(name: str) -> KernelPath:
+    """A kernel path by name: the kernels registry's, or one composed here."""
+    if name in _EXECUTION_PATHS:
+        return _EXECUTION_PATHS[name]
+    if name not in PATHS:
+        raise KernelInputError(f"unknown kernel path {name!r}; known: "
+                               f"{', '.join(execution_path_names())}")
+    return get_path(name)
+
+
+def execution_path_names() -> list[str]:
+    """Every path name `execution_path` accepts."""
+    return [*PATHS, *_EXECUTION_PATHS]

@@ -19,9 +19,12 @@ def test_xpu_backend_table(backend, method):
     assert t.selected == method and t.error is None
 
 
-def test_w4a8_runtime_policy_mentions_512_tokens_and_fp16_scales():
+def test_w4a8_runtime_is_int8_above_512_tokens_with_fp16_scales():
     t = trace_inc({**LAYER, "scale_dtype": "bfloat16"}, "xpu", {"VLLM_XPU_INC_WNA16_BACKEND": "w4a8"})
-    assert "512" in t.runtime and "fp16" in t.runtime and "bfloat16" in t.runtime
+    rt = t.runtime_detail
+    assert (rt.activation, rt.min_tokens, rt.scale_dtype, rt.emulation) == (
+        "int8", 512, "fp16", "inc_xpu_w4a8")
+    assert rt.fallback_op == "torch.ops._xpu_C.int4_gemm_w4a16"
 
 
 def test_w4a8_partition_must_be_multiple_of_8():

@@ -28,7 +28,7 @@ def test_9_1_h200_with_humming_selects_humming_weight_only():
                                           "HummingLinearKernel"]
     assert t.selected == "HummingLinearKernel"
     assert t.reasons == [CUTLASS_ACT, MACHETE_INT4]
-    assert "weight-only" in t.runtime
+    assert t.runtime_detail.activation == "bf16" and t.runtime_detail.computes == "w4a16"
     assert "Using HummingLinearKernel for mixed-precision linear" in t.notes
 
 
@@ -89,8 +89,11 @@ def test_9_5_arm_with_and_without_the_aten_op():
 def test_9_6_xpu_selects_w4a8_and_warns_about_fp16_output():
     t = trace_mp(C1, "xpu")
     assert t.selected == "XPUW4A8IntLinearKernel"
-    assert "produces float16 output" in t.runtime
-    assert "produces float16" not in trace_mp({**C1, "act_type": "float16"}, "xpu").runtime
+    assert t.runtime_detail.warning == (
+        "XPUW4A8IntLinearKernel is running with model dtype torch.bfloat16, but int4_gemm_w4a8 "
+        "produces float16 output. Recommend setting --dtype float16 for best performance.")
+    assert (t.runtime_detail.activation, t.runtime_detail.output) == ("int8", "fp16")
+    assert trace_mp({**C1, "act_type": "float16"}, "xpu").runtime_detail.warning is None
 
 
 def test_9_7_mi300x_rejects_everything():
@@ -107,7 +110,7 @@ def test_9_7_mi300x_rejects_everything():
 def test_9_8_int8_act_humming_accepts():
     cfg = {**C1, "act_type": "int8"}
     assert trace_mp(cfg, "sm90-h200").selected == "HummingLinearKernel"
-    assert "int8" in trace_mp(cfg, "sm90-h200").runtime
+    assert trace_mp(cfg, "sm90-h200").runtime_detail.activation == "int8"
     t = trace_mp(cfg, H200_NO_HUMMING)
     assert (" ExllamaLinearKernel cannot implement due to: Exllama only supports float16 activations"
             in t.reasons)
@@ -131,8 +134,18 @@ A8 = {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True, "symme
 def test_9_8_pack_quantized_w4a8_lands_on_machete_then_marlin():
     t = trace_scheme(_scheme("pack-quantized", W4, A8), "sm90-h200")
     assert t.scheme == "CompressedTensorsWNA8Int" and t.selected == "MacheteLinearKernel"
-    assert any("ignores the int8 activation schema" in n for n in t.notes)
+    assert t.runtime_detail.activation == "bf16"  # Machete ignores the int8 activation schema
     assert trace_scheme(_scheme("pack-quantized", W4, A8), "sm80-a100").selected == "MarlinLinearKernel"
+
+
+def test_humming_reads_the_wna8int_activation_schema():
+    t = trace_scheme(_scheme("pack-quantized", W4, A8), "sm90-h200",
+                     {"VLLM_DISABLED_KERNELS": "MacheteLinearKernel"})
+    assert t.selected == "HummingLinearKernel" and t.runtime_detail.activation == "int8"
+    a4 = {**A8, "num_bits": 4}
+    t4 = trace_scheme(_scheme("pack-quantized", W4, a4), "sm90-h200",
+                      {"VLLM_DISABLED_KERNELS": "MacheteLinearKernel"})
+    assert (t4.scheme, t4.runtime_detail.activation) == ("CompressedTensorsWNA4Int", "int4")
 
 
 def test_9_8_w4a8_fp8_selects_cutlass_only_on_bf16():

@@ -5,64 +5,70 @@
     trace_inc(layer, platform, env)         INC / AutoRound resolution (XPU backend table)
 
 `platform` is a preset name, `"host"`, a JSON string or object, or a `Platform`; `env` is a
-mapping of `VLLM_*` variables and `linear_backend` / `linear_backend_per_quant`, or an `Env`.
-Rules are pinned to vLLM 0.33.0 (`workbench/dispatch/vllm_0_33/`).
+mapping of `VLLM_*` variables and `linear_backend` / `linear_backend_per_quant`, or an `Env`;
+`version` picks the vLLM rule set (`versions.VERSIONS`; the default when None). Each trace
+carries `runtime_detail` (a `Runtime`: what the selected kernel computes there) and the
+version it was traced with.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
 
 from workbench.dispatch.env import Env, KernelConfigValidationError, parse_env
+from workbench.dispatch.runtime_text import describe_runtime
 from workbench.dispatch.trace import Predicate, Step, Trace
-from workbench.dispatch.types import MPConfig
-from workbench.dispatch.vllm_0_33 import VLLM_VERSION
-from workbench.dispatch.vllm_0_33.compressed_tensors import (SchemeError, SchemeInput,
-                                                            trace_compressed_tensors)
-from workbench.dispatch.vllm_0_33.runtime import runtime_note
-from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
+from workbench.dispatch.types import MPConfig, Runtime
+from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS, rules
 from workbench.platforms import Platform, resolve_platform
 
 __all__ = ["trace_mp", "trace_scheme", "trace_inc", "Trace", "Step", "Predicate", "MPConfig",
-           "Env", "parse_env", "VLLM_VERSION"]
+           "Env", "parse_env", "Runtime", "describe_runtime", "VERSIONS", "DEFAULT_VERSION",
+           "VLLM_VERSION"]
+
+VLLM_VERSION = DEFAULT_VERSION  # the version traced when none is asked for
 
 
-def _run(level: str, platform: Any, env: Any, body: Callable[[Platform, Env], Trace]) -> Trace:
+def _run(level: str, platform: Any, env: Any, version: str | None,
+         body: Callable[[Any, Platform, Env], Trace]) -> Trace:
     """Resolve platform and env, run one trace, add what the chosen kernel computes there.
 
     An env that vLLM's `KernelConfig` refuses fails before any layer is built, as in vLLM.
     """
+    r = rules(version)
     p = resolve_platform(platform)
     try:
         e = env if isinstance(env, Env) else parse_env(env)
     except KernelConfigValidationError as exc:
-        return Trace(level=level, error=str(exc), error_type=exc.error_type)
-    trace = body(p, e)
-    if trace.selected and trace.mp_config is not None:
-        trace.runtime = runtime_note(trace.selected, trace.mp_config, p, e)
+        return Trace(level=level, error=str(exc), error_type=exc.error_type,
+                     vllm_version=r.VLLM_VERSION)
+    trace = body(r, p, e)
+    trace.vllm_version = r.VLLM_VERSION
+    if trace.selected and trace.runtime_detail is None and trace.mp_config is not None:
+        trace.runtime_detail = r.kernel_runtime(trace.selected, trace.mp_config, p, e)
     return trace
 
 
 def trace_mp(config: MPConfig | Mapping[str, Any], platform: Any = "sm90-h200",
-             env: Env | Mapping[str, Any] | None = None) -> Trace:
+             env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
     """`choose_mp_linear_kernel(config)` on `platform`, step by step."""
     cfg = config if isinstance(config, MPConfig) else MPConfig.from_json(config)
-    return _run("mp", platform, env, lambda p, e: choose_mp_linear_kernel(cfg, p, e))
+    return _run("mp", platform, env, version, lambda r, p, e: r.choose_mp_linear_kernel(cfg, p, e))
 
 
-def trace_scheme(scheme: SchemeInput | Mapping[str, Any], platform: Any = "sm90-h200",
-                 env: Env | Mapping[str, Any] | None = None) -> Trace:
+def trace_scheme(scheme: Any, platform: Any = "sm90-h200",
+                 env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
     """Resolve a compressed-tensors layer's scheme, then run the selection its weights need."""
-    try:
-        s = scheme if isinstance(scheme, SchemeInput) else SchemeInput.from_json(dict(scheme))
-    except SchemeError as exc:  # vLLM refused the config while parsing it
-        refused = Trace(level="scheme", error=exc.message, error_type=exc.error_type)
-        return _run("scheme", platform, env, lambda p, e: refused)
-    return _run("scheme", platform, env, lambda p, e: trace_compressed_tensors(s, p, e))
+    def body(r, p, e):
+        try:
+            s = scheme if isinstance(scheme, r.SchemeInput) else r.SchemeInput.from_json(dict(scheme))
+        except r.SchemeError as exc:  # vLLM refused the config while parsing it
+            return Trace(level="scheme", error=exc.message, error_type=exc.error_type)
+        return r.trace_compressed_tensors(s, p, e)
+
+    return _run("scheme", platform, env, version, body)
 
 
 def trace_inc(layer: Mapping[str, Any], platform: Any = "xpu",
-              env: Env | Mapping[str, Any] | None = None) -> Trace:
-    """INC / AutoRound layer resolution (facts §5)."""
-    from workbench.dispatch.vllm_0_33.inc import trace_inc_layer
-
-    return _run("inc", platform, env, lambda p, e: trace_inc_layer(layer, p, e))
+              env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
+    """INC / AutoRound layer resolution."""
+    return _run("inc", platform, env, version, lambda r, p, e: r.trace_inc_layer(layer, p, e))

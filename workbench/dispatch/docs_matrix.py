@@ -92,7 +92,7 @@ def _explain(row: str, t: Trace, docs: bool, code: bool) -> str:
 
 
 def _weight_only(t: Trace) -> bool:
-    return bool(t.runtime) and ("weight-only" in t.runtime.lower() or "W4A16" in t.runtime)
+    return t.runtime_detail is not None and t.runtime_detail.weight_only
 
 
 def compute_matrix(env: dict | None = None) -> list[dict]:

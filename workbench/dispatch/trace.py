@@ -7,8 +7,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from workbench.dispatch.runtime_text import describe_runtime
+
 if TYPE_CHECKING:
-    from workbench.dispatch.types import MPConfig
+    from workbench.dispatch.types import MPConfig, Runtime
 
 OUTCOMES = ("selected", "rejected", "disabled", "capability", "crashed")
 
@@ -55,13 +57,19 @@ class Trace:
     predicates: list[Predicate] = field(default_factory=list)
     gates: list[str] = field(default_factory=list)
     level: str = "mp"  # "mp", "scheme" or "inc"
-    runtime: str = ""  # what the chosen kernel computes on this platform
+    runtime_detail: "Runtime | None" = None  # what the chosen kernel computes on this platform
     kernel_stage: bool = False  # a scheme's weight creation ran (the oracle's `kernel` object)
     selection_ran: bool = False  # choose_mp_linear_kernel was called
+    vllm_version: str | None = None  # the rule set that produced it
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def runtime(self) -> str:
+        """The runtime sentence, rendered from `runtime_detail`."""
+        return describe_runtime(self.runtime_detail)
 
     def kernel_json(self) -> dict:
         """The kernel selection alone, in the oracle's `kernel` shape."""
@@ -94,6 +102,8 @@ class Trace:
             out["candidates"] = list(self.candidates)
         out["notes"] = list(self.notes)
         out["runtime"] = self.runtime
+        out["runtime_detail"] = None if self.runtime_detail is None else self.runtime_detail.to_json()
+        out["vllm_version"] = self.vllm_version
         return out
 
     def to_markdown(self, title: str = "Dispatch trace") -> str:

@@ -226,3 +226,76 @@ def _shape(value: Any, field: str) -> tuple[int, int]:
     if any(v <= 0 for v in value):
         raise InvalidInputError(f"{field}: sizes must be positive, got {list(value)}")
     return (value[0], value[1])
+
+# --------------------------------------------------------------------------- what runs
+
+ACTIVATIONS = ("int8", "int4", "fp8", "bf16", "fp16", "fp32")
+FAILS_AT = ("load", "forward")
+
+
+def activation_name(act: DType) -> str:
+    """The short name of the precision a GEMM reads its activations in."""
+    return {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "int8": "int8",
+            "float8_e4m3fn": "fp8"}.get(act.name, act.name)
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What the selected kernel or linear method computes once its weights are processed.
+
+    Produced by the class that decides it (each MP kernel's `runtime`, the INC methods); every
+    face renders its sentence from it (`workbench.dispatch.describe_runtime`), none parses one.
+
+    - `activation`: the precision of the GEMM's activation operand ("int8" means the layer
+      quantizes activations per token before the GEMM: real W4A8).
+    - `weight`: the weight format the op reads, as vLLM names it.
+    - `op`: the op `apply_weights` calls (`fallback_op`: below `min_tokens` tokens per call).
+    - `emulation`: the workbench kernel path that computes the same thing on a CPU here.
+    - `fails_at`: "load" (`process_weights_after_loading`) or "forward", with vLLM's exact
+      `error` and `error_type`; None when the layer runs.
+    - `source`: the vLLM 0.x file:line (relative to the sdist's `vllm/`) that decides it.
+    - `isa_hint`: CPUWNA16's `layer.isa_hint`; `impl`: which implementation of the op runs
+      ("kleidiai", "reference", ...); `output`: the op's output dtype when it is not the
+      model's; `warning`: vLLM's logged warning, exact.
+
+    `to_json()` is the trace JSON's `runtime_detail`, the keys the recorder writes too.
+    """
+
+    method: str
+    activation: str
+    weight: str
+    op: str
+    source: str
+    emulation: str | None = None
+    fails_at: str | None = None
+    error: str | None = None
+    error_type: str | None = None
+    isa_hint: str | None = None
+    impl: str | None = None
+    output: str | None = None
+    warning: str | None = None
+    min_tokens: int | None = None
+    fallback_op: str | None = None
+    scale_dtype: str | None = None
+
+    def __post_init__(self):
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(f"Runtime.activation {self.activation!r} not in {ACTIVATIONS}")
+        if self.fails_at is not None and self.fails_at not in FAILS_AT:
+            raise ValueError(f"Runtime.fails_at {self.fails_at!r} not in {FAILS_AT}")
+
+    @property
+    def computes(self) -> str:
+        """"w4a8" (integer activations), "w4a8-fp8", "w4a16", or "none" when the layer fails."""
+        if self.fails_at is not None:
+            return "none"
+        if self.activation in ("int8", "int4"):
+            return "w4a8"
+        return "w4a8-fp8" if self.activation == "fp8" else "w4a16"
+
+    @property
+    def weight_only(self) -> bool:
+        return self.activation in ("bf16", "fp16", "fp32")
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}

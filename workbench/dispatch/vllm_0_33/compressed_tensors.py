@@ -10,7 +10,7 @@ Models, in `vllm/model_executor/layers/quantization/compressed_tensors/`:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
 from workbench.dispatch.env import Env
@@ -18,6 +18,8 @@ from workbench.dispatch.env import EnvChoiceError
 from workbench.dispatch.quant_args import QuantArgs, QuantArgsNotImplemented, parse_quant_args
 from workbench.dispatch.trace import Predicate, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
+from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
+from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
 from workbench.dispatch.vllm_0_33.selector import select_into
 from workbench.errors import InvalidInputError
 from workbench.platforms import Platform
@@ -446,19 +448,15 @@ def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
     elif select_into(t, t.mp_config, p, env):
         t.notes.append(f"Using {t.selected} for CompressedTensorsWNA16")
         try:
-            marlin_input = env.marlin_input_dtype if t.selected == "MarlinLinearKernel" else None
+            marlin_input = (marlin_input_act_type(env, p) if t.selected == "MarlinLinearKernel"
+                            else None)
         except EnvChoiceError as exc:  # env_with_choices validates on first read, here
             raise SchemeError("ValueError", str(exc)) from None
-        if marlin_input:
-            # get_marlin_input_dtype (layers/quantization/utils/marlin_utils.py)
-            cap = p.capability or 0
-            if marlin_input == "fp8" and cap != 89 and cap // 10 != 12:
-                raise SchemeError("ValueError", (
-                    "Marlin W4A8-FP8 only support SM89 or SM12x device (It is slower than Marlin "
-                    "W4A16 on other devices). You can consider using W4A8-INT8 instead(set "
-                    "VLLM_MARLIN_INPUT_DTYPE=int8)."))
-            t.notes.append(f"VLLM_MARLIN_INPUT_DTYPE={marlin_input}: act_type becomes "
-                           f"{marlin_input} after selection (Marlin W4A8)")
+        except MarlinInputError as exc:
+            raise SchemeError("ValueError", str(exc)) from None
+        # wNa16.py:156-159: the config, already selected with, now carries the input dtype.
+        run_with = t.mp_config if marlin_input is None else replace(t.mp_config, act_type=marlin_input)
+        t.runtime_detail = kernel_runtime(t.selected, run_with, p, env)
     else:
         return
     if not (group == -1 and _row_parallel(s)):
@@ -474,12 +472,9 @@ def _build_wnam(short: str) -> Callable:
         t.mp_config = _mp_config(s, _quant_type(w), dtype(s.params_dtype), group, not w.symmetric)
         if select_into(t, t.mp_config, p, env):
             t.notes.append(f"Using {t.selected} for CompressedTensors{short}")
-            if t.selected == "HummingLinearKernel":
-                t.notes.append(f"Humming reads the layer's int{i.num_bits} activation schema: "
-                               "real per-token activation quantization")
-            else:
-                t.notes.append(f"{t.selected} ignores the int{i.num_bits} activation schema "
-                               "(only HummingLinearKernel reads it): this layer runs weight-only")
+            # Only Humming reads the `_humming_input_quant_config` the scheme attaches.
+            t.runtime_detail = kernel_runtime(t.selected, t.mp_config, p, env,
+                                              input_schema=f"int{i.num_bits}")
             g = group if group != -1 else s.in_features
             if not (group == -1 and _row_parallel(s)) and s.input_size_per_partition % g:
                 raise SchemeError("AssertionError", "")

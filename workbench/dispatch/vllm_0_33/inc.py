@@ -14,7 +14,7 @@ from typing import Any
 
 from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Predicate, Trace
-from workbench.dispatch.types import ST, MPConfig, dtype
+from workbench.dispatch.types import ST, MPConfig, Runtime, activation_name, dtype
 from workbench.dispatch.vllm_0_33.mp_kernels import MARLIN_SUPPORTED_GROUP_SIZES, marlin_types
 from workbench.dispatch.vllm_0_33.selector import select_into
 from workbench.errors import InvalidInputError
@@ -24,6 +24,8 @@ MIN_TOKENS_FOR_INT8 = 512  # INCXPUW4A8LinearMethod._MIN_TOKENS_FOR_INT8
 DIM_ALIGNMENT = 8  # INCXPUW4A8LinearMethod._DIM_ALIGNMENT
 XPU_WNA16_SUPPORTED_BITS = {2, 4}
 CUDA_HUMMING_SUPPORTED_BITS = {2, 3, 5, 6, 7}
+INC_DIR = "model_executor/layers/quantization/inc/"
+XPU_W4A16_OP = "torch.ops._xpu_C.int4_gemm_w4a16"
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,20 @@ def _select_gptq(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) 
     select_into(t, config, p, env)
 
 
+def _act(d: dict) -> str:
+    return activation_name(dtype(d["params_dtype"]))
+
+
+def _xpu_w4a16(d: dict) -> Runtime:
+    return Runtime("INCXPULinearMethod", _act(d), "int4", XPU_W4A16_OP,
+                   INC_DIR + "schemes/inc_wna16_linear.py:339", emulation="w4a16_fallback")
+
+
+def _ark(d: dict) -> Runtime:
+    return Runtime("INCARKLinearMethod", _act(d), "int4", "torch.ops.vllm.inc_ark_woq_linear",
+                   INC_DIR + "schemes/inc_wna16_linear.py:447", emulation="w4a16_fallback")
+
+
 def _xpu(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) -> None:
     prefix = d["layer_name"]
     if not (cfg.bits in XPU_WNA16_SUPPORTED_BITS and cfg.sym):
@@ -145,15 +161,14 @@ def _xpu(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) -> None:
                     f"multiples of {DIM_ALIGNMENT}, got "
                     + ", ".join(f"{name}={size}" for name, size in bad)
                     + f". Partition shape: ({k}, {n})."))
-            t.runtime = (f"W4A8 int4_gemm_w4a8 for calls of at least {MIN_TOKENS_FOR_INT8} tokens; "
-                         f"below {MIN_TOKENS_FOR_INT8} each call falls back to the W4A16 path "
-                         "(int4_gemm_w4a16). The op reads both scales as fp16: vLLM keeps a "
-                         "`scales_fp16` copy" + (f" of the checkpoint's {d['scale_dtype']} scales "
-                                                 "(bf16 read as fp16 would be silently wrong)"
-                                                 if d["scale_dtype"] != "float16" else "") + ".")
+            t.runtime_detail = Runtime(
+                "INCXPUW4A8LinearMethod", "int8", "int4", "torch.ops._xpu_C.int4_gemm_w4a8",
+                INC_DIR + "schemes/inc_w4a8_linear.py:91", emulation="inc_xpu_w4a8",
+                output="fp16", min_tokens=MIN_TOKENS_FOR_INT8, fallback_op=XPU_W4A16_OP,
+                scale_dtype="fp16")
             return
         t.selected = "INCXPULinearMethod"
-        t.runtime = "W4A16: oneDNN int4_gemm_w4a16."
+        t.runtime_detail = _xpu_w4a16(d)
         return
     ark = p.has_package("auto_round_kernel")
     if backend == "ark" and not ark:
@@ -162,14 +177,14 @@ def _xpu(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) -> None:
             f"No module named 'auto_round_kernel'. Layer: {prefix}."))
     if ark:
         t.selected = "INCARKLinearMethod"
-        t.runtime = "ARK woqgemm (auto_round_kernel) weight-only GEMM."
+        t.runtime_detail = _ark(d)
         return
     if cfg.bits == 2:
         raise _Raise("NotImplementedError", (
             f"INC int2 on XPU requires the ARK backend. Layer: {prefix}. auto_round_kernel "
             "unavailable: No module named 'auto_round_kernel'"))
     t.selected = "INCXPULinearMethod"
-    t.runtime = "W4A16: oneDNN int4_gemm_w4a16 (ARK unavailable)."
+    t.runtime_detail = _xpu_w4a16(d)
 
 
 def trace_inc_layer(layer: Any, p: Platform, env: Env) -> Trace:
@@ -214,12 +229,14 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env) -> Trace:
             if not (cfg.bits == 4 and cfg.sym):
                 raise _Raise("NotImplementedError", f"INC on CPU: unsupported config {cfg!r}")
             if p.has_package("auto_round_kernel"):
-                t.selected, t.runtime = "INCARKLinearMethod", "ARK woqgemm on CPU."
+                t.selected, t.runtime_detail = "INCARKLinearMethod", _ark(d)
             else:
                 _select_gptq(cfg, d, p, env, t)
         elif p.is_cuda() and cfg.bits in CUDA_HUMMING_SUPPORTED_BITS:
             t.selected = "HummingLinearMethod"
-            t.runtime = f"Humming weight-only for int{cfg.bits} (no Marlin/GPTQ kernel for it)."
+            t.runtime_detail = Runtime("HummingLinearMethod", activation_name(dtype(d["params_dtype"])),
+                                       f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}", "apply_humming_linear",
+                                       INC_DIR + "schemes/inc_wna16_scheme.py:146")
         elif cfg.is_gptq:
             _select_gptq(cfg, d, p, env, t)
         elif cfg.is_awq:

@@ -10,12 +10,26 @@ ZeroDivisionError (a group size of 0 crashes vLLM's Dynamic4bit check; so does o
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import ClassVar
 
-from workbench.dispatch.types import BF16, FP16, FP32, FP8_E4M3, INT8, ST, MPConfig
-from workbench.platforms import (DYN_QUANT_OP, RDNA3_OP, ZENTORCH_WOQ_OPS, Platform)
+from workbench.dispatch.env import Env
+from workbench.dispatch.types import (BF16, FP16, FP32, FP8_E4M3, INT8, ST, MPConfig, Runtime,
+                                      activation_name)
+from workbench.platforms import (DYN_QUANT_OP, RDNA3_OP, ZENTORCH_DA8W4_OP, ZENTORCH_WOQ_OPS,
+                                 Platform)
 
 Result = tuple[bool, "str | None"]
+
+# How a checkpoint packs int4 weights: compressed-tensors packs along K with input_dim ==
+# packed_dim == 1; GPTQ along K with dim 0; AWQ along N (converted to GPTQ order on load).
+CT_PACKING = "compressed-tensors"
+PACKINGS = (CT_PACKING, "gptq", "awq")
+# The workbench paths that compute each kind of layer on a CPU (w4a8_kernels.registry names).
+W4A16_PATH, W4A8_PATH = "w4a16_fallback", "w4a8_native"
+MARLIN_INT8_PATH = "marlin_w4a8_int8"  # composed in workbench.execution
+KERNELS_DIR = "model_executor/kernels/linear/mixed_precision/"
+MARLIN_UTILS = "model_executor/layers/quantization/utils/marlin_utils.py"
 
 
 class MPKernel:
@@ -23,12 +37,24 @@ class MPKernel:
 
     vllm_file: ClassVar[str]
     min_capability: ClassVar[int]
-    # What the kernel computes once selected, for the trace's runtime note.
-    computes: ClassVar[str] = ""
+    # The op `apply_weights` calls and where (file:line under `vllm/`), for weight-only kernels.
+    op: ClassVar[str] = ""
+    op_source: ClassVar[str] = ""
 
     @classmethod
     def can_implement(cls, c: MPConfig, p: Platform) -> Result:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    @classmethod
+    def runtime(cls, c: MPConfig, p: Platform, env: Env, packing: str = CT_PACKING,
+                input_schema: str | None = None) -> Runtime:
+        """What the kernel computes once selected (default: weight-only on 16-bit activations).
+
+        `packing` is how the checkpoint packs its int4 weights (`PACKINGS`); `input_schema` the
+        activation schema a scheme attached to the layer ("int8", "int4"; Humming reads it).
+        """
+        return Runtime(cls.__name__, activation_name(c.act_type), str(c.weight_type), cls.op,
+                       cls.op_source, emulation=W4A16_PATH)
 
 
 def _fmt(types) -> str:
@@ -42,7 +68,8 @@ def _fmt(types) -> str:
 class CutlassW4A8LinearKernel(MPKernel):
     vllm_file = "cutlass.py"
     min_capability = 90
-    computes = "int4 x fp8(e4m3) per-token activations on Hopper (ops.cutlass_w4a8_mm)"
+    op = "ops.cutlass_w4a8_mm"
+    op_source = KERNELS_DIR + "cutlass.py:116"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -65,6 +92,10 @@ class CutlassW4A8LinearKernel(MPKernel):
             return False, f"Only bfloat16 output type currently supportedgot c.out_type={c.out_type}"
         return True, None
 
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+        return Runtime(cls.__name__, "fp8", str(c.weight_type), cls.op, cls.op_source)
+
 
 def machete_types(zero_points: bool) -> list:
     """`query_machete_supported_quant_types` (layers/quantization/utils/machete_utils.py)."""
@@ -79,7 +110,8 @@ def machete_group_sizes(act_type) -> list[int]:
 class MacheteLinearKernel(MPKernel):
     vllm_file = "machete.py"
     min_capability = 90
-    computes = "weight-only W4A16 on Hopper (CUTLASS mixed-input GEMM, 16-bit activations)"
+    op = "ops.machete_mm"
+    op_source = KERNELS_DIR + "machete.py:114"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -124,8 +156,8 @@ def marlin_types(zero_points: bool, p: Platform) -> list:
 class MarlinLinearKernel(MPKernel):
     vllm_file = "marlin.py"
     min_capability = 75
-    computes = ("weight-only W4A16 (16-bit activations); int8/fp8 activations only with "
-                "VLLM_MARLIN_INPUT_DTYPE")
+    op = "torch.ops.vllm.marlin_gemm"
+    op_source = MARLIN_UTILS + ":794"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -143,6 +175,32 @@ class MarlinLinearKernel(MPKernel):
             return False, f"in_features per partition {k} is not divisible by group_size = {c.group_size}."
         return True, None
 
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+        """`c.act_type` is what the scheme left after selection: `VLLM_MARLIN_INPUT_DTYPE`
+        turns it into int8 or fp8 (`marlin_input_act_type`)."""
+        base = super().runtime(c, p, env)
+        if c.act_type.itemsize != 1:
+            return base
+        act = activation_name(c.act_type)
+        if c.weight_type != ST["uint4b8"]:  # marlin.py:79-82, an assert at weight loading
+            return replace(base, activation=act, emulation=None, fails_at="load",
+                           error="W8A8 is not supported by marlin kernel.",
+                           error_type="AssertionError", source=KERNELS_DIR + "marlin.py:80")
+        if c.act_type == FP8_E4M3:  # marlin.py:84: fp8 preprocess, scales x 512
+            return replace(base, activation=act, op="per-token fp8 quant + " + cls.op,
+                           emulation=None, source=KERNELS_DIR + "marlin.py:84")
+        k = c.partition_weight_shape[0]
+        if c.group_size == -1 or k // c.group_size <= 1:
+            # marlin.py:132-139 leaves input_global_scale None for a single group; the forward
+            # then multiplies the activation scales by None (marlin_utils.py:786).
+            return replace(base, activation=act, emulation=None, fails_at="forward",
+                           error="unsupported operand type(s) for *: 'Tensor' and 'NoneType'",
+                           error_type="TypeError", source=MARLIN_UTILS + ":786")
+        # marlin.py:132-136: group scales become int16 multiples of max/4096 (see execution).
+        return replace(base, activation=act, op="per_token_quant_int8 + " + cls.op,
+                       emulation=MARLIN_INT8_PATH, source=KERNELS_DIR + "marlin.py:132")
+
 
 _CONCH_TYPES = [ST["uint4"], ST["uint8"], ST["uint4b8"], ST["uint8b128"]]
 _CONCH_GROUPS = [-1, 128]
@@ -151,7 +209,8 @@ _CONCH_GROUPS = [-1, 128]
 class ConchLinearKernel(MPKernel):
     vllm_file = "conch.py"
     min_capability = 80
-    computes = "weight-only W4A16 Triton kernel from conch-triton-kernels"
+    op = "conch.ops.quantization.gemm.mixed_precision_gemm"
+    op_source = KERNELS_DIR + "conch.py:125"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -172,7 +231,8 @@ _EXLLAMA_TYPES = [ST["uint4b8"], ST["uint8b128"]]
 class ExllamaLinearKernel(MPKernel):
     vllm_file = "exllama.py"
     min_capability = 60
-    computes = "weight-only GPTQ exllama kernel (fp16 activations)"
+    op = "ops.gptq_gemm"
+    op_source = KERNELS_DIR + "exllama.py:140"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -200,7 +260,8 @@ _TRITON_GROUPS = [-1, 32, 64, 128, 256]
 class TritonW4A16LinearKernel(MPKernel):
     vllm_file = "triton_w4a16.py"
     min_capability = 0
-    computes = "weight-only W4A16 Triton kernel"
+    op = "torch.ops.vllm.triton_w4a16_gemm"
+    op_source = KERNELS_DIR + "triton_w4a16.py:299"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -227,9 +288,8 @@ class TritonW4A16LinearKernel(MPKernel):
 class HummingLinearKernel(MPKernel):
     vllm_file = "humming.py"
     min_capability = 75
-    computes = ("Humming: per-token int8/fp8 activation quantization when act_type is int8/fp8 "
-                "or the layer carries an input schema (CompressedTensorsWNA8Int/WNA4Int); "
-                "otherwise weight-only")
+    op = "apply_humming_linear"
+    op_source = KERNELS_DIR + "humming.py:87"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -241,6 +301,19 @@ class HummingLinearKernel(MPKernel):
             return False, f"Activation type ({c.act_type}) not supported by Humming"
         return True, None
 
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+        """humming.py:66: an int8/fp8 act_type, or the scheme's input schema, quantizes
+        activations per token; a 16-bit act_type alone runs weight-only."""
+        base = super().runtime(c, p, env)
+        if c.act_type in (INT8, FP8_E4M3):
+            act = activation_name(c.act_type)
+        elif input_schema is not None:
+            act = input_schema
+        else:
+            return base
+        return replace(base, activation=act, emulation=W4A8_PATH if act == "int8" else None)
+
 
 # --------------------------------------------------------------------------- ROCm
 
@@ -248,7 +321,8 @@ class HummingLinearKernel(MPKernel):
 class RDNA3W4A16LinearKernel(MPKernel):
     vllm_file = "rdna3_w4a16.py"
     min_capability = 60
-    computes = "weight-only W4A16 HIP kernel for gfx1100 (gptq_gemm_rdna3)"
+    op = "ops.gptq_gemm_rdna3"
+    op_source = KERNELS_DIR + "rdna3_w4a16.py:158"
     _types = [ST["uint4b8"]]
 
     @classmethod
@@ -283,7 +357,8 @@ def on_gfx1x(p: Platform) -> bool:
 class RDNAHybridW4A16LinearKernel(MPKernel):
     vllm_file = "rdna_hybrid_w4a16.py"
     min_capability = 0
-    computes = "weight-only W4A16 hybrid kernel for RDNA gfx11/gfx12"
+    op = "torch.ops.vllm.rdna_hybrid_w4a16_apply"
+    op_source = KERNELS_DIR + "rdna_hybrid_w4a16.py:759"
     _types = [ST["uint4b8"], ST["uint4"]]
     _groups = [32, 64, 128]
 
@@ -314,8 +389,8 @@ class RDNAHybridW4A16LinearKernel(MPKernel):
 class XPUW4A8IntLinearKernel(MPKernel):
     vllm_file = "xpu.py"
     min_capability = -1
-    computes = ("real W4A8: symmetric per-token int8 activations x int4 weights "
-                "(torch.ops._xpu_C.int4_gemm_w4a8, fp16 output)")
+    op = "torch.ops._xpu_C.int4_gemm_w4a8"
+    op_source = KERNELS_DIR + "xpu.py:203"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -334,6 +409,17 @@ class XPUW4A8IntLinearKernel(MPKernel):
             return False, f"in/out sizes ({k}, {n}) must be multiples of 8"
         return True, None
 
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+        """xpu.py:198-203: symmetric per-token int8 activations; the op returns float16."""
+        warning = None
+        if c.act_type != FP16:  # xpu.py:146-152, logged by can_implement
+            warning = (f"XPUW4A8IntLinearKernel is running with model dtype {c.act_type}, but "
+                       "int4_gemm_w4a8 produces float16 output. Recommend setting --dtype "
+                       "float16 for best performance.")
+        return Runtime(cls.__name__, "int8", str(c.weight_type), cls.op, cls.op_source,
+                       emulation=W4A8_PATH, output="fp16", warning=warning)
+
 
 _XPU_WNA16_TYPES = (ST["uint4"], ST["uint4b8"])
 
@@ -341,7 +427,8 @@ _XPU_WNA16_TYPES = (ST["uint4"], ST["uint4b8"])
 class XPUwNa16LinearKernel(MPKernel):
     vllm_file = "xpu.py"
     min_capability = -1
-    computes = "weight-only W4A16 (torch.ops._xpu_C.int4_gemm_w4a16)"
+    op = "torch.ops._xpu_C.int4_gemm_w4a16"
+    op_source = KERNELS_DIR + "xpu.py:97"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -368,8 +455,8 @@ SIMULATED_TORCH_VERSION = "2.13.0+cpu"
 class Dynamic4bitLinearKernel(MPKernel):
     vllm_file = "dynamic_4bit.py"
     min_capability = 1
-    computes = ("real W4A8: torch.ops.aten._dyn_quant_matmul_4bit quantizes activations to int8 "
-                "per token (KleidiAI on Arm; torch's generic reference loop elsewhere)")
+    op = "torch.ops.aten._dyn_quant_matmul_4bit"
+    op_source = KERNELS_DIR + "dynamic_4bit.py:149"
     _types = [ST["int4"]]
 
     @classmethod
@@ -389,6 +476,14 @@ class Dynamic4bitLinearKernel(MPKernel):
                            "_dyn_quant_matmul_4bit. Install a newer version")
         return True, None
 
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+        """The aten op quantizes activations to int8 per row; KleidiAI micro-kernels exist
+        only on Arm, other CPUs run torch's generic reference loop (very slow)."""
+        return Runtime(cls.__name__, "int8", str(c.weight_type), cls.op, cls.op_source,
+                       emulation="vllm_dynamic4bit",
+                       impl="kleidiai" if p.cpu_arch == "arm" else "reference")
+
 
 _CPUWNA16_TYPES = (ST["uint4"], ST["uint4b8"])
 
@@ -396,8 +491,8 @@ _CPUWNA16_TYPES = (ST["uint4"], ST["uint4b8"])
 class ZentorchWNA16LinearKernel(MPKernel):
     vllm_file = "zentorch.py"
     min_capability = -1  # inherited from CPUWNA16LinearKernel
-    computes = ("zentorch: DA8W4 (int8 dynamic activations) for symmetric bf16 layers when "
-                "VLLM_CPU_INT4_W4A8=1, else W4A16 zentorch_woq_linear")
+    op = "torch.ops.zentorch.zentorch_woq_linear"
+    op_source = KERNELS_DIR + "zentorch.py:295"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -415,12 +510,30 @@ class ZentorchWNA16LinearKernel(MPKernel):
             return False, "torch.ops.zentorch.{zentorch_woq_repack_weight, zentorch_woq_linear} are not registered."
         return True, None
 
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+        """zentorch.py:184-204: DA8W4 if eligible, else the WOQ path for compressed-tensors
+        packing, else CPUWNA16's own processing (GPTQ dim-0 and AWQ layouts)."""
+        k = c.partition_weight_shape[0]
+        groups = 1 if c.group_size == -1 else k // c.group_size
+        woq = packing == CT_PACKING and groups > 0 and k % groups == 0  # zentorch.py:79-110
+        if (woq and env.cpu_int4_w4a8 and p.has_op(ZENTORCH_DA8W4_OP) and not c.zero_points
+                and c.weight_type != ST["uint4"] and c.act_type == BF16
+                and (k // groups) % 4 == 0 and k % 2 == 0):  # zentorch.py:117-145
+            return Runtime(cls.__name__, "int8", str(c.weight_type),
+                           "torch.ops.zentorch.zentorch_dynamic_qlinear",
+                           KERNELS_DIR + "zentorch.py:287", emulation=W4A8_PATH)
+        if woq:
+            return super().runtime(c, p, env)
+        return replace(CPUWNA16LinearKernel.runtime(c, p, env, packing), method=cls.__name__,
+                       source=KERNELS_DIR + "zentorch.py:196")
+
 
 class CPUWNA16LinearKernel(MPKernel):
     vllm_file = "cpu.py"
     min_capability = -1
-    computes = ("W4A16 cpu_gemm_wna16, or int4_scaled_mm_cpu W4A8 (uint8 activations, zp 128) "
-                "with AMX or RISC-V, bf16 and VLLM_CPU_INT4_W4A8=1")
+    op = "ops.cpu_gemm_wna16"
+    op_source = KERNELS_DIR + "cpu.py:200"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -436,6 +549,39 @@ class CPUWNA16LinearKernel(MPKernel):
         if n % 32 != 0:
             return False, f"Output size ({n}) not supported by CPUWNA16, supported sizes are multiples of 32"
         return True, None
+
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+        """cpu.py:170-182 picks int4_scaled_mm_cpu (W4A8, uint8 activations with zero point
+        128) or cpu_gemm_wna16 with `_get_isa_hint` (cpu.py:212-224); an op the loaded build
+        does not register fails at the first forward (csrc/cpu/torch_bindings.cpp)."""
+        if env.cpu_int4_w4a8 and c.act_type == BF16 and (p.amx or p.cpu_arch == "riscv"):
+            return Runtime(cls.__name__, "int8", str(c.weight_type), "ops.int4_scaled_mm_cpu",
+                           KERNELS_DIR + "cpu.py:192", emulation="vllm_int4_scaled_mm")
+        if p.amx and c.act_type == BF16:
+            isa = "amx"
+        elif p.cpu_arch == "riscv":
+            isa = "rvv"
+        elif c.act_type == BF16 and p.cpu_arch == "powerpc":
+            isa = "vsx"
+        else:
+            isa = "vec"
+        base = replace(super().runtime(c, p, env), isa_hint=isa)
+        # torch_bindings.cpp:929-936 registers cpu_gemm_wna16 for AVX512F, RVV, s390x, Power.
+        built = (p.cpu_arch in ("riscv", "s390x", "powerpc")
+                 or (p.cpu_arch == "x86" and cpu_extension(p) != "_C_AVX2"))
+        if built:
+            return base
+        return replace(base, emulation=None, fails_at="forward", error_type="AttributeError",
+                       error="'_OpNamespace' '_C' object has no attribute 'cpu_gemm_wna16'",
+                       source="_custom_ops.py:4638")
+
+
+def cpu_extension(p: Platform) -> str:
+    """Which vLLM CPU extension `CpuPlatform.import_kernels` loads on x86 (platforms/cpu.py:657)."""
+    if p.avx512 and p.avx512_bf16:
+        return "_C"
+    return "_C_AVX512" if p.avx512 else "_C_AVX2"
 
 
 ALL_KERNELS: tuple[type[MPKernel], ...] = (

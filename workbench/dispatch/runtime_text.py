@@ -1,0 +1,41 @@
+"""The one sentence every face shows for a `Runtime`, rendered from its fields."""
+from __future__ import annotations
+
+from workbench.dispatch.types import Runtime
+
+_WHERE = {"load": "at weight loading (process_weights_after_loading)",
+          "forward": "at its first forward"}
+
+
+def describe_runtime(rt: Runtime | None) -> str:
+    """What runs, in one sentence; "" when nothing was selected."""
+    if rt is None:
+        return ""
+    if rt.fails_at is not None:
+        return (f"{rt.method} is selected, but vLLM fails {_WHERE[rt.fails_at]}: "
+                f"{rt.error_type}: {rt.error}")
+    if rt.computes == "w4a16":
+        text = (f"Weight-only (W4A16): activations stay {rt.activation}; {rt.op} reads the "
+                f"{rt.weight} weights")
+        if rt.isa_hint:
+            text += f" with isa_hint={rt.isa_hint!r}"
+    elif rt.computes == "w4a8-fp8":
+        text = f"W4A8-FP8: activations quantized per token to fp8 e4m3; {rt.op}"
+    else:
+        text = (f"Real W4A8: activations quantized per token to {rt.activation}; {rt.op} on "
+                f"{rt.weight} weights")
+        if rt.impl == "reference":
+            text += ", through torch's generic reference loop (no KleidiAI here: very slow)"
+        elif rt.impl == "kleidiai":
+            text += ", KleidiAI micro-kernels"
+    if rt.min_tokens is not None:
+        text += (f", for calls of at least {rt.min_tokens} tokens; smaller calls run "
+                 f"{rt.fallback_op} (W4A16)")
+    if rt.scale_dtype is not None:
+        text += f"; the op reads the scales as {rt.scale_dtype}"
+    if rt.output is not None:
+        text += f"; output {rt.output}"
+    text += "."
+    if rt.warning:
+        text += f" vLLM warns: {rt.warning}"
+    return text
