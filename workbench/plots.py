@@ -5,6 +5,8 @@ a `plotly.graph_objects.Figure`; `figure_html` / `figure_png` export one.
 """
 from __future__ import annotations
 
+import math
+from html import escape
 from typing import Any, Iterable, Sequence
 
 import plotly.graph_objects as go
@@ -45,7 +47,8 @@ def int4_histogram(layer) -> go.Figure:
     codes = list(range(lo, lo + 16))
     fig = go.Figure(go.Bar(x=codes, y=counts, marker_color=_SELECTED, name="weights"))
     kind = "signed int4 (symmetric)" if signed else "unsigned int4 with zero points"
-    return _layout(fig, f"Weight codes of {layer.name}: {kind}",
+    # Plotly renders <a>, <b>, <br> in text: a name from a checkpoint is escaped.
+    return _layout(fig, f"Weight codes of {escape(layer.name)}<br>{kind}",
                    xaxis_title="int4 code", yaxis_title="count", bargap=0.1)
 
 
@@ -55,8 +58,8 @@ def scale_histogram(layer) -> go.Figure:
 
     s = layer.scales.to(torch.float32).flatten().tolist()
     fig = go.Figure(go.Histogram(x=s, nbinsx=60, marker_color=_OK, name="scales"))
-    return _layout(fig, f"Scales of {layer.name} ({layer.scales.shape[0]} x {layer.scales.shape[1]}, "
-                        f"{str(layer.scales.dtype).removeprefix('torch.')})",
+    return _layout(fig, f"Scales of {escape(layer.name)}<br>{layer.scales.shape[0]} x "
+                        f"{layer.scales.shape[1]}, {str(layer.scales.dtype).removeprefix('torch.')}",
                    xaxis_title="scale", yaxis_title="count")
 
 
@@ -116,7 +119,7 @@ def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:
         hover.append(hr)
     colorscale = [[0.0, _REJECT], [0.25, "#f0ad4e"], [0.34, "#f4f4f4"], [0.67, "#cfe8d8"], [1.0, _SELECTED]]
     short = [k.removesuffix("LinearKernel") for k in kernels]
-    fig = go.Figure(go.Heatmap(z=z, x=short, y=[r["label"] for r in rows], text=text,
+    fig = go.Figure(go.Heatmap(z=z, x=short, y=[escape(r["label"]) for r in rows], text=text,
                                texttemplate="%{text}", customdata=hover,
                                hovertemplate="%{y}<br>%{x}: %{customdata}<extra></extra>",
                                colorscale=colorscale, zmin=-1, zmax=2, showscale=False, xgap=2, ygap=2))
@@ -139,6 +142,16 @@ def padding_cost_figure(rows: list[dict], *, x: str = "offset", y: str = "cost",
 # --------------------------------------------------------------------------- kernels
 
 
+def _spread(pts: list[dict], y: str) -> dict | None:
+    """Error bars from the p20 / p80 the rows carry (`<y>` with `_us` -> `p20_us`, `p80_us`)."""
+    unit = y.rsplit("_", 1)[-1]
+    lo, hi = f"p20_{unit}", f"p80_{unit}"
+    if not pts or not all(p.get(lo) is not None and p.get(hi) is not None for p in pts):
+        return None
+    return dict(type="data", symmetric=False, array=[p[hi] - p[y] for p in pts],
+                arrayminus=[p[y] - p[lo] for p in pts], thickness=1)
+
+
 def _group(rows: Iterable[dict], key: str | None) -> list[tuple[Any, list[dict]]]:
     out: dict[Any, list[dict]] = {}
     for r in rows:
@@ -154,7 +167,7 @@ def latency_figure(rows: list[dict], *, x: str = "m", y: str = "latency_us", ser
         pts = sorted(pts, key=lambda p: p[x])
         dash = "dash" if any(p.get("saved") for p in pts) else "solid"
         fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
-                                 name=str(name), line=dict(dash=dash)))
+                                 name=escape(str(name)), line=dict(dash=dash), error_y=_spread(pts, y)))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return _layout(fig, title, xaxis_title="tokens M", yaxis_title="latency (µs)")
@@ -169,17 +182,27 @@ def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series
     for name, pts in _group(rows, series):
         pts = sorted(pts, key=lambda p: p[x])
         fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
-                                 name=str(name)))
+                                 name=escape(str(name))))
     fig.add_hline(y=1.0, line=dict(color="#888", dash="dot"))
-    for name, m in (crossovers or {}).items():
-        if m is not None:
-            fig.add_vline(x=m, line=dict(color=_OK, dash="dash"),
-                          annotation_text=f"measured crossover {name}: M≈{m:g}",
-                          annotation_position="top left")
+    xs = [r[x] for r in rows if r[x] > 0]
+    lo, hi = (min(xs), max(xs)) if xs else (1, 4096)
+    # The axis spans the data; a line outside it is not drawn (it would stretch the axis).
+    # Annotations on a log axis take log10(x), unlike the lines: plotly's add_vline places
+    # its label at 10**x, which put "M≈32" at 1e32 and INC's 512 off every plot.
+    pad = 0.05 * max(math.log10(hi / lo), 1.0)
+    fig.update_xaxes(range=[math.log10(lo) - pad, math.log10(hi) + pad])
+    marks = [(m, _OK, f"measured crossover {name}: M≈{m:g}", "left")
+             for name, m in (crossovers or {}).items() if m is not None]
     if inc_threshold:
-        fig.add_vline(x=inc_threshold, line=dict(color=_REJECT, dash="dash"),
-                      annotation_text=f"INC: W4A16 below {inc_threshold} tokens, W4A8 from {inc_threshold}",
-                      annotation_position="top right", annotation_font_color=_REJECT)
+        marks.append((inc_threshold, _REJECT, f"INC: W4A16 below {inc_threshold} tokens, W4A8 from "
+                      f"{inc_threshold}", "right"))
+    for i, (m, color, label, side) in enumerate(marks):
+        if not lo <= m <= hi:
+            continue
+        fig.add_vline(x=m, line=dict(color=color, dash="dash"))
+        fig.add_annotation(x=math.log10(m), xref="x", y=1 - 0.07 * i, yref="paper", text=escape(label),
+                           showarrow=False, xanchor="right" if side == "left" else "left",
+                           font=dict(color=color))
     fig.update_xaxes(type="log")
     return _layout(fig, title, xaxis_title="tokens M", yaxis_title="speedup (×, >1: W4A8 faster)")
 

@@ -5,6 +5,8 @@ Tests pin the platform to a preset so they do not depend on the machine running 
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,14 @@ def open_app(page: str | None = None, *, state: dict | None = None, query: dict 
     return at
 
 
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+
+
+def unplain(source: str) -> str:
+    """Markdown source as the user reads it: `workbench.ui.plain` escapes punctuation."""
+    return _ESCAPED.sub(r"\1", source)
+
+
 def _walk(node):
     children = getattr(node, "children", None)
     if children is not None:
@@ -54,16 +64,42 @@ def _walk(node):
 
 def text(at: AppTest, *, main_only: bool = True) -> str:
     """Every visible string of the page in document order (markdown, alerts, code, metrics...)."""
-    return "\n".join(_walk(at.main if main_only else at._tree))
+    return unplain("\n".join(_walk(at.main if main_only else at._tree)))
 
 
 def errors(at: AppTest, *, main_only: bool = True) -> list[str]:
     """The `st.error` messages of the page (the sidebar repeats a layer error: excluded)."""
-    return [str(e.value) for e in (at.main if main_only else at).error]
+    return [unplain(str(e.value)) for e in (at.main if main_only else at).error]
 
 
 def plotly_count(at: AppTest) -> int:
     return len(at.get("plotly_chart"))
+
+
+# ----------------------------------------------------------------- a checkpoint with hostile names
+
+IMAGE = "![x](http://127.0.0.1:8600/x.png)"
+LINK = "[link](javascript:alert(1))"
+SAMPLE = ROOT / "sample_models" / "ct-w4a8-int-g128"
+
+
+def hostile_checkpoint(folder: Path) -> tuple[Path, str, str]:
+    """A copy of the W4A8 sample with down_proj and up_proj renamed; returns (dir, name1, name2)."""
+    from safetensors.torch import load_file, save_file
+
+    out = folder / "hostile"
+    out.mkdir()
+    shutil.copy(SAMPLE / "config.json", out / "config.json")
+    renames = {"model.layers.0.mlp.down_proj": f"model.layers.0.mlp.{IMAGE}",
+               "model.layers.0.mlp.up_proj": f"model.layers.0.mlp.{LINK}"}
+    tensors = {}
+    for key, value in load_file(SAMPLE / "model.safetensors").items():
+        for old, new in renames.items():
+            if key.startswith(old + "."):
+                key = new + key[len(old):]
+        tensors[key] = value
+    save_file(tensors, out / "model.safetensors")
+    return out, renames["model.layers.0.mlp.down_proj"], renames["model.layers.0.mlp.up_proj"]
 
 
 class UI:
@@ -72,6 +108,9 @@ class UI:
     open_app = staticmethod(open_app)
     text = staticmethod(text)
     errors = staticmethod(errors)
+    unplain = staticmethod(unplain)
+    hostile_checkpoint = staticmethod(hostile_checkpoint)
+    IMAGE, LINK = IMAGE, LINK
     plotly_count = staticmethod(plotly_count)
     ROOT = ROOT
 

@@ -11,7 +11,7 @@ def test_six_pages_and_the_sidebar(ui):
     assert [p[1] for p in PAGES] == ["Layer", "Platform and trace", "Kernels", "Alignment",
                                      "Docs versus code", "Tour"]
     side = ui.text(at, main_only=False)
-    assert "**Layer:** `ct-w4a8-int-g128 / model.layers.0.mlp.down_proj`" in side
+    assert "**Layer:** ct-w4a8-int-g128 / model.layers.0.mlp.down_proj" in side
     # the sidebar's platform picker drives every page
     at.selectbox(key="w:pf.preset:sidebar").set_value("xpu").run()
     assert "The code picks **`XPUW4A8IntLinearKernel`**" in ui.text(at)
@@ -65,3 +65,33 @@ def test_the_landing_page_draws_without_importing_torch():
                          cwd=ui_root())
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_a_failing_widget_callback_is_one_red_box_in_the_main_area(ui, monkeypatch):
+    # Streamlit runs callbacks before the script, outside the page's try: the router re-raises
+    # what one raised inside its boundary on the next run.
+    from workbench.ui import state
+
+    monkeypatch.delenv("WORKBENCH_UI_RAISE")
+    at = ui.open_app("trace")
+
+    def broken(name):
+        raise RuntimeError(f"boom {name}")
+
+    monkeypatch.setattr(state, "set_preset", broken)
+    at.selectbox(key="w:pf.preset:sidebar").set_value("xpu").run()
+    assert not at.exception
+    assert not at.sidebar.error
+    (err,) = ui.errors(at)
+    assert err.startswith("Unexpected error in a control of this page (RuntimeError: boom xpu)")
+    monkeypatch.undo()
+    at.run()  # shown once: the next run is clean
+    assert not ui.errors(at) and "The code picks" in ui.text(at)
+
+
+def test_an_error_is_shown_once_not_in_the_sidebar_too(ui):
+    at = ui.open_app("trace", state={"layer.source": "directory", "layer.dir": "/etc"})
+    assert not at.sidebar.error
+    (err,) = ui.errors(at)
+    assert "is not under an allowed root" in err
+    assert "Layer:** not loaded" in "\n".join(m.value for m in at.sidebar.markdown)

@@ -36,7 +36,7 @@ def test_picking_a_layer_and_a_sample_changes_the_summary(ui):
     assert "gptq-w4a16-g128 / model.layers.0.mlp.down_proj" in ui.text(at)
     # the choice survives a page switch: the trace page traces the same layer
     at.switch_page("workbench/ui/pages/trace.py").run()
-    assert "for `gptq-w4a16-g128 / model.layers.0.mlp.down_proj`" in ui.text(at)
+    assert "for gptq-w4a16-g128 / model.layers.0.mlp.down_proj on" in ui.text(at)
 
 
 def test_directory_outside_allowed_roots_is_refused(ui, tmp_path):
@@ -66,7 +66,8 @@ def test_upload_accepts_safetensors_and_refuses_a_pickle_in_disguise(ui):
     sample = ui.ROOT / "sample_models" / "ct-w4a8-int-g128"
     at = ui.open_app("layer")
     at.radio(key="w:layer.source").set_value("upload").run()
-    assert any("nothing uploaded yet" in e for e in ui.errors(at))
+    # nothing entered yet: a prompt, not a red error
+    assert not ui.errors(at) and any("Nothing uploaded yet" in i.value for i in at.info)
     import pickle
 
     at.file_uploader(key="w:upload").set_value([
@@ -81,25 +82,27 @@ def test_upload_accepts_safetensors_and_refuses_a_pickle_in_disguise(ui):
     ]).run()
     assert not ui.errors(at)
     assert _metrics(at)["K (in_features)"] == "1024"
+    # labelled by the file the user chose, not by the folder's digest; the status says so
+    assert "Loaded **model.safetensors / model.layers.0.mlp.down_proj**" in ui.text(at)
+    assert "Uploaded: model.safetensors" in ui.text(at)
 
 
-def test_save_upload_refusals(monkeypatch):
+def test_save_upload_refusals(monkeypatch, tmp_path):
     from workbench.ui import loaders
 
     cfg = ("config.json", b"{}")
     with pytest.raises(loaders.UploadRefusedError, match=r"pytorch_model.bin refused.*never pickles"):
-        loaders.save_upload([cfg, ("pytorch_model.bin", b"\x80\x04")])
+        loaders.save_upload([cfg, ("pytorch_model.bin", b"\x80\x04")], tmp_path)
     with pytest.raises(loaders.UploadRefusedError, match="config.json is missing"):
-        loaders.save_upload([("model.safetensors", b"x")])
+        loaders.save_upload([("model.safetensors", b"x")], tmp_path)
     with pytest.raises(loaders.UploadRefusedError, match="no \\*.safetensors file"):
-        loaders.save_upload([cfg])
+        loaders.save_upload([cfg], tmp_path)
+    with pytest.raises(loaders.UploadRefusedError, match="the same file name twice"):
+        loaders.save_upload([cfg, ("model.safetensors", b"a"), ("dir/model.safetensors", b"b")], tmp_path)
     monkeypatch.setattr(loaders, "MAX_UPLOAD_BYTES", 1024)
     with pytest.raises(loaders.UploadRefusedError, match="the limit is"):
-        loaders.save_upload([cfg, ("model.safetensors", b"x" * 2048)])
-    # the same files land in the same directory (named by their digest)
-    a = loaders.save_upload([cfg, ("model.safetensors", b"abc")])
-    b = loaders.save_upload([("model.safetensors", b"abc"), cfg])
-    assert a == b and (a / "model.safetensors").read_bytes() == b"abc"
+        loaders.save_upload([cfg, ("model.safetensors", b"x" * 2048)], tmp_path)
+    assert list(tmp_path.iterdir()) == []  # nothing refused reaches the disk
 
 
 def test_upload_of_a_corrupt_safetensors_is_a_named_error(ui):

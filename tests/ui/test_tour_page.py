@@ -50,7 +50,7 @@ def test_machete_step(ui):
 
 def test_sidebar_shows_the_steps_layer_on_its_first_screen(ui):
     at = ui.open_app("tour", query={"step": "5"})
-    side = "\n".join(str(m.value) for m in at.sidebar.markdown)
+    side = ui.unplain("\n".join(str(m.value) for m in at.sidebar.markdown))
     assert "autoround-w4a16-g128 / model.layers.0.mlp.down_proj" in side
     assert at.sidebar.selectbox(key="w:pf.preset:sidebar").value == "xpu"
 

@@ -7,10 +7,13 @@ trace never outlives the layer it was computed for.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import json
 import os
+import shutil
 import tempfile
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +25,13 @@ from workbench.ui.state import PLATFORM_FIELDS, SAMPLE_ROOT
 
 # Local checkpoint directories must lie under one of these (os.pathsep-separated).
 ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
-# Uploads above this many bytes (all files together) are refused before they are parsed.
-MAX_UPLOAD_BYTES = 200 * 1024 * 1024
+# Uploads above this many MiB (all files together) are refused before they are parsed.
+# `.streamlit/config.toml` sets `server.maxUploadSize` to the same number (a test holds them
+# equal), so Streamlit refuses a larger file before it buffers it in the server's memory.
+MAX_UPLOAD_MB = 200
+MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
+# Longer than any path the OS accepts (PATH_MAX is 4096 on Linux, 1024 on macOS).
+MAX_PATH_CHARS = 4096
 UPLOAD_SUFFIXES = (".safetensors", ".json")
 
 
@@ -109,7 +117,17 @@ def check_directory(raw: str) -> Path:
     if not raw.strip():
         raise InvalidInputError("checkpoint directory: empty; type the path of a directory "
                                 "holding config.json and *.safetensors")
-    path = Path(raw.strip()).expanduser().resolve()
+    if "\0" in raw:
+        raise InvalidInputError(f"checkpoint directory: holds a NUL byte at character {raw.index(chr(0)) + 1}; "
+                                "accepted: a path of printable characters")
+    if len(raw) > MAX_PATH_CHARS:
+        raise InvalidInputError(f"checkpoint directory: {len(raw)} characters; accepted: a path of at "
+                                f"most {MAX_PATH_CHARS} characters")
+    try:
+        path = Path(raw.strip()).expanduser().resolve()
+    except (OSError, RuntimeError) as exc:  # a component too long, a symlink loop
+        raise InvalidInputError(f"checkpoint directory {raw.strip()[:200]!r}: cannot be resolved "
+                                f"({exc.strerror or exc}); accepted: an existing directory") from None
     roots = allowed_roots()
     if not any(path == r or path.is_relative_to(r) for r in roots):
         raise PathNotAllowedError(
@@ -143,38 +161,103 @@ def _load(path: str, mtime: float, name: str):
     return _open(path, mtime).load_layer(name)
 
 
-def save_upload(files: list[tuple[str, bytes]]) -> Path:
-    """Write uploaded config.json + *.safetensors to a private temp dir named by their digest.
+def _remove(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
 
-    Only the names the checkpoint readers look for are accepted; the readers then parse the
-    safetensors headers themselves (they never unpickle anything).
+
+@st.cache_resource(show_spinner=False)
+def upload_root() -> Path:
+    """This server's private upload directory (mode 0700), removed when the server stops.
+
+    `mkdtemp` makes a new directory only this user can enter, so no folder planted or left
+    by another server or user is ever read in place of an upload.
     """
+    root = Path(tempfile.mkdtemp(prefix=f"w4a8-workbench-uploads-{os.getpid()}-"))
+    atexit.register(_remove, root)
+    return root
+
+
+class _SessionUploads:
+    """One session's upload directory; removed when the session's state is dropped."""
+
+    def __init__(self) -> None:
+        self.path = Path(tempfile.mkdtemp(prefix="session-", dir=upload_root()))
+        weakref.finalize(self, _remove, self.path)
+
+
+def session_upload_dir(ss: Any) -> Path:
+    """The session's own upload directory (made on the first upload)."""
+    holder = ss.get("_uploads")
+    if holder is None or not holder.path.is_dir():
+        holder = ss["_uploads"] = _SessionUploads()
+    return holder.path
+
+
+def _digest(files: list[tuple[str, bytes]]) -> str:
+    digest = hashlib.sha256()
+    for name, data in sorted(files):
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    return digest.hexdigest()
+
+
+def _digest_on_disk(folder: Path, names: list[str]) -> str:
+    return _digest([(n, (folder / n).read_bytes()) for n in names])
+
+
+def check_upload(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
+    """The uploaded files by their base names; refuses what the checkpoint readers would not read."""
     if not files:
         raise UploadRefusedError("upload: no file; upload config.json and the *.safetensors file(s)")
     total = sum(len(data) for _, data in files)
     if total > MAX_UPLOAD_BYTES:
         raise UploadRefusedError(
-            f"upload: {total / 2**20:.1f} MiB in all; the limit is {MAX_UPLOAD_BYTES // 2**20} MiB. "
+            f"upload: {total / 2**20:.1f} MiB in all; the limit is {MAX_UPLOAD_MB} MiB. "
             f"Use a local directory under an allowed root ({ROOTS_ENV}) for larger checkpoints")
-    names = [Path(name).name for name, _ in files]
-    bad = [n for n in names if not n.endswith(UPLOAD_SUFFIXES)]
+    named = [(Path(name).name, data) for name, data in files]
+    names = [n for n, _ in named]
+    bad = [n for n in names if not n.endswith(UPLOAD_SUFFIXES) or n.startswith(".")]
     if bad:
         raise UploadRefusedError(f"upload: {', '.join(bad)} refused; accepted: *.safetensors and "
                                  "config.json / quantize_config.json / *.index.json (never pickles)")
+    if len(set(names)) != len(names):
+        raise UploadRefusedError(f"upload: the same file name twice ({', '.join(names)}); accepted: "
+                                 "one file per name")
     if not any(n == "config.json" or n == "quantize_config.json" for n in names):
         raise UploadRefusedError("upload: config.json is missing; the checkpoint readers take the "
                                  "quantization config from it (upload it with the safetensors files)")
     if not any(n.endswith(".safetensors") for n in names):
         raise UploadRefusedError("upload: no *.safetensors file; accepted: the model's safetensors "
                                  "file(s) with its config.json")
-    digest = hashlib.sha256()
-    for name, data in sorted(zip(names, (d for _, d in files))):
-        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
-    out = Path(tempfile.gettempdir()) / "w4a8-workbench-uploads" / digest.hexdigest()[:24]
-    if not out.is_dir():
-        out.mkdir(parents=True, exist_ok=True)
-        for name, (_, data) in zip(names, files):
-            (out / name).write_bytes(data)
+    return named
+
+
+def save_upload(files: list[tuple[str, bytes]], folder: Path) -> Path:
+    """Write uploaded config.json + *.safetensors under `folder`, atomically, and verify them.
+
+    The files go to a fresh temporary directory, which is renamed to the upload's digest only
+    once what is on disk hashes to what was uploaded; an existing folder of that name is
+    replaced, never trusted. Only the names the checkpoint readers look for are accepted; the
+    readers then parse the safetensors headers themselves (they never unpickle anything).
+    """
+    named = check_upload(files)
+    expected = _digest(named)
+    staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder))
+    try:
+        for name, data in named:
+            with open(staging / name, "xb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+        if _digest_on_disk(staging, [n for n, _ in named]) != expected:
+            raise UploadRefusedError("upload: the files read back from disk differ from what was "
+                                     "uploaded (disk full or another writer); upload them again")
+        out = folder / expected[:24]
+        if out.exists():
+            _remove(out)
+        os.rename(staging, out)
+    except BaseException:
+        _remove(staging)
+        raise
     return out
 
 
@@ -214,7 +297,9 @@ def current_ref(ss: Any) -> LayerRef:
         if name not in ckpt.layer_names():
             name = ckpt.layer_names()[0] if ckpt.layers else name
             ss["layer.name"] = name
-        label = f"{path.name} / {name}"
+        # An upload's folder is named by its digest: label it by the files the user chose.
+        shown = (ss["layer.upload_label"] or path.name) if source == "upload" else path.name
+        label = f"{shown} / {name}"
         return LayerRef(source, f"{source}:{path}:{_mtime(path)}:{name}", label, path, name)
     if source == "synthetic":
         spec = synthetic_spec_dict(ss)

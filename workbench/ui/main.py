@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import streamlit as st
 
 from workbench.ui import state
+from workbench.ui.plain import plain
 
 PAGES_DIR = Path(__file__).resolve().parent / "pages"
 
@@ -32,6 +35,7 @@ _log = logging.getLogger(__name__)
 
 
 def _sidebar() -> None:
+    from workbench.errors import USER_ERRORS
     from workbench.ui import loaders
     from workbench.ui.widgets import platform_picker
 
@@ -40,42 +44,60 @@ def _sidebar() -> None:
         st.caption("W4A8 Dispatch Workbench: vLLM 0.33.0 rules")
         try:
             ref = loaders.current_ref(ss)
-            st.markdown(f"**Layer:** `{ref.label}`")
-        except Exception as exc:  # noqa: BLE001 - shown, never raised; see _user_error
-            _user_error(exc)
+            st.markdown(f"**Layer:** {plain(ref.label)}")
+        except USER_ERRORS:
+            # The page that needs the layer says why; an error is shown once, there.
+            st.markdown("**Layer:** not loaded (the Layer page says why)")
         platform_picker("Platform", key_suffix="sidebar")
         tp = ss["tp.size"]
         env = state.env_mapping()
-        st.caption(f"TP {tp} · env: " + (", ".join(f"{k}={v}" for k, v in env.items()) or "vLLM defaults"))
+        st.caption(plain(f"TP {tp} · env: " + (", ".join(f"{k}={v}" for k, v in env.items())
+                                                or "vLLM defaults")))
         for problem in ss.get("_query_problems", []):
-            st.warning(problem)
+            st.warning(plain(problem))
 
 
-def _user_error(exc: BaseException) -> None:
+@contextmanager
+def boundary(where: str) -> Iterator[None]:
+    """The page's error boundary: a named error is shown once, a bug as one red box, never a traceback."""
     from workbench.errors import USER_ERRORS
 
-    if not isinstance(exc, USER_ERRORS):
+    try:
+        yield
+    except USER_ERRORS as exc:
+        st.error(plain(exc))
+    except Exception as exc:  # noqa: BLE001 - a bug must not take the app down (control flow is BaseException)
+        if os.environ.get(RAISE_ENV):
+            raise
+        _log.exception("unexpected error %s", where)
+        st.error(plain(f"Unexpected error {where} ({type(exc).__name__}: {exc}). The other pages "
+                       "keep working; this is a workbench bug: the server log has the details."))
+
+
+def _raise_callback_error() -> None:
+    """Re-raise, inside the boundary, what a widget callback raised before this run."""
+    exc = st.session_state.pop(state.CALLBACK_ERROR, None)
+    if exc is not None:
         raise exc
-    st.error(str(exc))
 
 
 def main() -> None:
     st.set_page_config(page_title="W4A8 Dispatch Workbench", page_icon=":material/memory:",
                        layout="wide")
-    state.init_state()
     pages = [st.Page(PAGES_DIR / f, title=t, url_path=u, icon=i, default=(u == LANDING))
              for f, t, u, i in PAGES]
     page = st.navigation(pages)
-    if page.url_path == "tour":
-        from workbench.ui.views import tour
+    with boundary("while starting the session"):
+        state.init_state()
+        if page.url_path == "tour":
+            from workbench.ui.views import tour
 
-        tour.prepare()
-    _sidebar()
-    try:
+            tour.prepare()
+    if not state.ready():
+        return
+    with boundary("in the sidebar"):
+        _sidebar()
+    with boundary("in a control of this page"):
+        _raise_callback_error()
+    with boundary("on this page"):
         page.run()
-    except Exception as exc:  # noqa: BLE001 - a bug must not take the app down (control flow is BaseException)
-        if os.environ.get(RAISE_ENV):
-            raise
-        _log.exception("unexpected error on page %s", page.title)
-        st.error(f"Unexpected error on this page ({type(exc).__name__}: {exc}). The other pages keep "
-                 "working; this is a workbench bug: the server log has the details.")

@@ -10,6 +10,7 @@ page draws, so a link reproduces a view (the Tour's step links, the trace page's
 """
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any, Callable
@@ -51,6 +52,7 @@ DEFAULTS: dict[str, Any] = {
     "layer.name": DEFAULT_LAYER,
     "layer.dir": "",
     "layer.upload_dir": "",
+    "layer.upload_label": "",
     "syn.out_features": 256,
     "syn.in_features": 1024,
     "syn.group_size": 128,
@@ -84,6 +86,10 @@ QUERY_KEYS = {
     "platform": "pf.preset", "compare": "pf.compare", "tp": "tp.size", "parallel": "tp.parallel",
     "step": "tour.step", "model": "align.model", "m": "kern.m_list",
 }
+# A link value longer than this is refused unread (a layer name or JSON edit is far shorter).
+MAX_QUERY_CHARS = 2000
+MAX_TP = 64
+PARALLEL = ("auto", "column", "row")
 
 
 def init_state() -> None:
@@ -93,8 +99,10 @@ def init_state() -> None:
         if key not in ss:
             ss[key] = value
     if "pf.fields" not in ss:
-        from workbench.ui.loaders import preset_fields
+        from workbench.ui.loaders import preset_fields, preset_names
 
+        if ss["pf.preset"] not in preset_names():
+            ss["pf.preset"] = DEFAULTS["pf.preset"]
         ss["pf.fields.base"] = preset_fields(ss["pf.preset"])
         for f, v in ss["pf.fields.base"].items():
             ss.setdefault(f"pf.{f}", v)
@@ -104,43 +112,165 @@ def init_state() -> None:
         apply_query(dict(st.query_params))
 
 
+def ready() -> bool:
+    """Whether `init_state` has set the defaults (pages read them unguarded)."""
+    return "pf.fields" in st.session_state
+
+
+class _Refused(ValueError):
+    """A link value that is not accepted; the message says what is."""
+
+
+def _one_of(options: list[str], what: str) -> Callable[[str], str]:
+    def check(raw: str) -> str:
+        if raw not in options:
+            raise _Refused(f"not {what}; accepted: {', '.join(o or '(empty)' for o in options)}")
+        return raw
+    return check
+
+
+def _int_from(lo: int, hi: int) -> Callable[[str], int]:
+    def check(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise _Refused(f"not an integer; accepted: {lo} to {hi}") from None
+        if not lo <= value <= hi:
+            raise _Refused(f"out of range; accepted: {lo} to {hi}")
+        return value
+    return check
+
+
+def _layer_name(raw: str) -> str:
+    if "\0" in raw or not raw.strip():
+        raise _Refused("empty or holds a NUL byte; accepted: a layer name of the checkpoint")
+    return raw
+
+
+def _m_list(raw: str) -> str:
+    from workbench.errors import InvalidInputError
+    from workbench.ui.views.kernels import parse_ms
+
+    try:
+        parse_ms(raw)
+    except InvalidInputError as exc:
+        raise _Refused(str(exc)) from None
+    return raw
+
+
+def _tour_step(raw: str) -> int:
+    from workbench.ui.views.tour import STEPS
+
+    return _int_from(1, len(STEPS))(raw) - 1  # links count tour steps from 1
+
+
+def _validators() -> dict[str, Callable[[str], Any]]:
+    from workbench.models import MODELS
+    from workbench.ui.loaders import preset_names, sample_names
+
+    presets = preset_names()
+    return {
+        "source": _one_of(list(SOURCES), "a layer source"),
+        "sample": _one_of(sample_names(), "a bundled sample"),
+        "layer": _layer_name,
+        "platform": _one_of(presets, "a platform preset"),
+        "compare": _one_of(presets, "a platform preset"),
+        "tp": _int_from(1, MAX_TP),
+        "parallel": _one_of(list(PARALLEL), "a parallel style"),
+        "step": _tour_step,
+        "model": _one_of(["", *MODELS], "a model preset"),
+        "m": _m_list,
+    }
+
+
+def _json_object(raw: str) -> dict:
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        raise _Refused("not JSON") from None
+    except RecursionError:
+        raise _Refused("nested too deeply") from None
+    if not isinstance(value, dict):
+        raise _Refused(f"a JSON {type(value).__name__}, not an object")
+    return value
+
+
+def _platform_edits(raw: str) -> dict[str, Any]:
+    """Link platform edits, validated by building the platform they describe."""
+    from workbench.errors import USER_ERRORS
+    from workbench.ui.loaders import build_platform
+
+    edits = _json_object(raw)
+    unknown = [f for f in edits if f not in PLATFORM_FIELDS]
+    if unknown:
+        raise _Refused(f"unknown field(s) {', '.join(map(str, unknown))}; accepted: "
+                       f"{', '.join(PLATFORM_FIELDS)}")
+    ss = st.session_state
+    fields = {f: ss[f"pf.{f}"] for f in PLATFORM_FIELDS} | edits
+    try:
+        build_platform(ss["pf.preset"], fields)
+    except (*USER_ERRORS, TypeError, ValueError) as exc:
+        raise _Refused(str(exc)) from None
+    return edits
+
+
+def _env_edits(raw: str) -> dict[str, str]:
+    from workbench.dispatch.env import parse_env
+    from workbench.errors import USER_ERRORS
+
+    env = _json_object(raw)
+    unknown = [k for k in env if k not in ENV_DEFAULTS]
+    if unknown:
+        raise _Refused(f"unknown key(s) {', '.join(map(str, unknown))}; accepted: "
+                       f"{', '.join(ENV_DEFAULTS)}")
+    env = {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}
+    try:
+        parse_env({k: v for k, v in env.items() if v != ""})
+    except (*USER_ERRORS, TypeError, ValueError) as exc:
+        raise _Refused(str(exc)) from None
+    return env
+
+
 def apply_query(params: dict[str, str]) -> list[str]:
-    """Apply link parameters to the state; returns the problems (shown, never raised)."""
+    """Apply link parameters to the state; a value that is refused keeps its default.
+
+    Returns the problems (the sidebar shows them as warnings, never a traceback).
+    """
     ss = st.session_state
     problems: list[str] = []
+
+    def refuse(name: str, raw: str, why: str, default: Any) -> None:
+        shown = raw if len(raw) <= 80 else f"{raw[:60]}... ({len(raw)} characters)"
+        problems.append(f"link parameter {name}={shown!r} ignored: {why}. Using the default "
+                        f"({default if default != '' else 'empty'}).")
+
+    validators = _validators()
     for name, key in QUERY_KEYS.items():
         if name not in params:
             continue
         raw = params[name]
-        default = DEFAULTS[key]
+        if len(raw) > MAX_QUERY_CHARS:
+            refuse(name, raw, f"longer than {MAX_QUERY_CHARS} characters", DEFAULTS[key])
+            continue
         try:
-            ss[key] = int(raw) if isinstance(default, int) and not isinstance(default, bool) else raw
-            if name == "step":  # links count tour steps from 1
-                ss[key] -= 1
-        except ValueError:
-            problems.append(f"link parameter {name}={raw!r}: expected an integer")
+            ss[key] = validators[name](raw)
+        except _Refused as exc:
+            refuse(name, raw, str(exc), DEFAULTS[key])
     if "platform" in params:
         set_preset(ss["pf.preset"])
-    if "pf" in params:
+    # JSON edits of the platform and the env knobs: all of one applies, or none.
+    for name, parse, prefix in (("pf", _platform_edits, "pf."), ("env", _env_edits, "env.")):
+        if name not in params:
+            continue
+        raw = params[name]
+        if len(raw) > MAX_QUERY_CHARS:
+            refuse(name, raw, f"longer than {MAX_QUERY_CHARS} characters", "no edits")
+            continue
         try:
-            edits = json.loads(params["pf"])
-            if not isinstance(edits, dict):
-                raise ValueError
-            for f, v in edits.items():
-                if f in PLATFORM_FIELDS:
-                    ss[f"pf.{f}"] = v
-        except ValueError:
-            problems.append("link parameter pf: expected a JSON object of platform fields")
-    if "env" in params:
-        try:
-            env = json.loads(params["env"])
-            if not isinstance(env, dict):
-                raise ValueError
-            for k, v in env.items():
-                if k in ENV_DEFAULTS:
-                    ss[f"env.{k}"] = v if isinstance(v, str) else json.dumps(v)
-        except ValueError:
-            problems.append("link parameter env: expected a JSON object of VLLM_* settings")
+            for field_name, value in parse(raw).items():
+                ss[prefix + field_name] = value
+        except _Refused as exc:
+            refuse(name, raw, str(exc), "no edits")
     ss["_query_problems"] = problems
     return problems
 
@@ -207,6 +337,25 @@ def link(url_path: str, query: dict[str, str]) -> str:
 # --------------------------------------------------------------------------- widgets
 
 
+CALLBACK_ERROR = "_callback_error"
+
+
+def guarded(callback: Callable[..., None]) -> Callable[..., None]:
+    """`callback` inside the page's error boundary.
+
+    Streamlit runs widget callbacks before the script, outside any `try` of the page: an
+    exception there would replace the app with a traceback. It is kept instead, and the
+    router shows it in the main area of the run that follows.
+    """
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> None:
+        try:
+            callback(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - shown by the router's boundary
+            st.session_state[CALLBACK_ERROR] = exc
+    return run
+
+
 def _sync(key: str, after: Callable[[], None] | None = None) -> None:
     st.session_state[key] = st.session_state[f"w:{key}"]
     if after is not None:
@@ -217,5 +366,5 @@ def bind(widget: Callable[..., Any], label: str, key: str, *,
          after: Callable[[], None] | None = None, **kwargs: Any) -> Any:
     """Draw `widget` showing state `key`; a change writes the key back (then calls `after`)."""
     st.session_state[f"w:{key}"] = st.session_state[key]
-    widget(label, key=f"w:{key}", on_change=_sync, args=(key, after), **kwargs)
+    widget(label, key=f"w:{key}", on_change=guarded(_sync), args=(key, after), **kwargs)
     return st.session_state[key]

@@ -12,7 +12,8 @@ from typing import Any, Iterator
 import streamlit as st
 
 from workbench.ui import loaders, state
-from workbench.ui.state import bind
+from workbench.ui.plain import plain
+from workbench.ui.state import bind, guarded
 
 
 # --------------------------------------------------------------------------- errors
@@ -26,7 +27,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except USER_ERRORS as exc:
-        st.error(str(exc))
+        st.error(plain(exc))
 
 
 def show_error(exc: BaseException) -> None:
@@ -34,7 +35,7 @@ def show_error(exc: BaseException) -> None:
 
     if not isinstance(exc, USER_ERRORS):
         raise exc
-    st.error(str(exc))
+    st.error(plain(exc))
 
 
 # --------------------------------------------------------------------------- platform and env
@@ -59,7 +60,7 @@ def platform_picker(label: str = "Platform preset", *, key_suffix: str = "") -> 
         ss[key] = ss[wkey]
         _on_preset()
 
-    st.selectbox(label, names, key=wkey, on_change=_changed, format_func=loaders.preset_label)
+    st.selectbox(label, names, key=wkey, on_change=guarded(_changed), format_func=loaders.preset_label)
     return ss[key]
 
 
@@ -92,7 +93,7 @@ def platform_editor() -> None:
         # gfx is None or a string; the text box shows None as empty.
         ss["w:pf.gfx"] = ss["pf.gfx"] or ""
         st.text_input("gfx (ROCm arch)", key="w:pf.gfx", placeholder="e.g. gfx942",
-                      on_change=lambda: ss.__setitem__("pf.gfx", ss["w:pf.gfx"].strip() or None))
+                      on_change=guarded(lambda: ss.__setitem__("pf.gfx", ss["w:pf.gfx"].strip() or None)))
     flags = st.columns(6)
     for col, f in zip(flags, ("zen", "amx", "avx2", "avx512", "avx512_bf16", "avx512_vnni")):
         with col:
@@ -110,7 +111,7 @@ def platform_editor() -> None:
              options=[*KNOWN_TORCH_OPS, *extra])
     edits = state.platform_edits()
     if edits:
-        st.caption("Edited from the preset: " + ", ".join(f"{k}={v}" for k, v in edits.items()))
+        st.caption(plain("Edited from the preset: " + ", ".join(f"{k}={v}" for k, v in edits.items())))
         if st.button("Reset to preset", key="pf.reset"):
             state.set_preset(ss["pf.preset"])
             st.rerun()
@@ -183,13 +184,13 @@ def scheme_view(trace) -> None:
     """The scheme predicates in vLLM's order, the match highlighted, then the gates."""
     if not trace.predicates:
         if trace.scheme:
-            st.markdown(f"Quantization method: `{trace.scheme}`")
+            st.markdown(f"Quantization method: {plain(trace.scheme)}")
         return
     # A markdown table, not a dataframe: the landing page then needs no pandas (cold start).
     lines = ["| # | predicate (vLLM's order) | matched | gives | detail |", "|---|---|---|---|---|"]
     for i, p in enumerate(trace.predicates, 1):
         cells = [str(i), f"`{p.name}`", "**yes**" if p.matched else "no",
-                 f"`{p.result}`" if p.result else "", _md_cell(p.detail)]
+                 f"`{p.result}`" if p.result else "", plain(p.detail)]
         if p.matched:
             cells = [f":green[{c}]" if c else c for c in cells]
         lines.append("| " + " | ".join(cells) + " |")
@@ -197,11 +198,7 @@ def scheme_view(trace) -> None:
     if trace.scheme:
         st.markdown(f"**Scheme:** `{trace.scheme}`")
     for gate in trace.gates:
-        st.markdown(f"- {gate}")
-
-
-def _md_cell(text: str) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+        st.markdown(f"- {plain(gate)}")
 
 
 def md_table(rows: list[dict[str, Any]]) -> str:
@@ -210,7 +207,7 @@ def md_table(rows: list[dict[str, Any]]) -> str:
         return ""
     keys = list(rows[0])
     out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    out += ["| " + " | ".join(_md_cell(r[k]) for k in keys) + " |" for r in rows]
+    out += ["| " + " | ".join(plain(r[k]) for k in keys) + " |" for r in rows]
     return "\n".join(out)
 
 
@@ -239,7 +236,7 @@ def outcome_view(trace, platform=None) -> None:
         st.error(f"No kernel: vLLM 0.33.0 raises **{trace.error_type}** with this exact message:")
         st.code(trace.error, language=None, wrap_lines=True)
     elif trace.notes:
-        st.info(" ".join(trace.notes))
+        st.info(plain(" ".join(trace.notes)))
 
 
 def ambiguity_notes(trace, env: dict[str, str]) -> list[str]:
@@ -252,13 +249,14 @@ def ambiguity_notes(trace, env: dict[str, str]) -> list[str]:
     if any(s.outcome == "crashed" for s in trace.steps):
         notes.append("vLLM's own check divides by the group size; with group size 0 it crashes "
                      "(ZeroDivisionError) instead of giving a reason. The trace reports the crash.")
-    if trace.selected == "HummingLinearKernel" and "weight-only" in trace.runtime:
+    rt = trace.runtime_detail
+    if trace.selected == "HummingLinearKernel" and rt is not None and rt.weight_only:
         notes.append("Humming accepts the layer, but it receives a 16-bit act_type: the INT8 "
                      "activation scheme is not used, so this W4A8 checkpoint runs weight-only.")
-    if trace.selected == "CPUWNA16LinearKernel" and "fails at its first forward" in trace.runtime:
+    if trace.selected == "CPUWNA16LinearKernel" and rt is not None and rt.fails_at == "forward":
         notes.append("Selection succeeds, but the op is not built for this CPU: vLLM would fail at "
                      "the first forward pass, not at load.")
-    if trace.selected == "Dynamic4bitLinearKernel" and "reference path" in trace.runtime:
+    if trace.selected == "Dynamic4bitLinearKernel" and rt is not None and rt.impl == "reference":
         notes.append("Selection says W4A8, but on x86 torch's _dyn_quant_matmul_4bit has no KleidiAI "
                      "micro-kernels: it runs a generic reference path (see the Kernels page for its cost).")
     if trace.selected == "MacheteLinearKernel" and trace.scheme == "CompressedTensorsWNA8Int":
@@ -295,7 +293,7 @@ def headline(trace, platform, layer_label: str) -> None:
         code = f"The code picks **`{trace.selected}`**"
     else:
         code = f"The code finds no kernel (**{trace.error_type}**)"
-    st.markdown(f"#### {docs}{code} for `{layer_label}` on {platform.label()}.")
+    st.markdown(f"#### {docs}{code} for {plain(layer_label)} on {plain(platform.label())}.")
 
 
 def trace_downloads(trace, stem: str, key: str) -> None:

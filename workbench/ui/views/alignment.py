@@ -13,6 +13,7 @@ import streamlit as st
 
 from workbench.alignment import kernel_verdicts, padding_rows
 from workbench.ui import loaders, state, widgets
+from workbench.ui.plain import plain
 
 
 def _row(name: str, k: int | None, n: int | None, t, platform, env) -> dict:
@@ -105,7 +106,7 @@ def layer_table(*, key: str = "align") -> None:
         rows = _checkpoint_table(ref.key, [base], pj, ej, tp_size, par)
         what = ref.label
     kernels = list(dict.fromkeys(k for r in rows for k in r["candidates"]))
-    st.markdown(f"**{what}** at TP {tp_size} on {platform.label()}")
+    st.markdown(f"**{plain(what)}** at TP {tp_size} on {plain(platform.label())}")
     with_verdicts = [r for r in rows if r["verdicts"]]
     if kernels and with_verdicts:
         st.plotly_chart(plots.alignment_figure(with_verdicts, kernels), key=f"{key}-heat")
@@ -121,8 +122,8 @@ def layer_table(*, key: str = "align") -> None:
     st.dataframe(table, hide_index=True, width="stretch")
     for r in rows:
         if r["error"] and not r["verdicts"]:
-            st.error(f"{r['layer']}: vLLM raises {r['error_type']} before any kernel is tried: "
-                     f"{r['error']}")
+            st.error(plain(f"{r['layer']}: vLLM raises {r['error_type']} before any kernel is tried: "
+                           f"{r['error']}"))
 
 
 # --------------------------------------------------------------------------- alignment sweep

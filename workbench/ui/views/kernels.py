@@ -11,6 +11,7 @@ import json
 import streamlit as st
 
 from workbench.ui import loaders, runs, state, widgets
+from workbench.ui.plain import plain
 
 DEFAULT_M = "1,4,16,64,256"
 MAX_M = 16384
@@ -31,13 +32,12 @@ def parse_ms(text: str) -> list[int]:
 
 def engine_plan(ref):
     """vLLM's choice for this layer on this machine, and the paths that model it here."""
-    from workbench.dispatch import parse_env
     from workbench.execution import plan_from_trace
 
     host = loaders.host_platform()
     env = widgets.current_env()
     t = widgets.compute_trace(ref, host, env, tp_size=1, parallel="auto")
-    return t, plan_from_trace(t, host, parse_env(env)), host
+    return t, plan_from_trace(t), host
 
 
 def plan_view(t, plan, host) -> None:
@@ -155,7 +155,7 @@ def _saved_rows(shape: tuple[int, int] | None, key: str) -> list[dict]:
         rows += r
         desc = prov.get("gpu") or prov.get("device") or prov.get("cuda") or prov.get("cpu")
         if desc:
-            st.caption(f"{name}: {desc}" + (f", commit {prov['commit']}" if prov.get("commit") else ""))
+            st.caption(plain(f"{name}: {desc}" + (f", commit {prov['commit']}" if prov.get("commit") else "")))
     if not rows:
         return []
     shapes = runs.shapes_of(rows)
@@ -202,8 +202,9 @@ def _export(fig, name: str, key: str) -> None:
         try:
             png = plots.figure_png(fig)
         except Exception as exc:  # noqa: BLE001 - kaleido needs a local Chrome: say so, keep going
-            st.error(f"PNG export of {name}: kaleido could not render it ({type(exc).__name__}: {exc}); "
-                     "it needs kaleido and a Chrome or Chromium on this machine. The HTML export works.")
+            st.error(plain(f"PNG export of {name}: kaleido could not render it ({type(exc).__name__}: "
+                           f"{exc}); it needs kaleido and a Chrome or Chromium on this machine. The HTML "
+                           "export works."))
         else:
             st.download_button(f"{name}.png", png, file_name=f"{name}.png", mime="image/png",
                                key=f"{key}-{name}-png", on_click="ignore")
@@ -276,11 +277,11 @@ def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: boo
         _run(layer, ref, list(ss["kern.paths"]), parse_ms(ss["kern.m_list"]), int(ss["kern.reps"]), key)
         local, meta = _local_rows(ref)
     if meta and meta.get("layer_key") == ref.key:
-        st.caption(f"Results for {meta['label']}: M = {meta['ms']}, {meta['status']}; measured on "
+        st.caption(f"Results for {plain(meta['label'])}: M = {meta['ms']}, {meta['status']}; measured on "
                    f"{meta['provenance'].get('cpu')}, {meta['provenance'].get('threads')} threads, "
                    f"load {meta['provenance'].get('loadavg_1m') or 0:.1f} at the start.")
     elif meta:
-        st.info(f"The last results are for {meta['label']}; press Run for this layer.")
+        st.info(f"The last results are for {plain(meta['label'])}; press Run for this layer.")
     if local:
         figures(local, [], meta, key, export=False)
         table = [{k: r[k] for k in ("path", "m", "latency_us", "sqnr_db", "rel_error", "kernel_rel_error")}
@@ -304,8 +305,8 @@ def speedup_story(*, key: str = "inc") -> None:
         fig = plots.speedup_figure(pts, crossovers=cross)
     st.plotly_chart(fig, key=f"{key}-speedup")
     for s, m in cross.items():
-        st.markdown(f"- **{s}**: W4A8 wins from **M = {m}**" if m else
-                    f"- **{s}**: W4A8 never wins in the measured range")
+        st.markdown(f"- **{plain(s)}**: W4A8 wins from **M = {m}**" if m else
+                    f"- **{plain(s)}**: W4A8 never wins in the measured range")
 
 
 def render() -> None:
@@ -318,7 +319,7 @@ def render() -> None:
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
         widgets.show_error(exc)
         return
-    st.markdown(f"Layer **{ref.label}**: K {layer.in_features}, N {layer.out_features}, "
+    st.markdown(f"Layer **{plain(ref.label)}**: K {layer.in_features}, N {layer.out_features}, "
                 f"group {layer.group_size}. Paths run on this machine; errors are against the float64 "
                 "references (`kernels.reference`).")
     plan_view(t, plan, host)
@@ -334,7 +335,7 @@ def render() -> None:
                    f"{prov.get('loadavg_1m') or 0:.1f} at the start. Ratios between paths are "
                    "what to read: they are timed round-robin in the same process.")
     elif meta:
-        st.info(f"The last results are for {meta['label']}; press Run for this layer.")
+        st.info(f"The last results are for {plain(meta['label'])}; press Run for this layer.")
     st.subheader("Saved results")
     saved = _saved_rows((layer.out_features, layer.in_features), "kern")
     if local or saved:

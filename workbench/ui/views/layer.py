@@ -7,6 +7,7 @@ import re
 import streamlit as st
 
 from workbench.ui import loaders, state, widgets
+from workbench.ui.plain import plain
 from workbench.ui.state import SAMPLE_ROOT, SOURCES, bind
 
 
@@ -32,7 +33,7 @@ def _checkpoint_source(source: str) -> None:
     if source == "sample":
         names = loaders.sample_names()
         if not names:
-            st.error(f"No bundled sample found under {SAMPLE_ROOT}: run `python sample_models/generate.py`.")
+            st.error(f"No bundled sample found under {plain(SAMPLE_ROOT)}: run `python sample_models/generate.py`.")
             return
         if ss["layer.sample"] not in names:
             ss["layer.sample"] = names[0]
@@ -41,19 +42,41 @@ def _checkpoint_source(source: str) -> None:
         if blurb:
             st.caption(blurb)
     elif source == "directory":
-        roots = ", ".join(f"`{r}`" for r in loaders.allowed_roots())
+        roots = ", ".join(plain(r) for r in loaders.allowed_roots())
         bind(st.text_input, "Checkpoint directory (config.json + *.safetensors)", "layer.dir",
              placeholder=str(SAMPLE_ROOT / "ct-w4a8-int-g128"))
         st.caption(f"Allowed roots: {roots}. Add more with `{loaders.ROOTS_ENV}=/a{':'}/b` "
                    "before `streamlit run app.py`.")
     else:
         files = st.file_uploader(
-            f"config.json and *.safetensors (up to {loaders.MAX_UPLOAD_BYTES // 2**20} MiB in all; "
+            f"config.json and \\*.safetensors (up to {loaders.MAX_UPLOAD_MB} MiB in all; "
             "never pickles)", type=["safetensors", "json"], accept_multiple_files=True,
             key="w:upload")
-        if files:
-            with widgets.user_errors():
-                ss["layer.upload_dir"] = str(loaders.save_upload([(f.name, f.getvalue()) for f in files]))
+        _save_upload(files or [])
+        if ss["layer.upload_dir"]:
+            st.caption(f"Uploaded: {plain(ss['layer.upload_label'])}")
+
+
+def _save_upload(files) -> None:
+    """Write a new set of uploaded files once (not on every rerun); a refused set clears the upload."""
+    from workbench.errors import USER_ERRORS
+
+    ss = st.session_state
+    ids = [f.file_id for f in files]
+    if files and ss.get("_upload.ids") != ids:
+        ss["_upload.ids"] = ids
+        ss["layer.upload_dir"] = ss["layer.upload_label"] = ss["_upload.error"] = ""
+        try:
+            folder = loaders.save_upload([(f.name, f.getvalue()) for f in files],
+                                         loaders.session_upload_dir(ss))
+        except USER_ERRORS as exc:
+            ss["_upload.error"] = str(exc)
+        else:
+            ss["layer.upload_dir"] = str(folder)
+            ss["layer.upload_label"] = ", ".join(sorted(f.name for f in files
+                                                        if f.name.endswith(".safetensors")))
+    if files and ss.get("_upload.error"):
+        st.error(plain(ss["_upload.error"]))
 
 
 def _synthetic_source() -> None:
@@ -104,7 +127,7 @@ def _trained_source() -> None:
 
 
 def _summary(layer, ckpt=None) -> None:
-    st.subheader(f"`{layer.name}`")
+    st.subheader(plain(layer.name))
     c = st.columns([1, 1, 1, 2, 1.3, 1])
     c[0].metric("K (in_features)", layer.in_features)
     c[1].metric("N (out_features)", layer.out_features)
@@ -113,7 +136,9 @@ def _summary(layer, ckpt=None) -> None:
                 help="the compressed-tensors format when there is one, else the checkpoint format")
     c[4].metric("quantized bytes", f"{layer.nbytes:,}")
     bf16 = layer.in_features * layer.out_features * 2
-    c[5].metric("vs bf16 weight", f"{layer.nbytes / bf16:.1%}")
+    c[5].metric("size vs bf16", f"{layer.nbytes / bf16:.1%}",
+                help="The quantized tensors' bytes (int4 codes, scales, zero points, g_idx) as a "
+                     "share of the same weight stored in bf16 (N x K x 2 bytes).")
     info = {
         "checkpoint format": layer.format.value, "compressed-tensors format": layer.ct_format,
         "model dtype (params_dtype)": layer.params_dtype, "scale dtype": layer.scale_dtype,
@@ -136,7 +161,7 @@ def _summary(layer, ckpt=None) -> None:
                                                               if layer.quant_config else {})},
                 expanded=2)
     for note in layer.notes:
-        st.caption(note)
+        st.caption(plain(note))
     from workbench import plots
 
     h1, h2 = st.columns(2)
@@ -154,13 +179,18 @@ def _listing(ckpt) -> None:
         platform = widgets.current_platform()
         env = widgets.current_env()
         rows = listing_rows(ckpt.layers, platform, env, tp_size=st.session_state["tp.size"])
-        st.markdown(f"**All {len(rows)} quantized layers, resolved on {platform.label()}** "
+        n = len(rows)
+        what = "The one quantized layer" if n == 1 else f"All {n} quantized layers"
+        st.markdown(f"**{what}, resolved on {plain(platform.label())}** "
                     f"(TP {st.session_state['tp.size']})")
+        # What vLLM makes of each layer first: a wide table scrolls, and these are the point.
         st.dataframe(rows, hide_index=True, width="stretch",
-                     column_order=["layer", "K", "N", "group_size", "ct_format", "input", "parallel",
-                                   "scheme", "kernel", "error"])
+                     column_order=["layer", "kernel", "scheme", "error", "K", "N", "group_size",
+                                   "ct_format", "input", "parallel"],
+                     column_config={"layer": st.column_config.TextColumn(width="medium"),
+                                    "error": st.column_config.TextColumn(width="large")})
     for note in ckpt.notes:
-        st.caption(note)
+        st.caption(plain(note))
 
 
 def render() -> None:
@@ -176,12 +206,19 @@ def render() -> None:
     else:
         _trained_source()
 
+    if source == "directory" and not ss["layer.dir"].strip():
+        st.info("Type the path of a checkpoint directory above.")
+        return
+    if source == "upload" and not ss["layer.upload_dir"]:
+        if not ss.get("_upload.error"):
+            st.info("Nothing uploaded yet: drop config.json and the \\*.safetensors file(s) above.")
+        return
     try:
         ref = loaders.current_ref(ss)
         ckpt = loaders.open_dir(ref.path) if ref.path is not None else None
         if ckpt is not None:
             if not ckpt.layers:
-                st.error(f"{ref.path}: no quantized layer found. " + " ".join(ckpt.notes))
+                st.error(plain(f"{ref.path.name}: no quantized layer found. " + " ".join(ckpt.notes)))
                 return
             bind(st.selectbox, "Layer", "layer.name", options=ckpt.layer_names())
             ref = loaders.current_ref(ss)
@@ -190,7 +227,7 @@ def render() -> None:
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
         widgets.show_error(exc)
         return
-    st.success(f"Loaded **{ref.label}**: this is the layer every page uses.")
+    st.success(f"Loaded **{plain(ref.label)}**: this is the layer every page uses.")
     _summary(layer, ckpt)
     if ckpt is not None:
         _listing(ckpt)

@@ -6,6 +6,7 @@ import time
 import streamlit as st
 
 from workbench.ui import loaders, state, widgets
+from workbench.ui.plain import plain
 from workbench.ui.widgets import user_errors
 
 PLAY_DELAY_S = 0.6
@@ -23,11 +24,11 @@ def _resolve():
 def settings(expanded: bool = False) -> None:
     ss = st.session_state
     env = state.env_mapping()
-    summary = (f"Platform **{loaders.preset_label(ss['pf.preset'])}**"
+    summary = (f"Platform {loaders.preset_label(ss['pf.preset'])}"
                + (" (edited)" if state.platform_edits() else "")
                + f" · env: {', '.join(f'{k}={v}' for k, v in env.items()) or 'vLLM defaults'}"
                + f" · TP {ss['tp.size']}")
-    st.caption(summary)
+    st.caption(plain(summary))
     # A stable label: Streamlit keeps an expander open across reruns only if it stays the same.
     with st.expander("Platform, vLLM env knobs and TP: edit every field", expanded=expanded):
         widgets.platform_picker("Platform preset", key_suffix="trace")
@@ -90,11 +91,11 @@ def compare(trace, platform, ref, env) -> None:
     other_trace = widgets.compute_trace(ref, other, env)
     left, right = st.columns(2)
     with left:
-        st.markdown(f"**{platform.label()}**")
+        st.markdown(f"**{plain(platform.label())}**")
         widgets.outcome_view(trace)
         widgets.steps_view(trace, key="cmp-left")
     with right:
-        st.markdown(f"**{other.label()}**")
+        st.markdown(f"**{plain(other.label())}**")
         widgets.outcome_view(other_trace)
         widgets.steps_view(other_trace, key="cmp-right")
     diff = widgets.platform_diff(platform, other)
@@ -136,7 +137,7 @@ def render() -> None:
     if trace.notes:
         with st.expander("vLLM log lines and notes"):
             for n in trace.notes:
-                st.markdown(f"- {n}")
+                st.markdown(f"- {plain(n)}")
 
     st.subheader("Export")
     stem = f"trace-{platform.name.replace(' ', '_')}-{(ref.name or 'layer').split('.')[-1]}"
