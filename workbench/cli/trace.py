@@ -21,8 +21,8 @@ line, at most {MAX_ARG_BYTES} bytes; blank lines are skipped. Each object holds 
   "scheme":    {{...}}   a compressed-tensors layer scheme, as --scheme takes it
   "inc":       {{...}}   an INC/AutoRound layer config, as --inc takes it
 and optionally
-  "platform": "sm90-h200" or {{"preset": ..., ...}}   (default sm90-h200)
-  "env": {{"VLLM_DISABLED_KERNELS": "MacheteLinearKernel", ...}}
+  "platform": "sm90-h200" or {{"preset": ..., ...}}   (default: --platform)
+  "env": {{"VLLM_DISABLED_KERNELS": "MacheteLinearKernel", ...}}   (added to --env)
   "id": any JSON value, copied into that line's output
 Output: one JSON trace per input line, in order. A line that cannot be traced prints
 {{"input_error": "line N: ...", "line": N}} instead and the batch goes on; the command then
@@ -45,10 +45,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--batch", metavar="FILE",
                      help="JSON Lines cases, one object per line ('-' for stdin; format below)")
     p.add_argument("--layer", help="layer name inside --checkpoint")
-    p.add_argument("--tp", type=int_in(1, 1024), default=1,
-                   help="tensor-parallel size for --checkpoint")
-    p.add_argument("--parallel", choices=("column", "row"), default="column",
-                   help="how --checkpoint's layer is sharded under --tp")
+    p.add_argument("--tp", type=int_in(1, 1024),
+                   help="tensor-parallel size for --checkpoint (default 1)")
+    p.add_argument("--parallel", choices=("column", "row"),
+                   help="how --checkpoint's layer is sharded under --tp (default: row for "
+                        "down_proj/o_proj-like layers, column otherwise, as vLLM builds them)")
     p.add_argument("--platform", default="sm90-h200",
                    help="preset name, 'host', or platform JSON (default: sm90-h200)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
@@ -64,8 +65,8 @@ def load_json_arg(text: str, what: str) -> Any:
     return json_arg(text, what)
 
 
-def trace_case(case: Any):
-    """One --batch case (see BATCH_FORMAT)."""
+def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None = None):
+    """One --batch case (see BATCH_FORMAT); `platform` and `env` are the command's defaults."""
     from workbench.dispatch import trace_inc, trace_mp, trace_scheme
 
     case = json_object(case, "case")
@@ -77,13 +78,12 @@ def trace_case(case: Any):
     if len(kinds) != 1:
         raise InvalidInputError("case: expected exactly one of 'mp_config', 'scheme' or 'inc', "
                                 f"got {len(kinds)}")
-    platform = case.get("platform", "sm90-h200")
+    platform = case.get("platform", platform)
     if not isinstance(platform, (str, dict)):
         raise InvalidInputError(f"case.platform: expected a preset name or a JSON object, got "
                                 f"{shown(platform, 40)}")
-    env = case.get("env")
-    if env is not None:
-        json_object(env, "case.env")
+    if "env" in case:
+        env = {**(env or {}), **json_object(case["env"], "case.env")}
     fn = {"mp_config": trace_mp, "scheme": trace_scheme, "inc": trace_inc}[kinds[0]]
     return fn(json_object(case[kinds[0]], f"case.{kinds[0]}"), platform, env)
 
@@ -135,11 +135,19 @@ def _object_arg(text: str, what: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     env = _env_mapping(args.env)
+    platform = platform_arg(args.platform)
+    if not args.checkpoint:  # nothing may be silently ignored
+        given = [f for f, v in (("--layer", args.layer), ("--tp", args.tp),
+                                ("--parallel", args.parallel)) if v is not None]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)}: given without --checkpoint, the only "
+                                    "source they apply to")
     if args.batch:
-        return _run_batch(args.batch)
+        if args.markdown:
+            raise InvalidInputError("--markdown: --batch prints one JSON trace per line")
+        return _run_batch(args.batch, platform, env)
     from workbench.dispatch import trace_inc, trace_mp, trace_scheme
 
-    platform = platform_arg(args.platform)
     if args.mp_config:
         trace = trace_mp(_object_arg(args.mp_config, "--mp-config"), platform, env)
     elif args.scheme:
@@ -152,12 +160,12 @@ def run(args: argparse.Namespace) -> int:
         from workbench.checkpoints import trace_checkpoint_layer
 
         trace = trace_checkpoint_layer(existing_path(args.checkpoint, "--checkpoint"), args.layer,
-                                       platform, env, tp_size=args.tp, parallel=args.parallel)
+                                       platform, env, tp_size=args.tp or 1, parallel=args.parallel)
     _print(trace, args)
     return 0
 
 
-def _run_batch(path: str) -> int:
+def _run_batch(path: str, platform: str | dict, env: dict) -> int:
     """One trace JSON per input line, in order; a bad line prints its error and the run goes on."""
     handle = sys.stdin.buffer if path == "-" else open_input(path, "--batch", fifo=True)
     bad: list[int] = []
@@ -171,7 +179,7 @@ def _run_batch(path: str) -> int:
                     raise InvalidInputError(f"over {MAX_ARG_BYTES} bytes; accepted: at most "
                                             f"{MAX_ARG_BYTES} per line")
                 case = parse_json(line, "JSON text")
-                out = trace_case(case).to_json()
+                out = trace_case(case, platform, env).to_json()
                 if isinstance(case, dict) and "id" in case:
                     out["id"] = case["id"]
             except USER_ERRORS as exc:
