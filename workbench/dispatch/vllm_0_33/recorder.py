@@ -1,0 +1,241 @@
+"""Run vLLM 0.33.0's own selection code from an unpacked sdist, on a simulated platform.
+
+`workbench.recorder` drives this module; everything here that names a vLLM module, function or
+stub belongs to 0.33.0. The simulated platform is vLLM's real platform class (CudaPlatform,
+RocmPlatform, XPUPlatform, CpuPlatform, ZenCpuPlatform) with only its hardware queries
+answered from the case: `get_device_capability`, `get_device_name`, `get_cpu_architecture`,
+the ROCm GCN arch (through a fake `amdsmi`), AMX support, and the torch ops present.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+import traceback
+import types
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from workbench.recorder import sandbox
+
+VLLM_VERSION = "0.33.0"
+
+# Compiled extensions of vLLM, and compiled packages imported at module level by code the
+# selection path imports but never calls (structured-output grammar backends).
+STUBBED = {"vllm._C", "vllm._rocm_C", "vllm._moe_C", "vllm._C_stable_libtorch",
+           "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm.cumem_allocator",
+           "vllm_xpu_kernels", "xgrammar", "llguidance"}
+# Optional packages whose presence is a platform field.
+OPTIONAL = {"humming", "conch", "zentorch", "auto_round_kernel", "aiter"}
+# torch ops whose presence is a platform field ("namespace.op").
+SIMULATED_OPS = {"aten._dyn_quant_matmul_4bit", "_rocm_C.gptq_gemm_rdna3",
+                 "_xpu_C.int4_gemm_w4a8", "_xpu_C.int4_gemm_w4a16",
+                 "zentorch.zentorch_dynamic_qlinear", "zentorch.zentorch_woq_linear",
+                 "zentorch.zentorch_woq_repack_weight"}
+HARDWARE_QUERIES = ["Platform.get_device_capability", "Platform.get_device_name",
+                    "Platform.get_cpu_architecture", "amdsmi (ROCm GCN arch)",
+                    "torch.cpu._is_amx_tile_supported", "torch.ops presence of " +
+                    ", ".join(sorted(SIMULATED_OPS))]
+
+_CPU_ARCH = {"x86": "X86", "arm": "ARM", "powerpc": "POWERPC", "riscv": "RISCV",
+             "s390x": "S390X"}
+
+
+class SdistError(RuntimeError):
+    """The directory given is not an unpacked vLLM 0.33.0 sdist."""
+
+
+def sdist_version(src: Path) -> str | None:
+    """The version an unpacked vLLM sdist declares in PKG-INFO (None if it is not one)."""
+    info = Path(src) / "PKG-INFO"
+    if not info.is_file():
+        return None
+    for line in info.read_text(errors="replace").splitlines():
+        if line.startswith("Version:"):
+            return line.split(":", 1)[1].strip()
+    return None
+
+
+def _fake_amdsmi(arch: str) -> types.ModuleType:
+    """`amdsmi` answering the one query vLLM's ROCm platform makes at import: the GCN arch."""
+    m = types.ModuleType("amdsmi")
+
+    class AmdSmiException(Exception):
+        pass
+
+    m.AmdSmiException = AmdSmiException
+    m.AmdSmiMemoryType = types.SimpleNamespace(VRAM=0)
+    m.amdsmi_init = m.amdsmi_shut_down = lambda *a, **k: None
+    m.amdsmi_get_processor_handles = lambda: ["gpu0"]
+    m.amdsmi_get_gpu_asic_info = lambda h: {"target_graphics_version": arch}
+    for name in ("amdsmi_get_gpu_device_uuid", "amdsmi_get_gpu_memory_total",
+                 "amdsmi_topo_get_link_type", "amdsmi_topo_get_numa_node_number"):
+        setattr(m, name, sandbox.Stub(f"amdsmi.{name}"))
+    return m
+
+
+class Vllm:
+    """The imported vLLM tree, and the switches that put it on one simulated platform."""
+
+    def __init__(self, src: Path) -> None:
+        src = Path(src).resolve()
+        version = sdist_version(src)
+        if version != VLLM_VERSION or not (src / "vllm" / "__init__.py").is_file():
+            raise SdistError(f"--vllm-src {src}: expected an unpacked vLLM {VLLM_VERSION} sdist "
+                             f"(PKG-INFO Version and vllm/__init__.py), found version {version!r}")
+        self.src = src
+        if "vllm" in sys.modules and not str(getattr(sys.modules["vllm"], "__file__", "")
+                                             ).startswith(str(src)):
+            raise SdistError(f"another vllm is already imported from "
+                             f"{sys.modules['vllm'].__file__}")
+        sys.path.insert(0, str(src))
+        os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+        sandbox.install(STUBBED, OPTIONAL)
+        sys.modules["amdsmi"] = _fake_amdsmi("gfx942")
+        import vllm.platforms as platforms
+        from vllm.platforms.cpu import CpuPlatform
+        self.platforms = platforms
+        platforms.current_platform = CpuPlatform()  # while the rest imports; replaced per case
+        self.linear = importlib.import_module("vllm.model_executor.kernels.linear")
+        self.mod = lambda name: importlib.import_module(name)
+        self.observer = sandbox.Observer(self.linear.choose_mp_linear_kernel,
+                                         ("failure_reasons", "platform_kernels"))
+        self._gfx = None
+
+    # -- provenance ---------------------------------------------------------------------
+    def provenance(self) -> dict:
+        return {"vllm_version": VLLM_VERSION, "vllm_src": self.src.name,
+                "stubbed_compiled": sorted(STUBBED),
+                "stubbed_optional_packages": sorted(OPTIONAL),
+                "stubbed_hardware_queries": HARDWARE_QUERIES,
+                "stub_calls": sorted(set(sandbox.Stub.CALLS))}
+
+    # -- the platform -------------------------------------------------------------------
+    def _platform_object(self, p: dict) -> Any:
+        from vllm.platforms.interface import CpuArchEnum, DeviceCapability
+        device = p["device"]
+        cap = p.get("capability")
+        arch = getattr(CpuArchEnum, _CPU_ARCH.get(p.get("cpu_arch") or "x86", "X86"))
+        if device == "cuda":
+            base = self.mod("vllm.platforms.cuda").CudaPlatform
+        elif device == "rocm":
+            if self._gfx != p["gfx"]:
+                sys.modules["amdsmi"] = _fake_amdsmi(p["gfx"])
+                importlib.reload(self.mod("vllm.platforms.rocm"))
+                self._gfx = p["gfx"]
+            base = self.mod("vllm.platforms.rocm").RocmPlatform
+            cap = None  # ROCm derives it from the GCN arch, in vLLM's own code
+        elif device == "xpu":
+            base = self.mod("vllm.platforms.xpu").XPUPlatform
+        elif device == "cpu" and p.get("zen") and "zentorch" in p.get("packages", []):
+            base = self.mod("vllm.platforms.zen_cpu").ZenCpuPlatform  # vLLM's plugin rule
+        elif device == "cpu":
+            base = self.mod("vllm.platforms.cpu").CpuPlatform
+        else:
+            raise ValueError(f"platform.device: {device!r} is not simulated")
+        ns: dict[str, Any] = {
+            "get_device_name": classmethod(lambda cls, device_id=0: f"simulated {device}"),
+            "get_cpu_architecture": classmethod(lambda cls: arch)}
+        if cap is not None:
+            dc = DeviceCapability(major=cap // 10, minor=cap % 10)
+            ns["get_device_capability"] = classmethod(lambda cls, device_id=0: dc)
+        elif device != "rocm":
+            ns["get_device_capability"] = classmethod(lambda cls, device_id=0: None)
+        return type(f"Simulated{base.__name__}", (base,), ns)()
+
+    @contextmanager
+    def on(self, platform: dict, env: dict) -> Iterator[Any]:
+        """vLLM sees `platform` (and `env`) for the duration."""
+        import torch
+        stack = ExitStack()
+        with stack:
+            sandbox.set_packages(OPTIONAL, set(platform.get("packages", [])))
+            import_utils = self.mod("vllm.utils.import_utils")
+            import_utils._has_module.cache_clear()
+            import_utils._has_module_spec.cache_clear()
+            obj = self._platform_object(platform)
+            self.platforms.current_platform = obj
+            for name, mod in list(sys.modules.items()):
+                if name.startswith("vllm.") and getattr(mod, "current_platform", None) is not None \
+                        and not isinstance(mod, sandbox.Stub):
+                    if "current_platform" in getattr(mod, "__dict__", {}):
+                        mod.current_platform = obj
+            stack.enter_context(sandbox.torch_ops(SIMULATED_OPS, set(platform.get("torch_ops", []))))
+            amx = bool(platform.get("amx"))
+            saved_amx = torch.cpu._is_amx_tile_supported
+            torch.cpu._is_amx_tile_supported = lambda: amx
+            stack.callback(setattr, torch.cpu, "_is_amx_tile_supported", saved_amx)
+            stack.enter_context(self._env(env))
+            yield obj
+
+    @contextmanager
+    def _env(self, env: dict) -> Iterator[None]:
+        envs = self.mod("vllm.envs")
+        saved = {k: os.environ.get(k) for k in env if k.startswith("VLLM_")}
+        for k, v in env.items():
+            if k.startswith("VLLM_"):
+                os.environ[k] = str(v)
+        if hasattr(envs, "disable_envs_cache"):
+            envs.disable_envs_cache()
+        config = self.mod("vllm.config")
+        kernel = {k: env[k] for k in ("linear_backend", "linear_backend_per_quant") if k in env}
+        try:
+            if kernel:
+                vc = config.VllmConfig(kernel_config=config.KernelConfig(**kernel))
+                with config.set_current_vllm_config(vc):
+                    yield
+            else:
+                yield
+        finally:
+            for k, v in saved.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v
+
+    # -- helpers ------------------------------------------------------------------------
+    def scalar_type(self, name: str) -> Any:
+        return getattr(self.mod("vllm.scalar_type").scalar_types, name)
+
+    @staticmethod
+    def dtype(name: str | None) -> Any:
+        import torch
+        return None if name is None else getattr(torch, name)
+
+    def mp_config(self, c: dict) -> Any:
+        MPLinearLayerConfig = self.linear.MPLinearLayerConfig
+        return MPLinearLayerConfig(
+            full_weight_shape=tuple(c["full_weight_shape"]),
+            partition_weight_shape=tuple(c["partition_weight_shape"]),
+            weight_type=self.scalar_type(c["weight_type"]), act_type=self.dtype(c["act_type"]),
+            group_size=c["group_size"], zero_points=c["zero_points"],
+            out_type=self.dtype(c.get("out_type")))
+
+    @staticmethod
+    def mp_config_json(cfg: Any) -> dict:
+        def dt(d):
+            return None if d is None else str(d).removeprefix("torch.")
+        return {"weight_type": str(cfg.weight_type), "act_type": dt(cfg.act_type),
+                "group_size": cfg.group_size, "zero_points": cfg.zero_points,
+                "out_type": dt(cfg.out_type),
+                "full_weight_shape": list(cfg.full_weight_shape),
+                "partition_weight_shape": list(cfg.partition_weight_shape)}
+
+
+def error_fields(exc: BaseException) -> dict:
+    return {"error": str(exc), "error_type": type(exc).__name__}
+
+
+def record_mp(v: Vllm, case: dict) -> dict:
+    """`choose_mp_linear_kernel(config)`: the kernel, and every reason its loop appended."""
+    out = {"selected": None, "reasons": [], "error": None, "error_type": None}
+    with v.observer.watching() as obs:
+        try:
+            with v.on(case["platform"], case["env"]):
+                out["selected"] = v.linear.choose_mp_linear_kernel(v.mp_config(case["input"])).__name__
+        except Exception as exc:  # vLLM's own refusal (or its config's), recorded as it is
+            out.update(error_fields(exc))
+    if obs.calls:
+        out["reasons"] = list(obs.calls[-1]["failure_reasons"] or [])
+    return out

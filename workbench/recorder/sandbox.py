@@ -1,0 +1,178 @@
+"""What the recorder fakes around a vLLM source tree, and nothing else.
+
+vLLM's own Python runs unchanged. Three kinds of thing are replaced, each listed in the output
+provenance: hardware queries (the platform object's capability, CPU arch, device name), compiled
+extensions and custom-op namespaces (`vllm._C`, `torch.ops._C`, ...), and optional packages (a
+package a platform "has" imports as an empty module; one it lacks is not found). A stub records
+every call made into it, so the provenance can say whether the selection code reached it.
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+import types
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+import torch
+
+
+class StubCalled(RuntimeError):
+    """A stubbed compiled op or optional package was called where its real result matters."""
+
+
+class Stub(types.ModuleType):
+    """A module (or attribute of one) that stands in for code we cannot run here.
+
+    Attribute access yields more stubs; a call is recorded in `CALLS` and yields a stub. It is
+    falsy, so a feature probe such as `if ops.has_x():` reads "absent", never a fake "present".
+    """
+
+    CALLS: list[str] = []
+
+    def __getattr__(self, name: str) -> "Stub":
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return Stub(f"{self.__name__}.{name}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "Stub":
+        Stub.CALLS.append(self.__name__)
+        return Stub(f"{self.__name__}()")
+
+    def __bool__(self) -> bool:
+        return False
+
+    def __iter__(self) -> Iterator:
+        return iter(())
+
+    def __getitem__(self, key: Any) -> "Stub":
+        return self
+
+    def __or__(self, other: Any) -> "Stub":
+        return self
+
+    __ror__ = __or__
+
+    def __mro_entries__(self, bases: tuple) -> tuple:
+        # `class X(stubbed.Base)`: a plain class, subscriptable and keyword-tolerant.
+        return (type(self.__name__.rsplit(".", 1)[-1], (), {
+            "__class_getitem__": classmethod(lambda cls, item: cls),
+            "__init__": lambda self, *a, **k: None,
+            "__init_subclass__": classmethod(lambda cls, **k: None)}),)
+
+
+class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Serves `Stub` modules for the names it holds: the always-stubbed ones (compiled
+    extensions) and the optional packages the simulated platform has."""
+
+    def __init__(self) -> None:
+        self.stubbed: set[str] = set()
+        self.present: set[str] = set()
+
+    def find_spec(self, name, path=None, target=None):
+        if any(name == n or name.startswith(n + ".") for n in self.stubbed | self.present):
+            return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        return None
+
+    def create_module(self, spec):
+        return Stub(spec.name)
+
+    def exec_module(self, module):
+        module.__path__ = []
+
+
+FINDER = _Finder()
+
+
+class InstalledOptionalPackage(RuntimeError):
+    """An optional package the recorder simulates is really installed, so "absent" would lie."""
+
+
+def install(stubbed: set[str], optional: set[str]) -> None:
+    """Put the stub finder in front of the import system (once per process)."""
+    import importlib.util
+    installed = sorted(n for n in optional if n not in sys.modules and importlib.util.find_spec(n))
+    if installed:
+        raise InstalledOptionalPackage(
+            f"recorder: optional package(s) {installed} are installed in this environment; the "
+            "recorder simulates their presence per platform, so run it where they are absent")
+    FINDER.stubbed |= stubbed
+    if FINDER not in sys.meta_path:
+        sys.meta_path.insert(0, FINDER)
+
+
+def set_packages(optional: set[str], present: set[str]) -> None:
+    """Which optional packages import: those in `present`; the rest of `optional` do not."""
+    FINDER.present = set(present) & set(optional)
+    for name in list(sys.modules):
+        if any(name == n or name.startswith(n + ".") for n in optional):
+            del sys.modules[name]
+
+
+class _OpNamespace:
+    """`torch.ops.<ns>` with the simulated ops shown only when present; other ops are real
+    (for aten) or absent (for a compiled extension's namespace)."""
+
+    def __init__(self, name: str, real: Any, simulated: set[str], present: set[str]) -> None:
+        self._name, self._real, self._simulated, self._present = name, real, simulated, present
+
+    def __getattr__(self, op: str) -> Any:
+        if op in self._present:
+            real = getattr(self._real, op, None) if self._real is not None else None
+            return real if real is not None else Stub(f"torch.ops.{self._name}.{op}")
+        if op in self._simulated or self._real is None:
+            raise AttributeError(f"'_OpNamespace' '{self._name}' object has no attribute '{op}'")
+        return getattr(self._real, op)
+
+
+@contextmanager
+def torch_ops(simulated: set[str], present: set[str]) -> Iterator[None]:
+    """Each `ns.op` in `simulated` resolves under `torch.ops` only when it is in `present`."""
+    by_ns: dict[str, set[str]] = {}
+    for name in simulated:
+        ns, op = name.split(".", 1)
+        by_ns.setdefault(ns, set()).add(op)
+    saved = {ns: torch.ops.__dict__.get(ns) for ns in by_ns}
+    for ns, ops in by_ns.items():
+        real = getattr(torch.ops, ns) if ns == "aten" else None
+        have = {p.split(".", 1)[1] for p in present if p.split(".", 1)[0] == ns}
+        setattr(torch.ops, ns, _OpNamespace(ns, real, ops, have))
+    try:
+        yield
+    finally:
+        for ns, value in saved.items():
+            if value is None:
+                torch.ops.__dict__.pop(ns, None)
+            else:
+                setattr(torch.ops, ns, value)
+
+
+class Observer:
+    """Reads a vLLM function's own locals as it returns (normally or by raising).
+
+    vLLM's selection loop keeps its reasons in a local and returns only the kernel; reading the
+    frame is how the recorder sees every reason without changing vLLM's code.
+    """
+
+    def __init__(self, fn: Callable, names: tuple[str, ...]) -> None:
+        self.code = fn.__code__
+        self.names = names
+        self.calls: list[dict] = []
+
+    def _profile(self, frame, event, arg):
+        if frame.f_code is self.code:
+            if event == "call":
+                self.calls.append({"args": dict(frame.f_locals)})
+            elif event == "return":
+                self.calls[-1].update({n: frame.f_locals.get(n) for n in self.names})
+
+    @contextmanager
+    def watching(self) -> Iterator["Observer"]:
+        self.calls = []
+        previous = sys.getprofile()
+        sys.setprofile(self._profile)
+        try:
+            yield self
+        finally:
+            sys.setprofile(previous)
