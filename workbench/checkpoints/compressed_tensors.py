@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["CTGroup", "CTConfig", "parse_ct_config", "ct_layer_specs", "load_ct_layer",
-           "check_scales", "KNOWN_FORMATS", "READABLE_FORMATS"]
+           "check_scales", "scale_notes", "KNOWN_FORMATS", "READABLE_FORMATS"]
 
 # compressed-tensors 0.17.0 CompressionFormat values.
 KNOWN_FORMATS = ("dense", "sparse-bitmask", "sparse-24-bitmask", "int-quantized",
@@ -380,11 +380,24 @@ def check_scales(scales: torch.Tensor, tensor_name: str, layer: str) -> None:
             f"{value} at index {list(first)}; scales must be finite and non-zero")
 
 
-def _check_range(t: torch.Tensor, lo: int, hi: int, what: str, layer: str) -> None:
+def _check_range(t: torch.Tensor, lo: int, hi: int, what: str, layer: str,
+                 allows: str = "its num_bits allows") -> None:
     if t.numel() and (int(t.min()) < lo or int(t.max()) > hi):
         raise TensorMismatchError(f"layer {layer}: {what} holds values in [{int(t.min())}, "
                                   f"{int(t.max())}], outside the {hi - lo + 1}-level range [{lo}, {hi}] "
-                                  "its num_bits allows")
+                                  f"{allows}")
+
+
+def scale_notes(scales: torch.Tensor, tensor_name: str) -> tuple[str, ...]:
+    """A note when scales are negative: legal (vLLM multiplies by them as stored), but no
+    quantization tool writes them, so the user should know the weights come out sign-flipped."""
+    neg = scales < 0
+    if not bool(neg.any()):
+        return ()
+    first = [int(i) for i in neg.nonzero()[0].tolist()]
+    return (f"{tensor_name} holds {int(neg.sum())} negative value(s), first at {first}: used as "
+            "stored (they flip the sign of those dequantized weights); quantization tools write "
+            "positive scales",)
 
 
 def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedLayer:
@@ -418,7 +431,8 @@ def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedL
         zeros = (zp.to(torch.int16) - lo).to(torch.int8)  # signed -> unsigned convention
     g_idx = read_tensor(tensors[names["g_idx"]]).to(torch.int32) if "g_idx" in names else None
     if g_idx is not None:
-        _check_range(g_idx, 0, spec.n_groups - 1, names["g_idx"], spec.name)
+        _check_range(g_idx, 0, spec.n_groups - 1, names["g_idx"], spec.name,
+                     f"of group indices for K / group_size = {spec.n_groups} groups")
     if spec.ct_format == "pack-quantized":
         if bits != 4:
             raise UnsupportedLayerError(f"layer {spec.name}: {bits}-bit pack-quantized weights; "
@@ -430,5 +444,6 @@ def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedL
         if zeros is not None:
             qweight = (qweight.to(torch.int16) - lo).to(torch.int8)
     fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+    fields["notes"] = spec.notes + scale_notes(scales, names["scales"])
     return QuantizedLayer(**fields, qweight=qweight, packing=pack, scales=scales, zeros=zeros,
                           g_idx=g_idx)

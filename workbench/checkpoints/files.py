@@ -110,6 +110,9 @@ def find_files(path: str | os.PathLike,
                allowed_roots: tuple[str | os.PathLike, ...] | None = None) -> CheckpointFiles:
     """Locate the safetensors files of a checkpoint directory (or one file) and read
     their headers. Every file must lie under the checkpoint's roots (`paths.checkpoint_roots`)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise MissingWeightsError(f"checkpoint path {path!r}: accepted: a directory or .safetensors "
+                                  f"file path (str or os.PathLike), got {type(path).__name__}")
     p = Path(path)
     mode = _stat(p).st_mode
     if stat.S_ISREG(mode):

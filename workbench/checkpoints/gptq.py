@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales
+from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales, scale_notes
 from workbench.checkpoints.errors import (
     GroupSizeError, InvalidConfigError, PatternRefusedError, TensorMismatchError,
     UnknownFormatError, UnsupportedLayerError,
@@ -154,7 +154,7 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
                "checkpoint_format": packing_format, "desc_act": False,
                "autoround_version": qc.get("autoround_version", "")}
     if "act_bits" in qc:
-        fields_["act_bits"] = qc["act_bits"]
+        fields_["act_bits"] = _get(qc, ("act_bits",), where, types=(int,))
     return GPTQFamilyConfig(CheckpointFormat.INC, bits, group, sym, layout, layout == "gptq",
                             fields_, extra_config=extra, block_names=tuple(blocks or ()),
                             notes=tuple(notes))
@@ -164,11 +164,14 @@ def parse_awq_config(qc: dict, where: str) -> GPTQFamilyConfig:
     bits, group = _bits_group(qc, where, ("w_bit", "bits"), ("q_group_size", "group_size"))
     zero_point = _get(qc, ("zero_point",), where, types=(bool,))
     skip = _get(qc, ("modules_to_not_convert",), where, None, (list, type(None))) or []
+    if not all(isinstance(m, str) for m in skip):
+        raise InvalidConfigError(f"{where}.modules_to_not_convert: {skip!r}; accepted: a list of "
+                                 "module name strings")
     fields_ = {"bits": bits, "group_size": group, "zero_point": zero_point,
                "sym": not zero_point, "checkpoint_format": "awq",
                "version": qc.get("version", "gemm"), "modules_to_not_convert": skip}
     return GPTQFamilyConfig(CheckpointFormat.AWQ, bits, group, not zero_point, "awq", False,
-                            fields_, skip_modules=tuple(str(s) for s in skip))
+                            fields_, skip_modules=tuple(skip))
 
 
 def _dynamic_body(key: str) -> str:
@@ -262,13 +265,14 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
         if scales.dtype not in _SCALE_DTYPES or len(scales.shape) != 2:
             raise TensorMismatchError(f"layer {prefix}: {scales.name} is {scales.dtype} "
                                       f"{list(scales.shape)}; expected float [G, N]")
+        # vLLM's pack factor is 32 // bits (auto_gptq.py:146), whole values per int32 word.
         per_word = 32 // bits
         if cfg.layout == "gptq":
             k, n = qweight.shape[0] * per_word, qweight.shape[1]
-            layout_text = f"qweight [K * {bits} / 32, N]"
+            layout_text = f"qweight [K / {per_word}, N]"
         else:
             k, n = qweight.shape[0], qweight.shape[1] * per_word
-            layout_text = f"qweight [K, N * {bits} / 32]"
+            layout_text = f"qweight [K, N / {per_word}]"
         if k == 0 or n == 0:
             raise TensorMismatchError(f"layer {prefix}: {layout_text} = {list(qweight.shape)} gives "
                                       f"K = {k}, N = {n}; a layer needs at least one row and column")
@@ -285,7 +289,7 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
                 f"[K / g, N] = [{n_groups}, {n}]")
         if qzeros.shape != (n_groups, n // per_word):
             raise TensorMismatchError(f"layer {prefix}: qzeros is {list(qzeros.shape)}; expected "
-                                      f"[K / g, N * {bits} / 32] = [{n_groups}, {n // per_word}]")
+                                      f"[K / g, N / {per_word}] = [{n_groups}, {n // per_word}]")
         names = {"weight": qweight.name, "scales": scales.name, "zeros": qzeros.name}
         gidx = tensors.get(f"{prefix}.g_idx")
         if cfg.fields.get("desc_act") and group != -1:
@@ -353,7 +357,7 @@ def load_gptq_layer(spec: LayerSpec, cfg: GPTQFamilyConfig,
                                       "(stored 15 + 1), outside int4 [0, 15]")
         zeros = z.to(torch.int8)
     g_idx = None
-    notes = list(spec.notes)
+    notes = list(spec.notes) + list(scale_notes(scales, names["scales"]))
     if "g_idx" in names:
         g_idx = read_tensor(tensors[names["g_idx"]]).to(torch.int32)
         trivial = torch.arange(spec.in_features, dtype=torch.int32) // spec.effective_group_size

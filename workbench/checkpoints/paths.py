@@ -59,8 +59,8 @@ def real_path(path: Path, roots: tuple[Path, ...], missing: type[CheckpointError
         raise missing(f"{path}: no such file") from None
     except ValueError as exc:  # an embedded NUL byte
         raise missing(f"{str(path)!r}: not a usable path ({exc})") from None
-    except OSError as exc:
-        raise CheckpointError(f"{path}: cannot be read: {exc.strerror or exc}") from None
+    except OSError as exc:  # ELOOP (a symlink loop), EACCES, ENAMETOOLONG
+        raise NotAFileError(f"{path}: cannot be resolved to a regular file: {exc.strerror or exc}") from None
     if not any(real == r or real.is_relative_to(r) for r in roots):
         via = f" (a symlink to {real})" if real != Path(os.path.abspath(path)) else ""
         raise OutsideRootsError(
