@@ -87,7 +87,7 @@ def register(subparsers) -> None:
     p.add_argument("--paths", default=_DEFAULT_PATHS, help=f"kernel paths (default {_DEFAULT_PATHS})")
     p.add_argument("--model", help="bench a real model's shard instead (see workbench.models)")
     p.add_argument("--layer", help="with --model: qkv_proj, o_proj, gate_up_proj, down_proj, ...")
-    p.add_argument("--tp", type=int_in(1, 1024), default=1, help="with --model: tensor parallel size")
+    p.add_argument("--tp", type=int_in(1, 1024), help="with --model: tensor parallel size (default 1)")
     p.add_argument("--repeats", type=int_in(1, 1000), default=5)
     p.add_argument("--warmup", type=int_in(0, 100), default=1)
     p.add_argument("--threads", type=int_in(1, 1024), help="torch threads (default: torch's)")
@@ -102,8 +102,9 @@ def register(subparsers) -> None:
 
 def _layer(args):
     from workbench.bench import synthetic_bench_layer
-    if args.model:
+    if args.model is not None:
         from workbench.models import partitions
+        args.tp = args.tp or 1
         parts = partitions(args.model, args.tp)
         names = [q.layer for q in parts]
         if args.layer not in names:
@@ -112,6 +113,10 @@ def _layer(args):
         part = parts[names.index(args.layer)]
         n, k = part.n, part.k
     else:
+        given = [f for f, v in (("--layer", args.layer), ("--tp", args.tp)) if v is not None]
+        if given:
+            raise InvalidInputError(f"{', '.join(given)}: given without --model, the only source "
+                                    "they apply to")
         n, k = args.n, args.k
     if n <= 0 or k <= 0:
         raise InvalidInputError(f"--n and --k must be positive, got N = {n}, K = {k}")
@@ -137,7 +142,7 @@ def run(args) -> int:
         raise InvalidInputError(f"--paths: unknown {shown(', '.join(unknown)) if unknown else '(none given)'}; "
                                 f"known: {', '.join(PATHS)}")
     args.path_names, args.ms = paths, int_list(args.m, "--m", 0, 2**31 - 1)
-    if args.out:
+    if args.out is not None:
         output_file(args.out, "--out", (".json", ".csv"))  # checked before the minutes of timing
     if args.threads is not None:
         import torch  # imported here: the CLI starts fast for every other command
@@ -165,7 +170,7 @@ def run(args) -> int:
                   f"{r.detail or r.why}")
         print(f"relative errors: 'err vs W' against the {ERROR_REFERENCES['rel_error']}; "
               f"'err vs ref' against the {ERROR_REFERENCES['kernel_rel_error']}")
-    if args.out:
+    if args.out is not None:
         write = write_csv if args.out.endswith(".csv") else write_json
         out = write(records, args.out, prov)
         print(f"wrote {out}", file=sys.stderr)

@@ -35,7 +35,7 @@ def shown(value: Any, limit: int = 80) -> str:
 def check_path(text: str, what: str) -> str:
     """A path the OS can take: no NUL byte, not empty, within PATH_MAX / NAME_MAX."""
     if not text:
-        raise InvalidInputError(f"{what}: empty path; accepted: a file or directory path")
+        raise InvalidInputError(f"{what}: empty path; accepted: a non-empty path")
     if "\0" in text:
         raise InvalidInputError(f"{what}: the path {shown(text)} contains a NUL byte; "
                                 "accepted: a path without NUL bytes")
@@ -130,6 +130,12 @@ def output_file(text: str, what: str, suffixes: tuple[str, ...]) -> str:
                                 f"{' or '.join(suffixes)}")
     if os.path.exists(text) and not os.path.isfile(text):
         raise InvalidInputError(f"{what}: {shown(text)} exists and is not a regular file")
+    folder = os.path.dirname(os.path.abspath(text))
+    while not os.path.exists(folder):  # the writer creates missing folders: check where it starts
+        folder = os.path.dirname(folder)
+    if not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise InvalidInputError(f"{what}: cannot write under {shown(folder)} (not a writable "
+                                "directory); accepted: a file path in a writable directory")
     return text
 
 
