@@ -1,9 +1,12 @@
-"""Build and load the AVX2 W4A8 GEMM (kernels/csrc/w4a8_avx2.c) at first use.
+"""Build and load the C W4A8 GEMMs (kernels/csrc/) at first use, one library per ISA variant.
 
-A plain C shared library called through ctypes: it needs only a C compiler (no torch
-headers, so it builds in about a second) and ctypes releases the GIL during the call.
-Where it cannot build or run (no compiler, no AVX2/FMA, not x86-64), `load()` returns
-None and `why_unavailable()` says why; callers then use the pure-torch path.
+Plain C shared libraries called through ctypes: they need only a C compiler (no torch
+headers, so each builds in about a second) and ctypes releases the GIL during the call.
+Variants (`VARIANTS`): `avx2_u8s8` (w4a8_avx2.c, int8-stored weights), `u4_avx2` and
+`u4_vnni512` (w4a8_u4.c built for AVX2 or AVX-512 VNNI, packed int4 weights). Each is
+built only where /proc/cpuinfo lists its ISA flags: detected, never assumed. Where one
+cannot build or run, `load(variant)` returns None and `why_unavailable(variant)` says
+why; callers then use another engine or the pure-torch path.
 """
 from __future__ import annotations
 
@@ -16,13 +19,21 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["load", "why_unavailable", "cache_dir"]
+__all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags"]
 
-_SRC = Path(__file__).parent / "csrc" / "w4a8_avx2.c"
+_CSRC = Path(__file__).parent / "csrc"
+_SRC = _CSRC / "w4a8_avx2.c"
 # -ffp-contract=off: no fused multiply-add, so every product rounds as the reference's does.
-_FLAGS = ["-O3", "-mavx2", "-mfma", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC",
-          "-pthread"]
-_state: dict[str, object] = {}
+_COMMON = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread"]
+# variant: (source, compiler flags, /proc/cpuinfo flags it needs)
+VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
+    "avx2_u8s8": ("w4a8_avx2.c", ("-mavx2", "-mfma"), ("avx2", "fma")),
+    "u4_avx2": ("w4a8_u4.c", ("-mavx2", "-mfma"), ("avx2", "fma")),
+    "u4_vnni512": ("w4a8_u4.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni",
+                                 "-DW4A8_VNNI512"),
+                   ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")),
+}
+_state: dict[str, dict[str, object]] = {}
 
 
 def cache_dir() -> Path:
@@ -42,31 +53,44 @@ def cache_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"w4a8-workbench-{os.getuid()}"
 
 
-def _cpu_has_avx2_fma() -> tuple[bool, str]:
+def cpu_flags() -> frozenset[str]:
+    """The CPU's ISA flags from /proc/cpuinfo (empty where it cannot be read)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return frozenset(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return frozenset()
+
+
+def _cpu_supports(needs: tuple[str, ...]) -> tuple[bool, str]:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False, f"not an x86-64 CPU ({platform.machine()})"
-    try:
-        flags = Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False, "cannot read /proc/cpuinfo to check for AVX2 and FMA"
-    missing = [f for f in ("avx2", "fma") if f not in flags]
+    flags = cpu_flags()
+    if not flags:
+        return False, f"cannot read /proc/cpuinfo to check for {', '.join(needs)}"
+    missing = [f for f in needs if f not in flags]
     if missing:
         return False, f"CPU lacks {', '.join(missing)}"
     return True, ""
 
 
-def _build() -> ctypes.CDLL:
-    ok, why = _cpu_has_avx2_fma()
+def _build(variant: str) -> ctypes.CDLL:
+    src_name, isa_flags, needs = VARIANTS[variant]
+    ok, why = _cpu_supports(needs)
     if not ok:
         raise OSError(why)
-    if not _SRC.is_file():
-        raise OSError(f"the C source {_SRC} is missing from this install (package data)")
+    path = _CSRC / src_name
+    if not path.is_file():
+        raise OSError(f"the C source {path} is missing from this install (package data)")
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if not cc:
-        raise OSError("no C compiler (cc or gcc) on PATH to build the AVX2 W4A8 kernel")
-    src = _SRC.read_bytes()
-    tag = hashlib.sha256(src + " ".join(_FLAGS).encode()).hexdigest()[:16]
-    out = cache_dir() / f"w4a8_avx2-{tag}.so"
+        raise OSError(f"no C compiler (cc or gcc) on PATH to build the {variant} W4A8 kernel")
+    flags = [*_COMMON, *isa_flags]
+    src = path.read_bytes()
+    tag = hashlib.sha256(src + " ".join(flags).encode()).hexdigest()[:16]
+    out = cache_dir() / f"{variant}-{tag}.so"
     out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = out.parent.stat()
     if st.st_uid != os.getuid() or st.st_mode & 0o022:
@@ -76,36 +100,46 @@ def _build() -> ctypes.CDLL:
         # Build to a temporary name, then rename: concurrent builders never see half a file.
         fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
         os.close(fd)
-        proc = subprocess.run([cc, *_FLAGS, str(_SRC), "-o", tmp, "-lm"], capture_output=True,
+        proc = subprocess.run([cc, *flags, str(path), "-o", tmp, "-lm"], capture_output=True,
                               text=True)
         if proc.returncode != 0:
             os.unlink(tmp)
-            raise OSError(f"building {_SRC.name} failed: {proc.stderr.strip()[:500]}")
+            raise OSError(f"building {src_name} for {variant} failed: {proc.stderr.strip()[:500]}")
         os.replace(tmp, out)
     lib = ctypes.CDLL(str(out))
-    fn = lib.w4a8_gemm_u8s8
-    i64, ptr = ctypes.c_int64, ctypes.c_void_p
-    fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, i64, ctypes.c_int]
-    fn.restype = ctypes.c_int
-    q = lib.quantize_rows_int8
-    q.argtypes = [ptr, ctypes.c_int, i64, i64, i64, ptr, ptr, i64, ptr]
-    q.restype = ctypes.c_int
+    i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    if variant == "avx2_u8s8":
+        fn = lib.w4a8_gemm_u8s8
+        fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, i64, c_int]
+        q = lib.quantize_rows_int8
+        q.argtypes = [ptr, c_int, i64, i64, i64, ptr, ptr, i64, ptr]
+    else:  # the suffixed entry points of w4a8_u4.c, under plain names
+        suffix = variant.split("_", 1)[1]
+        fn = lib[f"w4a8_u4_gemm_{suffix}"]
+        fn.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
+        q = lib[f"quantize_rows_grouped_{suffix}"]
+        q.argtypes = [ptr, c_int, i64, i64, i64, i64, i64, ptr, i64, ptr, ptr]
+        nr = lib[f"w4a8_u4_nr_{suffix}"]
+        nr.restype = c_int
+        lib.gemm, lib.quantize, lib.nr = fn, q, int(nr())
+    fn.restype = c_int
+    q.restype = c_int
     return lib
 
 
-def load() -> ctypes.CDLL | None:
-    """The loaded library, building it on first call; None where it cannot be had."""
-    if "lib" not in _state:
+def load(variant: str = "avx2_u8s8") -> ctypes.CDLL | None:
+    """The loaded library of `variant`, built on first call; None where it cannot be had."""
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown C kernel variant {variant!r}; known: {', '.join(VARIANTS)}")
+    if variant not in _state:
         try:
-            _state["lib"] = _build()
-            _state["why"] = ""
+            _state[variant] = {"lib": _build(variant), "why": ""}
         except OSError as exc:
-            _state["lib"] = None
-            _state["why"] = str(exc)
-    return _state["lib"]  # type: ignore[return-value]
+            _state[variant] = {"lib": None, "why": str(exc)}
+    return _state[variant]["lib"]  # type: ignore[return-value]
 
 
-def why_unavailable() -> str:
-    """Empty when the library loads, else the reason it does not."""
-    load()
-    return str(_state["why"])
+def why_unavailable(variant: str = "avx2_u8s8") -> str:
+    """Empty when the variant's library loads, else the reason it does not."""
+    load(variant)
+    return str(_state[variant]["why"])

@@ -20,8 +20,8 @@ from w4a8_kernels import _native_lib
 from w4a8_kernels._checks import (check_activations, check_device, check_weight, memory_guard,
                                   scale_notes)
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
-from w4a8_kernels.int8_gemm import (FP32_EXACT_MAX_TERMS, Int8Engine, check_accumulator_range,
-                                    engine_available, fbgemm_pack)
+from w4a8_kernels.int8_gemm import (FP32_EXACT_MAX_TERMS, Int8Engine,
+                                    check_accumulator_range, engine_available, fbgemm_pack)
 from w4a8_kernels.quant import center_int4, quantize_per_token_int8, quantize_per_token_int8_codes
 
 __all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized",
@@ -42,6 +42,7 @@ class W4A8Prepared:
     asymmetric: bool
     blocks: list = field(default_factory=list)  # engine-specific per-group weight blocks
     avx2: dict = field(default_factory=dict)  # AVX2 kernel buffers
+    u4: dict = field(default_factory=dict)  # packed-int4 C kernel buffers
     notes: tuple[str, ...] = ()  # accepted but unusual inputs (e.g. negative scales)
 
     @property
@@ -82,6 +83,27 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
     ch = 8 if int(wc.abs().max()) <= 8 else 4
     return {"bp": bp_aligned, "bp_storage": flat, "comp": comp, "sc": sc, "k4": k4, "g4": g4,
             "n_pad": n_pad, "ch": ch}
+
+
+def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor, g: int,
+                nr: int) -> dict:
+    """Pack the weight's unsigned nibbles as w4a8_u4.c reads them; each group padded to 8."""
+    n, k = w_q.shape
+    groups, gp = k // g, -(-g // 8) * 8
+    n_pad = -(-n // nr) * nr
+    k8 = groups * gp // 8
+    u = torch.zeros(n_pad, groups, gp, dtype=torch.uint8)
+    # symmetric w in [-8, 7] is the nibble w + 8 with zero point 8; asymmetric: as stored
+    u[:n, :, :g] = (w_q if zeros is not None else w_q + 8).view(torch.uint8).view(n, groups, g)
+    u = u.view(n_pad, k8, 2, 4)  # k = 8 s + 4 h + j
+    packed = (u[:, :, 0] | (u[:, :, 1] << 4)).view(n_pad // nr, nr, k8, 4).permute(0, 2, 1, 3)
+    zs = torch.zeros(n_pad, groups, dtype=torch.int32)
+    zs[:n] = zeros.to(torch.int32) if zeros is not None else 8
+    sc = torch.zeros(n_pad, groups, dtype=torch.float32)
+    sc[:n] = scales
+    return {"bp": packed.contiguous(), "g8": gp // 8, "gp": gp,
+            "zs": zs.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous(),
+            "sc": sc.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous()}
 
 
 def prepare_w4a8(
@@ -135,12 +157,16 @@ def prepare_w4a8(
 
 def _prepare(w_q, zeros, scales, g: int, chosen: Int8Engine) -> W4A8Prepared:
     n, k = w_q.shape
-    wc = center_int4(w_q, zeros, g)
+    packed_int4 = chosen in (Int8Engine.U4_AVX2, Int8Engine.U4_VNNI512)  # reads w_q itself
+    wc = None if packed_int4 else center_int4(w_q, zeros, g)
     prepared = W4A8Prepared(n=n, k=k, group_size=g, engine=chosen,
                             scales=scales.to(torch.float32).contiguous(),
                             asymmetric=zeros is not None, notes=scale_notes(scales))
     if chosen is Int8Engine.AVX2_U8S8:
         prepared.avx2 = _prepare_avx2(wc, prepared.scales, g)
+        return prepared
+    if packed_int4:
+        prepared.u4 = _prepare_u4(w_q, zeros, prepared.scales, g, _c_lib(chosen).nr)
         return prepared
     # Other engines run one integer GEMM per group (per-channel: one in all).
     for j in range(k // g):
@@ -198,6 +224,13 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
     if m == 0:
         return torch.empty(0, prepared.n, dtype=torch.float32)
     x_scale = x_scale.to(torch.float32).reshape(m).contiguous()
+    if prepared.u4:
+        g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups
+        codes = x_q.reshape(m, groups, g)
+        a = torch.zeros(m, groups, gp, dtype=torch.int8)
+        a[:, :, :g] = codes
+        asum = codes.sum(-1, dtype=torch.int32).contiguous()
+        return _u4_gemm(a.view(m, groups * gp), asum, x_scale, prepared)
     if prepared.engine is Int8Engine.AVX2_U8S8:
         lib = _native_lib.load()
         if lib is None:
@@ -210,6 +243,29 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
         return _avx2_gemm(lib, a_u8.contiguous(), x_scale, prepared)
     x_qf = x_q.to(torch.float32) if prepared.engine is not Int8Engine.INT_MM else x_q
     return _grouped(x_qf, x_q, x_scale, prepared)
+
+
+def _c_lib(engine: Int8Engine):
+    lib = _native_lib.load(engine.value)
+    if lib is None:
+        raise KernelUnavailableError(
+            f"{engine.value} W4A8 kernel unavailable: {_native_lib.why_unavailable(engine.value)}")
+    return lib
+
+
+def _u4_gemm(a: torch.Tensor, asum: torch.Tensor, x_scale: torch.Tensor,
+             prepared: W4A8Prepared) -> torch.Tensor:
+    """w4a8_u4.c on group-padded int8 codes [M, G * gp], their group sums and scales [M]."""
+    u = prepared.u4
+    m = a.shape[0]
+    out = torch.empty(m, prepared.n, dtype=torch.float32)
+    rc = _c_lib(prepared.engine).gemm(
+        a.data_ptr(), a.stride(0), m, asum.data_ptr(), prepared.n_groups, u["g8"],
+        u["bp"].data_ptr(), u["zs"].data_ptr(), u["sc"].data_ptr(), x_scale.data_ptr(),
+        out.data_ptr(), out.stride(0), prepared.n, torch.get_num_threads())
+    if rc != 0:
+        raise KernelUnavailableError(f"{prepared.engine.value} W4A8 kernel failed with code {rc}")
+    return out
 
 
 def _avx2_gemm(lib, a_u8: torch.Tensor, x_scale: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
@@ -243,6 +299,16 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
     m = x.shape[0]
     if m == 0 or x.dtype not in (torch.float32, torch.bfloat16) or x.stride(1) != 1:
         return None
+    if prepared.u4:
+        lib = _c_lib(prepared.engine)
+        g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups
+        a = (torch.zeros if gp != g else torch.empty)(m, groups * gp, dtype=torch.int8)
+        asum = torch.empty(m, groups, dtype=torch.int32)
+        x_scale = torch.empty(m, dtype=torch.float32)
+        rc = lib.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, prepared.k, x.stride(0), g, gp,
+                          a.data_ptr(), a.stride(0), asum.data_ptr(), x_scale.data_ptr())
+        _raise_bad_row(rc)
+        return _u4_gemm(a, asum, x_scale, prepared)
     if prepared.engine not in (Int8Engine.AVX2_U8S8, Int8Engine.FBGEMM):
         return None
     lib = _native_lib.load()

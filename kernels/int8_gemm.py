@@ -6,6 +6,10 @@ epilogue, or int32). They differ only in speed, which depends on the CPU:
 
 - `avx2_u8s8`: our C kernel (kernels/csrc/w4a8_avx2.c), vpmaddubsw + vpmaddwd with
   int32 accumulation per group and the group scales folded in registers.
+- `u4_avx2`, `u4_vnni512`: our C kernel on packed int4 weights (kernels/csrc/w4a8_u4.c,
+  half the weight bytes: decode streams 4 bits a weight), unsigned nibbles times int8
+  codes with the zero point removed through the activations' group sums; built for
+  AVX2 (vpmaddubsw) or AVX-512 VNNI (vpdpbusd) where the CPU has it. Any group size.
 - `fbgemm`: torch's quantized linear (FBGEMM's u8 x s8 kernels, AVX2/AVX-512) run with
   unit scales and zero point 128, so its float output is the exact integer sum.
 - `int_mm`: `torch._int_mm` (oneDNN; fast only with AVX512-VNNI or AMX, otherwise a
@@ -23,7 +27,7 @@ import torch
 from w4a8_kernels import _native_lib
 from w4a8_kernels.errors import KernelInputError
 
-__all__ = ["Int8Engine", "engine_available", "fbgemm_pack", "check_accumulator_range",
+__all__ = ["Int8Engine", "engine_available", "fbgemm_pack", "check_accumulator_range", "C_ENGINES",
            "FP32_EXACT_MAX_TERMS", "INT32_MAX"]
 
 
@@ -32,6 +36,10 @@ class Int8Engine(str, Enum):
 
     AVX2_U8S8 = "avx2_u8s8"
     """Our C kernel: u8 x s8 via vpmaddubsw, int32 per group, scales folded in registers."""
+    U4_AVX2 = "u4_avx2"
+    """Our C kernel on packed int4 (w4a8_u4.c), AVX2 vpmaddubsw."""
+    U4_VNNI512 = "u4_vnni512"
+    """Our C kernel on packed int4 (w4a8_u4.c), AVX-512 VNNI vpdpbusd."""
     FBGEMM = "fbgemm"
     """FBGEMM u8 x s8 through torch.ops.quantized with unit scales (exact float output)."""
     INT_MM = "int_mm"
@@ -46,7 +54,10 @@ FP32_EXACT_MAX_TERMS = (1 << 24) // (127 * 15)
 INT32_MAX = (1 << 31) - 1
 # Largest activation operand each engine multiplies: the u8 engines add 128 to the int8
 # code (|code| <= 127), so they see up to 255; the others the code itself.
-_ACT_MAX = {"avx2_u8s8": 255, "fbgemm": 255, "int_mm": 127}
+_ACT_MAX = {"avx2_u8s8": 255, "fbgemm": 255, "int_mm": 127, "u4_avx2": 127, "u4_vnni512": 127}
+# The packed-int4 engines multiply the unsigned nibble (up to 15) whatever the weight's sign.
+_W_MAX = {"u4_avx2": 15, "u4_vnni512": 15}
+C_ENGINES = ("avx2_u8s8", "u4_avx2", "u4_vnni512")  # engine value = _native_lib variant
 
 
 def _fbgemm_available() -> tuple[bool, str]:
@@ -61,8 +72,8 @@ def _fbgemm_available() -> tuple[bool, str]:
 def engine_available(engine: Int8Engine | str) -> tuple[bool, str]:
     """(ok, why): whether this engine can run here, and why not."""
     engine = Int8Engine(engine)
-    if engine is Int8Engine.AVX2_U8S8:
-        why = _native_lib.why_unavailable()
+    if engine.value in C_ENGINES:
+        why = _native_lib.why_unavailable(engine.value)
         return (not why), why
     if engine is Int8Engine.FBGEMM:
         return _fbgemm_available()
@@ -83,6 +94,7 @@ def check_accumulator_range(engine: Int8Engine | str, terms: int, w_absmax: int)
     """
     engine = Int8Engine(engine)
     a_max = _ACT_MAX.get(engine.value)
+    w_absmax = _W_MAX.get(engine.value, w_absmax)
     if a_max is None or w_absmax == 0:
         return
     limit = INT32_MAX // (a_max * w_absmax)

@@ -1,0 +1,255 @@
+/*
+ * W4A8 GEMM on packed int4 weights (half the bytes of w4a8_avx2.c's int8 copy), built
+ * twice from this file: AVX2 (vpmaddubsw) and AVX-512 VNNI (vpdpbusd), chosen at run
+ * time by the caller from the CPU's flags.
+ *
+ *   C[m, n] = xs[m] * sum_g s[n, g] * ( sum_{k in g} u[n, k] * a[m, k]  -  z[n, g] * asum[m, g] )
+ *
+ * u   the weight's unsigned nibbles in [0, 15] (w + 8 when symmetric, z = 8; the raw
+ *     nibble when asymmetric, z = the zero point), so u * a is the unsigned x signed
+ *     product both instructions take, and w - z = u - z.
+ * a   int8 activation codes [M, lda], each group padded with zero codes to a multiple
+ *     of 8 (gp); asum[m, g] is the sum of group g's codes (int32, exact).
+ * Bp  [N / NR][K8][NR cols][4 bytes], K8 = G * gp / 8: byte j of column c at step s
+ *     holds k = 8 s + j in its low nibble and k = 8 s + 4 + j in its high nibble.
+ * zs  int32 [N / NR][G][NR], sc float [N / NR][G][NR]: zero points, scales.
+ *
+ * Every integer sum is exact: |u * a| <= 15 * 127, and a group of up to 1,127,288
+ * terms fits int32 (the caller checks). vpmaddubsw pairs are at most 2 * 15 * 127 =
+ * 3810 and 4 steps (8 pairs) stay below 2**15, so its int16 sums never saturate.
+ * Each group's integer sum is scaled in float32 and summed in group order, then
+ * multiplied by xs: the order of the float64 reference (no fused multiply-add).
+ *
+ * Threads split the N tiles; rows are blocked (MC) so one block's activations stay in
+ * cache while a thread streams its weight tiles.
+ */
+#include <immintrin.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(W4A8_VNNI512)
+#define NR 16
+#define MR 6
+typedef __m512i vi;
+typedef __m512 vf;
+#define LOADU(p) _mm512_loadu_si512((const void*)(p))
+#define AND(a, b) _mm512_and_si512(a, b)
+#define SRL16(a, n) _mm512_srli_epi16(a, n)
+#define SET1_8(x) _mm512_set1_epi8(x)
+#define SET1_32(x) _mm512_set1_epi32(x)
+#define ZERO() _mm512_setzero_si512()
+#define FZERO() _mm512_setzero_ps()
+#define SUB32(a, b) _mm512_sub_epi32(a, b)
+#define MUL32(a, b) _mm512_mullo_epi32(a, b)
+#define CVT(a) _mm512_cvtepi32_ps(a)
+#define FMUL(a, b) _mm512_mul_ps(a, b)
+#define FADD(a, b) _mm512_add_ps(a, b)
+#define FLOADU(p) _mm512_loadu_ps(p)
+#define FSET1(x) _mm512_set1_ps(x)
+#define FSTOREU(p, v) _mm512_storeu_ps(p, v)
+#define ADD32(a, b) _mm512_add_epi32(a, b)
+#define DOT(acc, u, a) _mm512_dpbusd_epi32(acc, u, a)
+#define NAME(x) x##_vnni512
+#else
+#define NR 8
+#define MR 4
+typedef __m256i vi;
+typedef __m256 vf;
+#define LOADU(p) _mm256_loadu_si256((const __m256i*)(p))
+#define AND(a, b) _mm256_and_si256(a, b)
+#define SRL16(a, n) _mm256_srli_epi16(a, n)
+#define SET1_8(x) _mm256_set1_epi8(x)
+#define SET1_32(x) _mm256_set1_epi32(x)
+#define ZERO() _mm256_setzero_si256()
+#define FZERO() _mm256_setzero_ps()
+#define SUB32(a, b) _mm256_sub_epi32(a, b)
+#define MUL32(a, b) _mm256_mullo_epi32(a, b)
+#define CVT(a) _mm256_cvtepi32_ps(a)
+#define FMUL(a, b) _mm256_mul_ps(a, b)
+#define FADD(a, b) _mm256_add_ps(a, b)
+#define FLOADU(p) _mm256_loadu_ps(p)
+#define FSET1(x) _mm256_set1_ps(x)
+#define FSTOREU(p, v) _mm256_storeu_ps(p, v)
+#define ADD32(a, b) _mm256_add_epi32(a, b)
+#define NAME(x) x##_avx2
+#endif
+
+#define MC 48 /* rows per block: 48 x 4096 codes = 192 KiB, an L2's share */
+
+static inline int32_t load4(const int8_t* p) { int32_t v; memcpy(&v, p, 4); return v; }
+
+static inline __attribute__((always_inline)) void tile(
+    const int8_t* A, int64_t lda, int rows, const int32_t* asum, int64_t G, const uint8_t* Bt,
+    int64_t g8, const int32_t* zt, const float* sct, const float* xs, float* C, int64_t ldc,
+    int64_t ncols) {
+  const vi mask = SET1_8(0x0F);
+  vf facc[MR];
+  for (int r = 0; r < MR; ++r) facc[r] = FZERO();
+  const uint8_t* bp = Bt;
+  for (int64_t grp = 0; grp < G; ++grp) {
+    const int8_t* a = A + grp * g8 * 8;
+    vi acc[MR];
+    for (int r = 0; r < MR; ++r) acc[r] = ZERO();
+#if defined(W4A8_VNNI512)
+    vi acc2[MR];
+    for (int r = 0; r < MR; ++r) acc2[r] = ZERO();
+    for (int64_t s = 0; s < g8; ++s, bp += NR * 4, a += 8) {
+      const vi p = LOADU(bp);
+      const vi lo = AND(p, mask), hi = AND(SRL16(p, 4), mask);
+      for (int r = 0; r < rows; ++r) {
+        acc[r] = DOT(acc[r], lo, SET1_32(load4(a + r * lda)));
+        acc2[r] = DOT(acc2[r], hi, SET1_32(load4(a + r * lda + 4)));
+      }
+    }
+    for (int r = 0; r < rows; ++r) acc[r] = ADD32(acc[r], acc2[r]);
+#else
+    const vi ones = _mm256_set1_epi16(1);
+    for (int64_t s0 = 0; s0 < g8; s0 += 4) {
+      const int64_t len = (g8 - s0) < 4 ? (g8 - s0) : 4;
+      vi t[MR];
+      for (int r = 0; r < MR; ++r) t[r] = ZERO();
+      for (int64_t s = 0; s < len; ++s, bp += NR * 4, a += 8) {
+        const vi p = LOADU(bp);
+        const vi lo = AND(p, mask), hi = AND(SRL16(p, 4), mask);
+        for (int r = 0; r < rows; ++r) {
+          t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(lo, SET1_32(load4(a + r * lda))));
+          t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(hi, SET1_32(load4(a + r * lda + 4))));
+        }
+      }
+      for (int r = 0; r < rows; ++r) acc[r] = ADD32(acc[r], _mm256_madd_epi16(t[r], ones));
+    }
+#endif
+    const vi z = LOADU(zt + grp * NR);
+    const vf sc = FLOADU(sct + grp * NR);
+    for (int r = 0; r < rows; ++r) {
+      const vi dot = SUB32(acc[r], MUL32(z, SET1_32(asum[r * G + grp])));
+      facc[r] = FADD(facc[r], FMUL(CVT(dot), sc));
+    }
+  }
+  for (int r = 0; r < rows; ++r) {
+    float out[NR];
+    FSTOREU(out, FMUL(facc[r], FSET1(xs[r])));
+    memcpy(C + r * ldc, out, sizeof(float) * (size_t)ncols);
+  }
+}
+
+typedef struct {
+  const int8_t* A; int64_t lda, M; const int32_t* asum; int64_t G, g8;
+  const uint8_t* Bp; const int32_t* zs; const float* sc; const float* xs;
+  float* C; int64_t ldc, N, tile_begin, tile_end;
+} job_t;
+
+static void run_job(const job_t* j) {
+  const int64_t K8 = j->G * j->g8;
+  for (int64_t m0 = 0; m0 < j->M; m0 += MC) {
+    const int64_t m1 = (m0 + MC) < j->M ? (m0 + MC) : j->M;
+    for (int64_t t = j->tile_begin; t < j->tile_end; ++t) {
+      const uint8_t* Bt = j->Bp + t * K8 * NR * 4;
+      const int32_t* zt = j->zs + t * j->G * NR;
+      const float* sct = j->sc + t * j->G * NR;
+      const int64_t n0 = t * NR;
+      const int64_t ncols = (j->N - n0) < NR ? (j->N - n0) : NR;
+      for (int64_t m = m0; m < m1; m += MR) {
+        const int rows = (m1 - m) < MR ? (int)(m1 - m) : MR;
+        const int8_t* A = j->A + m * j->lda;
+        const int32_t* as = j->asum + m * j->G;
+        float* C = j->C + m * j->ldc + n0;
+        const float* xs = j->xs + m;
+        switch (rows) { /* constant row counts let the compiler unroll each case */
+#if MR >= 6
+          case 6: tile(A, j->lda, 6, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 5: tile(A, j->lda, 5, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+#endif
+          case 4: tile(A, j->lda, 4, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 3: tile(A, j->lda, 3, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 2: tile(A, j->lda, 2, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          default: tile(A, j->lda, 1, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+        }
+      }
+    }
+  }
+}
+
+static void* thread_main(void* arg) { run_job((const job_t*)arg); return NULL; }
+
+int NAME(w4a8_u4_gemm)(const int8_t* A, int64_t lda, int64_t M, const int32_t* asum,
+                       int64_t G, int64_t g8, const uint8_t* Bp, const int32_t* zs,
+                       const float* sc, const float* xs, float* C, int64_t ldc, int64_t N,
+                       int nthreads) {
+  const int64_t tiles = (N + NR - 1) / NR;
+  if (nthreads < 1) nthreads = 1;
+  if (nthreads > 64) nthreads = 64;
+  if (nthreads > tiles) nthreads = (int)tiles;
+  job_t jobs[64];
+  pthread_t th[64];
+  int started[64] = {0};
+  for (int i = 0; i < nthreads; ++i) {
+    job_t j = {A, lda, M, asum, G, g8, Bp, zs, sc, xs, C, ldc, N,
+               tiles * i / nthreads, tiles * (i + 1) / nthreads};
+    jobs[i] = j;
+  }
+  for (int i = 1; i < nthreads; ++i)
+    started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
+  run_job(&jobs[0]);
+  for (int i = 1; i < nthreads; ++i) {
+    if (started[i]) pthread_join(th[i], NULL);
+    else run_job(&jobs[i]); /* no thread to spare: do its share here */
+  }
+  return 0;
+}
+
+int NAME(w4a8_u4_nr)(void) { return NR; }
+
+/*
+ * Dynamic per-token int8 quantization into this kernel's activation layout: the same
+ * bits as kernels.quant.quantize_per_token_int8 (and quantize_rows_int8 in w4a8_avx2.c):
+ * amax = max(max |x|, 1e-10f), scale = amax / 127, inv = (1 / amax) * 127, code =
+ * round(x * inv) with ties away from zero, all in float32. Code k of row m goes to
+ * codes[m * ld_out + (k / g) * gp + k % g] (the pads are left as the caller zeroed
+ * them); asum[m * G + k / g] gets each group's code sum. x is float32 (is_bf16 = 0) or
+ * bfloat16 bits, rows ldx apart, columns one element apart. Returns -1 - m for the
+ * first row m holding Inf or NaN, else 0.
+ */
+static inline float load_f(const void* x, int is_bf16, int64_t i) {
+  if (is_bf16) {
+    uint32_t bits = (uint32_t)((const uint16_t*)x)[i] << 16;
+    float f;
+    memcpy(&f, &bits, 4);
+    return f;
+  }
+  return ((const float*)x)[i];
+}
+
+int NAME(quantize_rows_grouped)(const void* x, int is_bf16, int64_t M, int64_t K, int64_t ldx,
+                                int64_t g, int64_t gp, int8_t* codes, int64_t ld_out,
+                                int32_t* asum, float* scale) {
+  const float half_below = 0.49999997f; /* 0.5 - 2**-25 */
+  const int64_t G = K / g;
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t base = m * ldx;
+    float amax = 0.0f;
+    int bad = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const float a = __builtin_fabsf(load_f(x, is_bf16, base + k));
+      bad |= !(a <= 3.4028234663852886e38f); /* Inf and NaN */
+      amax = a > amax ? a : amax;
+    }
+    if (bad) return (int)(-1 - m);
+    if (amax < 1e-10f) amax = 1e-10f;
+    scale[m] = amax / 127.0f;
+    const float inv = (1.0f / amax) * 127.0f;
+    for (int64_t grp = 0; grp < G; ++grp) {
+      int32_t s = 0;
+      int8_t* out = codes + m * ld_out + grp * gp;
+      for (int64_t j = 0; j < g; ++j) {
+        const float v = load_f(x, is_bf16, base + grp * g + j) * inv;
+        const float r = __builtin_copysignf(__builtin_floorf(__builtin_fabsf(v) + half_below), v);
+        out[j] = (int8_t)r;
+        s += (int32_t)r;
+      }
+      asum[m * G + grp] = s;
+    }
+  }
+  return 0;
+}
