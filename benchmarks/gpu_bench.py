@@ -1,25 +1,30 @@
-"""H200 benchmark of the Triton W4A8 / W4A16 kernels against cuBLAS and torch's tinygemm.
+"""H200 benchmark of the Triton W4A8 / W4A16 kernels against cuBLAS, tinygemm and gemlite.
 
 One command runs the phases a device session needs, in order, within a time budget:
 
-    python benchmarks/gpu_bench.py --out DIR --commit SHA [--phases compile,check,sweep,bench]
+    python benchmarks/gpu_bench.py --out DIR --commit SHA [--phases compile,check,sweep,bench,tp]
 
 - compile: compiles every kernel variant the later phases launch, in parallel processes
   (Triton's on-disk cache then serves the main process).
+- sweep:   tile configs on a dense M grid on every shape; the per-M winners (best geometric
+           mean over shapes) merged into M buckets form the tables this run passes as
+           `config=` (the module tables are never patched).
 - check:   full-size shapes; every output element against a float32 GPU product under
            the rounding bound, sampled rows against kernels.reference (float64, CPU, in
            worker processes) with bf16-ulp statistics; the Triton quantizer against
-           kernels.quant bit for bit.
-- sweep:   tile configs per M bucket (decode / mid / prefill) on every shape; the winners
-           (best geometric mean over shapes) replace the module tables for this run.
-- bench:   M from 1 to 16384 on every shape: cuBLAS bf16, cuBLAS int8 `_int_mm` (second
-           operand the transposed view of row-major [N, K]), tinygemm
-           `_weight_int4pack_mm` (g128), a plain Triton int8 GEMM, and the Triton kernels.
+           kernels.quant bit for bit; the integer-rescale W4A8 variant against its torch
+           emulation and, beside the fp32-rescale path, against the float64 reference.
+- bench:   M from 1 to 16384 (powers of two and midpoints) on every shape: cuBLAS bf16,
+           cuBLAS int8 `_int_mm` (second operand the transposed view of row-major [N, K]),
+           tinygemm `_weight_int4pack_mm` (g128), gemlite A16W4 / A8W8 / A8W4 (autotuned
+           here), a plain Triton int8 GEMM, and the Triton kernels.
+- tp:      per-shard timings of a tensor-parallel MLP (benchmarks/tp_bench.py shapes) on one GPU.
 - profile: one launch of each Triton GEMM at (8192, 8192, M=4096), meant to run under ncu.
 
 Timing: CUDA events around CUDA-graph replays (no launch gaps) over rotating copies of the
 inputs, enough that they do not fit in the 60 MB L2; medians of many samples.
-Results (tidy, one record per kernel, N, K, M) go to DIR as JSON and CSV with provenance.
+Results go to DIR in the one results schema (`w4a8-workbench-results/1`, read by
+workbench/results.py), with a CSV export; the package must be installed (`pip install -e .`).
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ import datetime
 import json
 import math
 import multiprocessing as mp
+import os
 import statistics
 import subprocess
 import sys
@@ -38,26 +44,23 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-if str(ROOT / "benchmarks") not in sys.path:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
+import torch
 
-import torch  # noqa: E402
-
-from w4a8_kernels.triton_runtime import TileConfig, m_bucket  # noqa: E402
+from w4a8_kernels.triton_runtime import ConfigTable, TileConfig, fit_block_k, table_config
 
 # %% what is measured
 
-# (N, K). The last is a TP shard: Qwen2-72B's down_proj (intermediate 29568) split over
-# 2 GPUs gives K = 14784, not a multiple of 128 (the llm-compressor 973 failure).
-SHAPES = [(4096, 4096), (8192, 8192), (28672, 8192), (4096, 14336), (8192, 14784)]
+# (N, K). Two TP shards of Qwen2-72B's MLP (intermediate 29568): down_proj over 2 GPUs
+# gives K = 14784, not a multiple of 128 (the llm-compressor 973 failure); up_proj over 4
+# gives N = 7392, not a multiple of the 128-wide tiles.
+SHAPES = [(4096, 4096), (8192, 8192), (28672, 8192), (4096, 14336), (8192, 14784), (7392, 8192)]
 ALIGNED = [(4096, 4096), (8192, 8192), (28672, 8192)]
-M_LIST = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384]
-CHECK_MS = [1, 16, 200, 4096]
+# Every power of two and the midpoints between them, 1 to 16384.
+M_LIST = sorted({2 ** i for i in range(15)} | {3 * 2 ** i for i in range(13)})
+CHECK_MS = [1, 16, 48, 200, 4096]
 EXTRA_GROUP_MS = [1, 16, 128, 1024, 4096, 16384]  # g32 / g64 next to g128: fewer points
-SWEEP_MS = {"decode": [1, 16], "mid": [256], "prefill": [4096]}
+SWEEP_MS = [12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 2048, 4096]
+DECODE_MAX = 8  # at and below this M the decode tables are kept (swept in sessions 1-2)
 
 
 def groups_for(shape: tuple[int, int]) -> list[int]:
@@ -76,85 +79,55 @@ LIMITS = {"int8_tops": 1979.0, "bf16_tflops": 989.0, "hbm_gbs": 4800.0}
 # step covers 2 * block_k values of K; for the plain int8 GEMM it is K per step)
 
 T = TileConfig
-# Session 1 swept tiles (variant 0; its candidates are in results/h200_sweep.json); these
-# are session 2's: the variants (TileConfig.variant) and decode split targets around the
-# winning tiles (results/h200_sweep_variants_*.json). Grouped W4A8 variant 2 scales each
-# group's int32 dot one dot later; a variant 1 (after both dots of a step) measured the
-# same as 0 and was removed.
+S0 = {"split_k": 0}  # split K until programs_per_sm programs run on each SM
+# (m_lo, m_hi, config): a candidate is timed at the sweep's M values within [m_lo, m_hi].
+# The M = 16 -> 32 cliff of the previous tables came from the mid bucket's unsplit tiles:
+# at M = 32 a 128-wide tile grid leaves most of the 132 SMs idle on N = 4096; the split-K
+# candidates fill them. W4A8 variant 2 (grouped) scales each group's dot one dot late;
+# W4A16 bit 1 multiplies the scale as a separate op (grouped only), bit 2 keeps two
+# accumulators, bit 4 (per-channel) feeds exact integers (triton_w4a16.INT_DQ).
 CANDIDATES = {
-    ("w4a8", "prefill"): [
-        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
-        T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
-        T(128, 256, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(128, 256, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
-        T(128, 128, 128, num_warps=8, num_stages=4, swap_ab=True, variant=2),
-        T(128, 256, 128, num_warps=8, num_stages=3, variant=2),
+    "w4a8": [
+        (12, 96, T(16, 64, 128, **S0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4)),
+        (12, 256, T(32, 64, 128, **S0, num_stages=4, swap_ab=True, variant=2)),
+        (12, 256, T(32, 64, 128, **S0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4)),
+        (12, 384, T(32, 128, 128, **S0, num_stages=4, swap_ab=True, variant=2)),
+        (24, 512, T(64, 64, 128, **S0, num_stages=4, swap_ab=True, variant=2)),
+        (24, 768, T(64, 128, 128, **S0, num_stages=4, swap_ab=True, variant=2)),
+        (96, 1024, T(64, 128, 128, num_stages=4, swap_ab=True, variant=2)),
+        (96, 1024, T(32, 128, 128, num_stages=4, swap_ab=True, variant=2)),
+        (128, 2048, T(128, 128, 128, **S0, num_warps=8, num_stages=3, swap_ab=True, variant=2)),
+        (192, 4096, T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2)),
+        (384, 4096, T(128, 256, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2)),
+        (512, 4096, T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2)),
     ],
-    ("w4a8", "mid"): [
-        T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
-        T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2),
-        T(64, 256, 128, num_warps=8, num_stages=3, swap_ab=True),
-        T(64, 256, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
-        T(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2),
-    ],
-    ("w4a8", "decode"): [
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, programs_per_sm=4),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, programs_per_sm=8),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=8),
-        T(16, 64, 256, split_k=0, num_stages=3, swap_ab=True, programs_per_sm=4),
-        T(16, 128, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4),
-    ],
-    # W4A16 variant bits: 1 = integer dequant then a separate scale multiply, 2 = the two
-    # dots of a step in two accumulators (every wgmma asynchronous).
-    ("w4a16", "prefill"): [
-        T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
-        T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1),
-        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
-        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=3),
-        T(128, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=2),
-        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
-        T(64, 256, 64, num_warps=8, num_stages=3, swap_ab=True, variant=2),
-        T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2),
-        T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True, variant=2),
-        T(128, 64, 64, num_warps=4, num_stages=4, swap_ab=True, variant=2),
-    ],
-    ("w4a16", "mid"): [
-        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-        T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
-        T(64, 128, 64, num_warps=4, num_stages=4, swap_ab=True, variant=2),
-        T(64, 256, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
-        T(64, 128, 64, num_warps=4, num_stages=4),
-        T(64, 128, 64, num_warps=4, num_stages=4, variant=2),
-    ],
-    ("w4a16", "decode"): [
-        T(16, 128, 64, split_k=0, num_stages=4), T(16, 128, 128, split_k=0, num_stages=4),
-        T(16, 128, 64, split_k=0, num_stages=4, programs_per_sm=4),
-        T(16, 128, 64, split_k=0, num_stages=4, programs_per_sm=8),
-        T(16, 128, 128, split_k=0, num_stages=4, programs_per_sm=4),
-        T(16, 128, 128, split_k=0, num_stages=4, programs_per_sm=8),
-        T(16, 64, 64, split_k=0, num_stages=4, programs_per_sm=4),
-        T(16, 64, 128, split_k=0, num_stages=4, programs_per_sm=4),
-        T(16, 128, 64, split_k=0, num_stages=6, programs_per_sm=4),
-        T(16, 64, 128, split_k=0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4),
-    ],
-    ("int8", "prefill"): [
-        T(128, 256, 128, num_warps=8, num_stages=3), T(256, 128, 128, num_warps=8, num_stages=3),
-        T(128, 256, 128, num_warps=8, num_stages=4), T(128, 128, 128, num_warps=8, num_stages=4),
-        T(128, 256, 64, num_warps=8, num_stages=4), T(256, 128, 64, num_warps=8, num_stages=4),
-    ],
-    ("int8", "mid"): [
-        T(64, 128, 128, num_warps=4, num_stages=4), T(64, 256, 128, num_warps=4, num_stages=4),
-        T(128, 128, 128, num_warps=4, num_stages=4),
-    ],
-    ("int8", "decode"): [
-        T(16, 64, 256, num_warps=4, num_stages=4), T(16, 128, 128, num_warps=4, num_stages=4),
+    "w4a16": [
+        (12, 64, T(16, 128, 64, **S0, num_stages=4)),
+        (12, 128, T(32, 128, 64, **S0, num_stages=4)),
+        (12, 192, T(32, 64, 64, **S0, num_stages=4, swap_ab=True, variant=6, programs_per_sm=4)),
+        (12, 256, T(32, 128, 64, **S0, num_stages=4, swap_ab=True, variant=6)),
+        (24, 512, T(64, 128, 64, **S0, num_stages=4, swap_ab=True, variant=6)),
+        (24, 512, T(64, 64, 64, **S0, num_stages=4, swap_ab=True, variant=6, programs_per_sm=4)),
+        (64, 1024, T(64, 128, 64, num_stages=4, swap_ab=True, variant=6)),
+        (96, 2048, T(128, 128, 64, **S0, num_warps=8, num_stages=4, swap_ab=True, variant=6)),
+        (128, 2048, T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=6)),
+        (128, 2048, T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=4)),
+        (384, 4096, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=4)),
+        (384, 4096, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1)),
     ],
 }
+
+
+def candidate_for(kind: str, g: int, cfg: TileConfig) -> TileConfig | None:
+    """The config a candidate launches for this weight kind, or None where it adds nothing:
+    per-channel W4A8 ignores the grouped schedule; per-channel W4A16 refuses the scale
+    multiply (bit 1); grouped W4A16 ignores the integer bit (4)."""
+    if kind == "w4a8":
+        return replace(cfg, variant=0) if g == -1 else cfg
+    if g == -1:
+        return None if cfg.variant & 1 else cfg
+    return replace(cfg, variant=cfg.variant & 3)
+
 
 LOG: list[str] = []
 
@@ -171,7 +144,7 @@ def _events(n: int):
     return [torch.cuda.Event(enable_timing=True) for _ in range(n)]
 
 
-def time_calls(fns: list, samples: int = 25) -> dict:
+def time_calls(fns: list, samples: int = 25, no_graph: bool = False) -> dict:
     """Median time of one call, in us. `fns` rotate over distinct input copies.
 
     Short calls are captured in a CUDA graph (a pass over all copies, repeated to last
@@ -190,7 +163,7 @@ def time_calls(fns: list, samples: int = 25) -> dict:
         torch.cuda.synchronize()
         est_ms = min(est_ms, s.elapsed_time(e) / len(fns))
     # Graphs remove host launch time, which exceeds the GPU time of short calls.
-    if est_ms < 2.0:
+    if est_ms < 2.0 and not no_graph:
         reps = max(1, math.ceil(1.0 / (est_ms * len(fns) + 1e-6)))
         reps = min(reps, 200)
         g = torch.cuda.CUDAGraph()
@@ -246,7 +219,9 @@ def make_weight(shape, g, seed=0):
     gen = torch.Generator(device="cuda").manual_seed(seed)
     w_q = torch.randint(-8, 8, (n, k), generator=gen, device="cuda", dtype=torch.int8)
     ng = 1 if g == -1 else k // g
-    scales = torch.rand(n, ng, generator=gen, device="cuda") * 0.02 + 0.001
+    # bf16-representable, as a checkpoint stores them: the integer-rescale variant starts
+    # from the same scales as the fp32 path.
+    scales = (torch.rand(n, ng, generator=gen, device="cuda") * 0.02 + 0.001).bfloat16().float()
     return w_q, scales
 
 
@@ -271,23 +246,41 @@ def tinygemm_pack(w_q, scales, g=128):
     return wp, sz
 
 
+
 # %% the kernels, as callables
 
 def api():
+    from w4a8_kernels import triton_int8 as i8
     from w4a8_kernels import triton_w4a8 as w8
     from w4a8_kernels import triton_w4a16 as w16
-    import gpu_int8_gemm as i8
     return w8, w16, i8
 
 
-def cfg_for(kind: str, cfg: TileConfig, packed) -> TileConfig:
-    """W4A8 grouped launches need block_k == g; others keep the candidate's block_k, fitted."""
-    w8, _, _ = api()
+def module_tables() -> dict[str, ConfigTable]:
+    """The committed config tables, as this run starts from them."""
+    w8, w16, i8 = api()
+    return {"w4a8|channel": w8.W4A8_CONFIGS["channel"], "w4a8|group": w8.W4A8_CONFIGS["group"],
+            "w4a16|channel": w16.W4A16_CONFIGS["channel"],
+            "w4a16|group": w16.W4A16_CONFIGS["group"], "int8": i8.INT8_CONFIGS}
+
+
+# The tables this run launches with: the committed ones, or a sweep's (never patched into
+# the modules: every launch gets its config passed).
+TABLES: dict[str, ConfigTable] = {}
+
+
+def fit(kind: str, cfg: TileConfig, packed) -> TileConfig:
+    """Grouped W4A8 launches need block_k == g; W4A16 block_k <= g; both fitted to Kp/2."""
     if kind == "w4a8" and not packed.per_channel:
         return replace(cfg, block_k=packed.group_size)
     if kind == "w4a16" and not packed.per_channel and cfg.block_k > packed.group_size:
         cfg = replace(cfg, block_k=packed.group_size)
-    return w8.fit_block_k(cfg, packed.half_k)
+    return fit_block_k(cfg, packed.half_k)
+
+
+def table_cfg(kind: str, packed, m: int) -> TileConfig:
+    gk = "channel" if packed.per_channel else "group"
+    return fit(kind, table_config(TABLES[f"{kind}|{gk}"], m), packed)
 
 
 # %% compile phase
@@ -306,16 +299,17 @@ def _compile_job(job: dict) -> dict:
         elif kind == "quant":
             w8.quantize_per_token_int8_triton(make_x(m, k))
         else:
-            packed = w8.prepare_w4a8(w_q, scales, g)
-            c = cfg_for("w4a16" if kind == "w4a16i" else kind, cfg, packed)
+            packed = (w8.prepare_w4a8_int_rescale(w_q, scales, g) if kind == "w4a8i"
+                      else w8.prepare_w4a8(w_q, scales, g))
+            c = fit("w4a16" if kind == "w4a16" else "w4a8", cfg, packed)
             if split is not None:
                 c = replace(c, split_k=split)
             x = make_x(m, k)
-            if kind == "w4a8":
+            if kind in ("w4a8", "w4a8i"):
                 xq, xs = w8.quantize_per_token_int8_triton(x)
                 w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16, config=c)
             else:
-                w16.w4a16_matmul(x, packed, config=c, int_dequant=kind == "w4a16i")
+                w16.w4a16_matmul(x, packed, config=c)
         torch.cuda.synchronize()
         return {"job": job, "ok": True}
     except Exception as exc:  # noqa: BLE001 - reported per job
@@ -327,20 +321,21 @@ def compile_jobs(kinds_cfgs, groups_k) -> list[dict]:
     jobs, seen = [], set()
     for kind, cfg in kinds_cfgs:
         for g, k in groups_k:
-            if kind in ("int8", "w4a16i") and g != -1:
+            if kind == "int8" and g != -1 or kind == "w4a8i" and g == -1:
                 continue
-            if cfg.variant and not variant_applies(kind, g, cfg.variant):
+            c = cfg if kind in ("int8", "quant") else candidate_for(
+                "w4a16" if kind == "w4a16" else "w4a8", g, cfg)
+            if c is None:
                 continue
-            splits = [1, 2] if cfg.split_k == 0 else [None]
-            eff = (replace(cfg, block_k=g) if g > 0 and (kind == "w4a8" or cfg.block_k > g)
-                   else cfg)
-            for split in splits:
-                key = (kind, eff, g, k, split)
+            if g > 0 and (kind in ("w4a8", "w4a8i") or c.block_k > g):
+                c = replace(c, block_k=g)
+            for split in ([1, 2] if c.split_k == 0 else [None]):
+                key = (kind, c, g, k, split)
                 if key in seen:
                     continue
                 seen.add(key)
-                jobs.append({"kind": kind, "cfg": asdict(cfg), "g": g, "k": k, "split": split,
-                             "m": 1 if cfg.block_m == 16 else 64})
+                jobs.append({"kind": kind, "cfg": asdict(c), "g": g, "k": k, "split": split,
+                             "m": 1 if c.block_m == 16 else 64})
     return jobs
 
 
@@ -357,6 +352,16 @@ def run_compile(jobs: list[dict], workers: int) -> list[dict]:
     return res
 
 
+def table_entries() -> list[tuple[str, TileConfig]]:
+    out = []
+    for key, table in TABLES.items():
+        kind = key.split("|")[0]
+        out += [(kind, c) for _, c in table]
+        if key == "w4a8|group":
+            out += [("w4a8i", c) for _, c in table]
+    return out
+
+
 # %% check phase
 
 def _ulp_bf16(v):
@@ -369,6 +374,8 @@ def _cpu_reference_job(job: dict) -> dict:
 
     The rows of every M are stacked into one reference call per kernel: rows are
     independent (per-token quantization included), and the weight is dequantized once.
+    The integer-rescale variant is held to the same bound as the fp32 path, for its error
+    to be read beside it; its own pass criterion is equality with its emulation.
     """
     torch.set_num_threads(job.get("threads", 4))
     from w4a8_kernels.quant import dequantize_groupwise, quantize_per_token_int8
@@ -381,20 +388,20 @@ def _cpu_reference_job(job: dict) -> dict:
     for it in items:
         bounds.append(bounds[-1] + it["x"].shape[0])
     out = []
-    for kernel in ("w4a8", "w4a16", "w4a16_int"):
+    ref8 = None
+    for kernel in ("w4a8", "w4a8_int_rescale", "w4a16"):
         if not all(kernel in it for it in items):
             continue
         got_all = torch.cat([it[kernel] for it in items])
-        if kernel == "w4a8":
-            ref_all = w4a8_reference(x, w_q, scales, g)
+        if kernel.startswith("w4a8"):
+            ref8 = ref_all = ref8 if ref8 is not None else w4a8_reference(x, w_q, scales, g)
             xq, xs = quantize_per_token_int8(x)
             xa = xq.double() * xs.double()
             u_w = 0.0
         else:
             ref_all = w4a16_reference(x, w_q, scales, g)
             xa = x.double()
-            # scale, then w * scale, rounded to bf16; exact integers on the int path
-            u_w = 0.0 if kernel == "w4a16_int" else 2.0 ** -8
+            u_w = 2.0 ** -8  # scale, then w * scale, rounded to bf16 (exact integers per channel)
         mag_all = xa.abs() @ w_abs.t()
         for i, it in enumerate(items):
             sl = slice(bounds[i], bounds[i + 1])
@@ -416,6 +423,7 @@ def _cpu_reference_job(job: dict) -> dict:
 def run_check(shapes, deadline) -> dict:
     w8, w16, _ = api()
     from w4a8_kernels.quant import quantize_per_token_int8
+    from w4a8_kernels.triton_pack import marlin_int_scales
     torch.backends.cuda.matmul.allow_tf32 = False
     gpu_checks, futures = [], []
     ctx = mp.get_context("spawn")
@@ -427,6 +435,8 @@ def run_check(shapes, deadline) -> dict:
                 break
             w_q, scales = make_weight(shape, g, seed=11)
             packed = w8.prepare_w4a8(w_q, scales, g)
+            packed_i = w8.prepare_w4a8_int_rescale(w_q, scales, g) if g != -1 else None
+            int_s, factor = marlin_int_scales(scales) if g != -1 else (None, None)
             w32 = dequant_f32(w_q, scales, g)
             items = []
             for m in CHECK_MS:
@@ -434,13 +444,10 @@ def run_check(shapes, deadline) -> dict:
                 res = {"shape": list(shape), "g": g, "M": m}
                 # Poison the allocator's next block so unwritten outputs show up as NaN.
                 torch.full((m, shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
-                o8 = w8.w4a8_matmul(x, packed)
+                o8 = w8.w4a8_matmul(x, packed, config=table_cfg("w4a8", packed, m))
                 torch.full((m, shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
-                o16 = w16.w4a16_matmul(x, packed)
+                o16 = w16.w4a16_matmul(x, packed, config=table_cfg("w4a16", packed, m))
                 outs = [("w4a8", o8), ("w4a16", o16)]
-                if g == -1 and int_cfg(m, packed) is not None:
-                    torch.full((m, shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
-                    outs.append(("w4a16_int", w16.w4a16_matmul(x, packed, int_cfg(m, packed), True)))
                 xq_t, xs_t = w8.quantize_per_token_int8_triton(x)
                 # kernels.quant on the CPU is the reference (torch's CUDA reciprocal and
                 # rounding may differ from the CPU's in the last bit).
@@ -448,9 +455,24 @@ def run_check(shapes, deadline) -> dict:
                 res["quant_bit_equal_cpu_ref"] = bool(torch.equal(xq_t.cpu(), xq_c) and
                                                       torch.equal(xs_t.cpu(), xs_c))
                 xq_r, xs_r = xq_c.cuda(), xs_c.cuda()
-                xa_of = {"w4a8": (xq_r.float() * xs_r, 0.0), "w4a16": (x.float(), 2.0 ** -8),
-                         "w4a16_int": (x.float(), 0.0)}
+                rows = sorted(set([0, m - 1] + torch.randperm(m)[:14].tolist()))
+                if packed_i is not None:
+                    cfg_i = table_cfg("w4a8", packed_i, m)
+                    torch.full((m, shape[0]), float("nan"), dtype=torch.bfloat16, device="cuda")
+                    oi = w8.w4a8_matmul_quantized(xq_r, xs_r, packed_i, config=cfg_i)
+                    emu = w8.w4a8_int_rescale_emulated(xq_r[rows], xs_r[rows], w_q, int_s.cuda(),
+                                                       factor, g)
+                    d = (oi[rows].float() - emu.float()).abs()
+                    res["w4a8_int_rescale_all_finite"] = bool(torch.isfinite(oi).all())
+                    res["w4a8_int_rescale_equal_emulation"] = float((d == 0).double().mean())
+                    res["w4a8_int_rescale_max_ulp_vs_emulation"] = float(
+                        (d / _ulp_bf16(emu.float().abs().clamp_min(1e-30))).max())
+                    res["w4a8_int_rescale_split_k"] = cfg_i.split_k
+                    outs.append(("w4a8_int_rescale", oi))
+                xa_of = {"w4a8": (xq_r.float() * xs_r, 0.0), "w4a16": (x.float(), 2.0 ** -8)}
                 for name, o in outs:
+                    if name not in xa_of:
+                        continue
                     xa, u_w = xa_of[name]
                     ref = xa @ w32.t()
                     err = (o.float() - ref).abs()
@@ -460,14 +482,13 @@ def run_check(shapes, deadline) -> dict:
                     res[f"{name}_max_err_over_budget_fp32ref"] = (err / budget).max().item()
                     res[f"{name}_within_bound_fp32ref"] = bool((err <= budget).all())
                 gpu_checks.append(res)
-                rows = sorted(set([0, m - 1] + torch.randperm(m)[:14].tolist()))
                 items.append({"M": m, "rows": rows, "x": x[rows].cpu(),
                               **{name: o[rows].cpu() for name, o in outs}})
                 del o8, o16, x, outs
             futures.append(ex.submit(_cpu_reference_job, {
                 "shape": list(shape), "g": g, "w_q": w_q.cpu(), "scales": scales.cpu(),
                 "items": items, "threads": 4}))
-            del packed, w32, w_q, scales
+            del packed, packed_i, w32, w_q, scales
             torch.cuda.empty_cache()
             log(f"check: GPU side done for {shape} g={g}")
     return {"gpu": gpu_checks, "futures": futures, "executor": ex}
@@ -483,19 +504,68 @@ def finish_check(state: dict, until: float) -> dict:
     state["executor"].shutdown(wait=False, cancel_futures=True)
     ok_gpu = all(v for r in state["gpu"] for key, v in r.items()
                  if key.endswith(("_within_bound_fp32ref", "_all_finite", "quant_bit_equal_cpu_ref")))
-    ok_cpu = all("results" in c and all(r["within_rounding_bound"] for r in c["results"]) for c in cpu)
+    ok_cpu = all("results" in c and all(r["within_rounding_bound"] for r in c["results"]
+                                        if r["kernel"] != "w4a8_int_rescale") for c in cpu)
+    # Split-K sums float32 partials, where Marlin sums int32: bit equality at SPLIT_K = 1.
+    ok_int = all(r["w4a8_int_rescale_equal_emulation"] == 1.0 for r in state["gpu"]
+                 if r.get("w4a8_int_rescale_split_k") == 1)
     log(f"check: all-element fp32 bound {'PASS' if ok_gpu else 'FAIL'}; "
-        f"kernels.reference float64 rows {'PASS' if ok_cpu else 'FAIL'}")
+        f"kernels.reference float64 rows {'PASS' if ok_cpu else 'FAIL'}; "
+        f"integer rescale equals its emulation (unsplit) {'PASS' if ok_int else 'FAIL'}")
     for c in cpu:
         for r in c.get("results", []):
-            if not r["within_rounding_bound"]:
+            if not r["within_rounding_bound"] and r["kernel"] != "w4a8_int_rescale":
                 log(f"  FAIL {c['shape']} g={c['g']} {r['kernel']} M={r['M']}: "
                     f"err/budget {r['max_err_over_budget']:.3g}")
     return {"gpu_all_elements": state["gpu"], "reference_rows": cpu,
-            "pass_all_elements": ok_gpu, "pass_reference_rows": ok_cpu}
+            "pass_all_elements": ok_gpu, "pass_reference_rows": ok_cpu,
+            "pass_int_rescale_emulation": ok_int, "int_rescale_error": int_rescale_error(cpu)}
+
+
+def int_rescale_error(cpu: list[dict]) -> list[dict]:
+    """Per (shape, g, M): relative Frobenius error against the float64 reference of the
+    fp32-rescale path and of the integer-rescale (Marlin) path, side by side."""
+    rows = []
+    for c in cpu:
+        by = {(r["kernel"], r["M"]): r for r in c.get("results", [])}
+        for (kern, m), r in by.items():
+            if kern == "w4a8_int_rescale" and ("w4a8", m) in by:
+                f = by[("w4a8", m)]
+                rows.append({"shape": c["shape"], "g": c["g"], "M": m,
+                             "fp32_rescale_rel_fro": f["rel_fro"], "int_rescale_rel_fro": r["rel_fro"],
+                             "fp32_rescale_max_err_over_budget": f["max_err_over_budget"],
+                             "int_rescale_max_err_over_budget": r["max_err_over_budget"]})
+    return rows
 
 
 # %% providers for sweep and bench
+
+# path (the results schema's name for what runs) -> kernel
+PATHS = {
+    "bf16_dense": "cublas_bf16", "int8_mm": "cublas_int8", "tinygemm_w4a16": "tinygemm",
+    "triton_int8_mm": "triton_int8", "quantizer": "triton_quant",
+    "w4a8_prequant": "triton_w4a8", "w4a8_native": "triton_w4a8", "w4a16_fallback": "triton_w4a16",
+    "w4a8_int_rescale": "triton_w4a8_int_rescale",
+    "peer_w4a16": "gemlite_a16w4", "peer_w8a8": "gemlite_a8w8", "peer_w4a8": "gemlite_a8w4",
+}
+PEERS = ("peer_w4a16", "peer_w8a8", "peer_w4a8")
+PEER_MS = [1, 16, 64, 256, 1024, 4096]  # gemlite autotunes per M bucket: a subset of the grid
+
+
+def gemlite_layer(kind: str, w_q, scales, g):
+    """A gemlite layer from this project's int4 weight (HQQ form: (q - zero) * scale with
+    q = w + 8, zero = 8), or an int8 per-channel layer of the same int values."""
+    from gemlite.helper import A8W4_HQQ_INT_dynamic, A8W8_int8_dynamic, A16W4_HQQ_INT
+    if kind == "peer_w8a8":
+        return A8W8_int8_dynamic(device="cuda", dtype=torch.bfloat16).from_weights(
+            w_q.contiguous(), scales=scales[:, :1].float().contiguous())
+    q = (w_q.to(torch.int16) + 8).to(torch.uint8)
+    s = scales.to(torch.bfloat16)
+    z = torch.full_like(s, 8.0)
+    if kind == "peer_w4a16":
+        return A16W4_HQQ_INT(device="cuda", dtype=torch.bfloat16).from_weights(q, s, z)
+    return A8W4_HQQ_INT_dynamic(device="cuda", dtype=torch.bfloat16, fp8=torch.int8).from_weights(q, s, z)
+
 
 class Problem:
     """Rotated copies of one shape's weights in every layout, built on demand."""
@@ -514,6 +584,10 @@ class Problem:
             one = w8.prepare_w4a8(self.w_q, self.scales, self.g)
             r = rotations(one.nbytes)
             val = [one] + [w8.prepare_w4a8(self.w_q, self.scales, self.g) for _ in range(r - 1)]
+        elif what == "packed_int":
+            one = w8.prepare_w4a8_int_rescale(self.w_q, self.scales, self.g)
+            val = [one] + [w8.prepare_w4a8_int_rescale(self.w_q, self.scales, self.g)
+                           for _ in range(rotations(one.nbytes) - 1)]
         elif what == "bf16":
             one = dequant_f32(self.w_q, self.scales, self.g).to(torch.bfloat16)
             val = [one] + [one.clone() for _ in range(rotations(one.numel() * 2) - 1)]
@@ -524,6 +598,10 @@ class Problem:
         elif what == "tinygemm":
             one = tinygemm_pack(self.w_q, self.scales, 128)
             val = [one] + [(one[0].clone(), one[1]) for _ in range(rotations(n * k // 2) - 1)]
+        elif what in PEERS:
+            nbytes = n * k if what == "peer_w8a8" else n * k // 2
+            val = [gemlite_layer(what, self.w_q, self.scales, self.g)
+                   for _ in range(rotations(nbytes))]
         self._cache[what] = val
         return val
 
@@ -537,208 +615,166 @@ def x_copies(m, k, cold_weight_bytes, dtype=torch.bfloat16):
     return [make_x(m, k, seed=100 + i, dtype=dtype) for i in range(min(r, 8 if m >= 256 else 32))]
 
 
-def build(prov: str, prob: Problem, m: int, cfg: TileConfig | None = None):
-    """(callables, ops, bytes moved at least) for one provider at one M."""
+def _pairs(ws, xs, call):
+    return [lambda w=ws[i % len(ws)], x=xs[i % len(xs)]: call(w, x) for i in range(max(len(ws), len(xs)))]
+
+
+def build(path: str, prob: Problem, m: int, cfg: TileConfig | None = None):
+    """(callables, ops, bytes moved at least, config launched) for one path at one M."""
     w8, w16, i8 = api()
     n, k = prob.shape
     ops = 2 * m * n * k
     out_b = m * n * 2
-    if prov == "cublas_bf16":
+    if path == "bf16_dense":
         ws = prob.get("bf16")
-        xs = x_copies(m, k, n * k * 2)
-        fns = [lambda w=ws[i % len(ws)], x=xs[i % len(xs)]: x @ w.t() for i in range(max(len(ws), len(xs)))]
-        return fns, ops, n * k * 2 + m * k * 2 + out_b
-    if prov == "cublas_int8":
+        return _pairs(ws, x_copies(m, k, n * k * 2), lambda w, x: x @ w.t()), ops, \
+            n * k * 2 + m * k * 2 + out_b, None
+    if path == "int8_mm":
         ws = prob.get("int8")
         xs = [torch.randint(-128, 127, (m, k), device="cuda", dtype=torch.int8) for _ in range(min(len(ws), 8))]
-        fns = [lambda w=ws[i % len(ws)], x=xs[i % len(xs)]: torch._int_mm(x, w.t()) for i in range(len(ws))]
-        return fns, ops, n * k + m * k + m * n * 4
-    if prov == "tinygemm_g128":
+        return _pairs(ws, xs, lambda w, x: torch._int_mm(x, w.t())), ops, n * k + m * k + m * n * 4, None
+    if path == "tinygemm_w4a16":
         ws = prob.get("tinygemm")
-        xs = x_copies(m, k, n * k // 2)
-        fns = [lambda w=ws[i % len(ws)], x=xs[i % len(xs)]: torch._weight_int4pack_mm(x, w[0], 128, w[1])
-               for i in range(max(len(ws), len(xs)))]
-        return fns, ops, n * k // 2 + n * (k // 128) * 4 + m * k * 2 + out_b
-    if prov == "triton_int8":
+        return _pairs(ws, x_copies(m, k, n * k // 2),
+                      lambda w, x: torch._weight_int4pack_mm(x, w[0], 128, w[1])), ops, \
+            n * k // 2 + n * (k // 128) * 4 + m * k * 2 + out_b, None
+    if path == "triton_int8_mm":
         ws, wsc = prob.get("int8"), prob.get("int8_scale")
-        c = cfg or i8.INT8_CONFIGS[m_bucket(m)]
+        c = cfg or table_config(TABLES["int8"], m)
         xs = [(torch.randint(-128, 127, (m, k), device="cuda", dtype=torch.int8),
                torch.rand(m, device="cuda") + 0.5) for _ in range(min(len(ws), 8))]
-        fns = [lambda w=ws[i % len(ws)], x=xs[i % len(xs)]: i8.int8_gemm(x[0], x[1], w, wsc, c)
-               for i in range(len(ws))]
-        return fns, ops, n * k + m * k + 4 * (m + n) + out_b
-    if prov == "quant":
+        return _pairs(ws, xs, lambda w, x: i8.int8_gemm(x[0], x[1], w, wsc, c)), ops, \
+            n * k + m * k + 4 * (m + n) + out_b, c
+    if path == "quantizer":
         xs = x_copies(m, k, 0)
-        fns = [lambda x=x: w8.quantize_per_token_int8_triton(x) for x in xs]
-        return fns, m * k, m * k * 3 + 4 * m
-    ps = prob.get("packed")
+        return [lambda x=x: w8.quantize_per_token_int8_triton(x) for x in xs], m * k, m * k * 3 + 4 * m, None
+    if path in PEERS:
+        ls = prob.get(path)
+        return _pairs(ls, x_copies(m, k, n * k // 2), lambda lay, x: lay(x)), ops, \
+            (n * k if path == "peer_w8a8" else n * k // 2) + m * k * 2 + out_b, None
+    ps = prob.get("packed_int" if path == "w4a8_int_rescale" else "packed")
     wbytes = ps[0].nbytes
-    if prov == "w4a8_gemm":
+    kind = "w4a16" if path == "w4a16_fallback" else "w4a8"
+    c = fit(kind, cfg, ps[0]) if cfg else table_cfg(kind, ps[0], m)
+    if path in ("w4a8_prequant", "w4a8_int_rescale"):
         xs = [w8.quantize_per_token_int8_triton(x) for x in x_copies(m, k, wbytes)]
-        c = cfg_for("w4a8", cfg, ps[0]) if cfg else None
-        fns = [lambda p=ps[i % len(ps)], x=xs[i % len(xs)]: w8.w4a8_matmul_quantized(x[0], x[1], p, torch.bfloat16, c)
-               for i in range(max(len(ps), len(xs)))]
-        return fns, ops, wbytes + m * k + 4 * m + out_b
-    if prov == "w4a8":
-        xs = x_copies(m, k, wbytes)
-        c = cfg_for("w4a8", cfg, ps[0]) if cfg else None
-        fns = [lambda p=ps[i % len(ps)], x=xs[i % len(xs)]: w8.w4a8_matmul(x, p, config=c)
-               for i in range(max(len(ps), len(xs)))]
-        return fns, ops, wbytes + m * k * 2 + out_b
-    if prov in ("w4a16", "w4a16_int"):
-        xs = x_copies(m, k, wbytes)
-        c = cfg_for("w4a16", cfg, ps[0]) if cfg else None
-        if prov == "w4a16_int" and c is None:
-            c = int_cfg(m, ps[0])
-        idq = True if prov == "w4a16_int" else None
-        fns = [lambda p=ps[i % len(ps)], x=xs[i % len(xs)]: w16.w4a16_matmul(x, p, c, idq)
-               for i in range(max(len(ps), len(xs)))]
-        return fns, ops, wbytes + m * k * 2 + out_b
-    raise ValueError(prov)
+        return _pairs(ps, xs, lambda p, x: w8.w4a8_matmul_quantized(x[0], x[1], p, torch.bfloat16, c)), \
+            ops, wbytes + m * k + 4 * m + out_b, c
+    if path == "w4a8_native":
+        return _pairs(ps, x_copies(m, k, wbytes), lambda p, x: w8.w4a8_matmul(x, p, config=c)), \
+            ops, wbytes + m * k * 2 + out_b, c
+    if path == "w4a16_fallback":
+        return _pairs(ps, x_copies(m, k, wbytes), lambda p, x: w16.w4a16_matmul(x, p, c)), \
+            ops, wbytes + m * k * 2 + out_b, c
+    raise ValueError(path)
 
 
-def int_cfg(m: int, packed) -> TileConfig | None:
-    """The exact-integer per-channel W4A16 path's swept config for this M, if any."""
-    c = INT_TABLE.get(m_bucket(m))
-    return cfg_for("w4a16", c, packed) if c else None
-
-
-def decide_int_dequant(check_gpu: list[dict], recs: list[dict], winners: dict) -> dict:
-    """Per M bucket: use the exact-integer per-channel W4A16 path where it checked
-    correct on every shape and its swept winner is faster (geometric mean over points)."""
-    w8, w16, _ = api()
-    ok = bool(check_gpu) and all(r.get("w4a16_int_within_bound_fp32ref", True) and
-                                 r.get("w4a16_int_all_finite", True) for r in check_gpu)
-    out = {"int_path_checked_ok": ok, "buckets": {}}
-    chosen = set()
-    for b in ("decode", "mid", "prefill"):
-        wi, ws = winners.get(f"w4a16i|channel|{b}"), winners.get(f"w4a16|channel|{b}")
-        if not (wi and ws):
-            continue
-        t = {}
-        for r in recs:
-            if r.get("bucket") != b or "time_us" not in r or r["g"] != -1:
-                continue
-            if (r["kind"], r["cfg"]) in (("w4a16i", wi["cfg"]), ("w4a16", ws["cfg"])):
-                t.setdefault((r["N"], r["K"], r["M"]), {})[r["kind"]] = r["time_us"]
-        pairs = [v for v in t.values() if len(v) == 2]
-        if not pairs:
-            continue
-        ratio = math.exp(statistics.mean(math.log(v["w4a16i"] / v["w4a16"]) for v in pairs))
-        out["buckets"][b] = {"int_over_scaled_geomean": ratio, "points": len(pairs)}
-        if ok and ratio < 1.0:
-            chosen.add(b)
-            w16.W4A16_CONFIGS[(b, "channel")] = TileConfig(**wi["cfg"])
-    w16.INT_DEQUANT_BUCKETS = frozenset(chosen)
-    out["int_buckets"] = sorted(chosen)
-    log(f"per-channel W4A16 exact-integer path: {json.dumps(out)}")
-    return out
-
-
-def measure(prov, prob, m, cfg=None) -> dict:
-    fns, ops, nbytes = build(prov, prob, m, cfg)
-    t = time_calls(fns)
+def measure(path, prob, m, cfg=None) -> dict:
+    fns, ops, nbytes, c = build(path, prob, m, cfg)
+    try:
+        t = time_calls(fns, no_graph=path in PEERS and NO_GRAPH_PEERS)
+    except RuntimeError as exc:  # a peer whose calls a CUDA graph cannot capture
+        if path not in PEERS:
+            raise
+        log(f"{path}: graph capture failed ({str(exc)[:120]}); timing with events")
+        torch.cuda.synchronize()
+        t = time_calls(fns, no_graph=True)
     del fns
-    return {**t, "ops": ops, "bytes": nbytes}
+    return {**t, "ops": ops, "bytes": nbytes, "config": asdict(c) if c else None}
+
+
+NO_GRAPH_PEERS = False
 
 
 # %% sweep phase
 
-SWEEP_KINDS = [("w4a8", -1), ("w4a8", 128), ("w4a16", -1), ("w4a16i", -1), ("w4a16", 128),
-               ("int8", -1)]
-PROVIDER = {"w4a8": "w4a8_gemm", "w4a16": "w4a16", "w4a16i": "w4a16_int", "int8": "triton_int8"}
-# Per-channel W4A16 configs of the exact-integer path (kind "w4a16i"), from the sweep.
-INT_TABLE: dict[str, TileConfig] = {}
+SWEEP_KINDS = [("w4a8", "channel"), ("w4a8", "group"), ("w4a16", "channel"), ("w4a16", "group")]
+SWEEP_PATH = {"w4a8": "w4a8_prequant", "w4a16": "w4a16_fallback"}
 
 
-def variant_applies(kind: str, g: int, variant: int) -> bool:
-    """Whether a variant changes the code that runs (else the sweep skips it as a duplicate):
-    grouped W4A8; W4A16; the exact-integer path takes only the two-accumulator bit."""
-    if kind == "w4a8":
-        return g != -1
-    if kind == "w4a16":  # the scale multiply (bit 1) is refused for per-channel weights
-        return g != -1 or not variant & 1
-    return variant == 2
-
-
-def run_sweep(shapes, deadline, kinds=None, buckets=None) -> dict:
+def run_sweep(shapes, deadline, kinds=None) -> dict:
     recs = []
     for shape in shapes:
-        for kind, g in SWEEP_KINDS:
-            if kind != "int8" and g not in groups_for(shape):
+        gs = groups_for(shape)
+        for kind, gk in SWEEP_KINDS:
+            if kinds and f"{kind}|{gk}" not in kinds:
                 continue
-            if kinds and f"{kind}:{g}" not in kinds:
-                continue
+            g = -1 if gk == "channel" else gs[1]
             prob = Problem(shape, g)
-            for bucket, ms in SWEEP_MS.items():
-                if buckets and bucket not in buckets:
-                    continue
-                for m in ms:
-                    for cfg in CANDIDATES[("w4a16" if kind == "w4a16i" else kind, bucket)]:
-                        if cfg.variant and not variant_applies(kind, g, cfg.variant):
-                            continue
-                        if time.time() > deadline:
-                            log("sweep: time budget reached")
-                            return {"records": recs, "complete": False}
-                        prov = PROVIDER[kind]
-                        rec = {"kind": kind, "g": g, "N": shape[0], "K": shape[1], "M": m,
-                               "bucket": bucket, "cfg": asdict(cfg)}
-                        try:
-                            rec.update(measure(prov, prob, m, cfg))
-                        except Exception as exc:  # noqa: BLE001 - a config may not fit
-                            rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
-                        recs.append(rec)
+            for m in SWEEP_MS:
+                seen = set()
+                for lo, hi, cand in CANDIDATES[kind]:
+                    cfg = candidate_for(kind, g, cand)
+                    if cfg is None or not lo <= m <= hi or cfg in seen:
+                        continue
+                    seen.add(cfg)
+                    if time.time() > deadline:
+                        log("sweep: time budget reached")
+                        return {"records": recs, "complete": False}
+                    rec = {"kind": kind, "gk": gk, "g": g, "N": shape[0], "K": shape[1], "M": m,
+                           "cfg": asdict(cfg)}
+                    try:
+                        rec.update(measure(SWEEP_PATH[kind], prob, m, cfg))
+                    except Exception as exc:  # noqa: BLE001 - a config may not fit
+                        rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
+                    recs.append(rec)
             prob.free()
         log(f"sweep: {shape} done ({len(recs)} records)")
     return {"records": recs, "complete": True}
 
 
 def pick_winners(recs) -> dict:
-    """Per (kind, group kind, bucket): the config with the best geometric-mean slowdown
-    against the per-point best, over the points where every finalist ran."""
+    """Per (kind, group kind, M): the config with the best geometric-mean slowdown against
+    the per-shape best, over the shapes where every finalist ran."""
     from collections import defaultdict
     pts = defaultdict(lambda: defaultdict(dict))
     for r in recs:
         if "time_us" not in r:
             continue
-        gk = "channel" if r["g"] == -1 else "group"
         cfg = json.dumps(r["cfg"], sort_keys=True)
-        pts[(r["kind"], gk, r["bucket"])][(r["N"], r["K"], r["M"])][cfg] = r["time_us"]
+        pts[(r["kind"], r["gk"], r["M"])][(r["N"], r["K"])][cfg] = r["time_us"]
     winners = {}
-    for key, points in pts.items():
+    for (kind, gk, m), points in pts.items():
         cfgs = set.intersection(*(set(v) for v in points.values()))
         if not cfgs:
             continue
         score = {c: math.exp(statistics.mean(math.log(v[c] / min(v.values())) for v in points.values()))
                  for c in cfgs}
         best = min(score, key=score.get)
-        winners["|".join(key)] = {"cfg": json.loads(best), "geomean_slowdown": score[best],
-                                  "points": len(points)}
+        winners.setdefault(f"{kind}|{gk}", {})[m] = {
+            "cfg": json.loads(best), "geomean_slowdown": score[best], "shapes": len(points)}
     return winners
 
 
-def apply_winners(winners: dict) -> None:
-    w8, w16, i8 = api()
-    for key, w in winners.items():
-        kind, gk, bucket = key.split("|")
-        cfg = TileConfig(**w["cfg"])
-        if kind == "w4a8":
-            w8.W4A8_CONFIGS[(bucket, gk)] = cfg
-        elif kind == "w4a16":
-            w16.W4A16_CONFIGS[(bucket, gk)] = cfg
-        elif kind == "int8" and gk == "channel":
-            i8.INT8_CONFIGS[bucket] = cfg
-        elif kind == "w4a16i":
-            INT_TABLE[bucket] = cfg
+def tables_from_winners(winners: dict, base: dict[str, ConfigTable]) -> dict[str, ConfigTable]:
+    """Per-M winners -> M buckets: runs of M values with one winner merge into one bucket
+    (its m_max the run's last M); at and below DECODE_MAX the base table's decode stays;
+    past the last swept M the base table's prefill config stays."""
+    out = dict(base)
+    for key, per_m in winners.items():
+        old = base[key]
+        table: list[tuple[int | None, TileConfig]] = [(DECODE_MAX, table_config(old, DECODE_MAX))]
+        for m in sorted(per_m):
+            cfg = TileConfig(**per_m[m]["cfg"])
+            if table[-1][1] == cfg:
+                table[-1] = (m, cfg)
+            else:
+                table.append((m, cfg))
+        last = old[-1][1]
+        if table[-1][1] == last:
+            table[-1] = (None, last)
+        else:
+            table.append((None, last))
+        out[key] = tuple(table)
+    return out
 
 
-def table_snapshot() -> dict:
-    w8, w16, i8 = api()
-    return {"w4a8": {f"{b}|{g}": asdict(c) for (b, g), c in w8.W4A8_CONFIGS.items()},
-            "w4a16": {f"{b}|{g}": asdict(c) for (b, g), c in w16.W4A16_CONFIGS.items()},
-            "w4a16_int_dequant_buckets": sorted(w16.INT_DEQUANT_BUCKETS),
-            "w4a16_int_path": {b: asdict(c) for b, c in INT_TABLE.items()},
-            "int8": {b: asdict(c) for b, c in i8.INT8_CONFIGS.items()}}
+def tables_doc(tables: dict[str, ConfigTable]) -> dict:
+    return {key: [[m_max, asdict(c)] for m_max, c in table] for key, table in tables.items()}
+
+
+def tables_from_doc(doc: dict) -> dict[str, ConfigTable]:
+    return {key: tuple((m_max, TileConfig(**c)) for m_max, c in table) for key, table in doc.items()}
 
 
 def compiled_facts() -> list[dict]:
@@ -769,78 +805,133 @@ def compiled_facts() -> list[dict]:
 
 # %% bench phase
 
-def _record(prov, group, shape, m, t, math_peak) -> dict:
+MATH_PEAK = {"bf16_dense": "bf16_tflops", "tinygemm_w4a16": "bf16_tflops",
+             "w4a16_fallback": "bf16_tflops", "peer_w4a16": "bf16_tflops"}
+
+
+def _record(path, group, shape, m, t, extra=None) -> dict:
+    """One record of the results schema (workbench/results.py)."""
     n, k = shape
     tus = t["time_us"]
-    tops = t["ops"] / tus / 1e6
-    gbs = t["bytes"] / tus / 1e3
-    bound_us = max(t["ops"] / (math_peak * 1e6), t["bytes"] / (LIMITS["hbm_gbs"] * 1e3))
+    peak = LIMITS[MATH_PEAK.get(path, "int8_tops")]
+    bound_us = max(t["ops"] / (peak * 1e6), t["bytes"] / (LIMITS["hbm_gbs"] * 1e3))
     return {
-        "kernel": prov, "group_size": group, "N": n, "K": k, "M": m,
-        "time_us": round(tus, 3), "p20_us": round(t["p20_us"], 3), "p80_us": round(t["p80_us"], 3),
-        "tops": round(tops, 2), "gbs": round(gbs, 1), "ops": t["ops"], "bytes": t["bytes"],
-        "math_peak_tops": math_peak, "frac_math_peak": round(tops / math_peak, 4),
-        "frac_hbm_bw": round(gbs / LIMITS["hbm_gbs"], 4),
-        "bound_us": round(bound_us, 3), "frac_of_roofline": round(bound_us / tus, 4),
-        "weight_stream_bound_us": round(n * k / 2 / (LIMITS["hbm_gbs"] * 1e3), 3),
-        "method": t["method"], "samples": t["samples"],
+        "path": path, "kernel": PATHS[path], "n": n, "k": k, "group_size": group, "m": m,
+        "median_us": round(tus, 3), "p20_us": round(t["p20_us"], 3), "p80_us": round(t["p80_us"], 3),
+        "repeats": t["samples"], "config": t.get("config"),
+        "detail": {"method": t["method"], "tops": round(t["ops"] / tus / 1e6, 2),
+                   "gbs": round(t["bytes"] / tus / 1e3, 1), "ops": t["ops"], "bytes": t["bytes"],
+                   "math_peak_tops": peak, "bound_us": round(bound_us, 3),
+                   "frac_of_roofline": round(bound_us / tus, 4),
+                   "weight_stream_bound_us": round(n * k / 2 / (LIMITS["hbm_gbs"] * 1e3), 3),
+                   **(extra or {})},
     }
 
 
-def run_bench(shapes, ms, deadline, out_dir, meta) -> list[dict]:
+def _error(path, group, shape, m, exc) -> dict:
+    return {"path": path, "n": shape[0], "k": shape[1], "group_size": group, "m": m,
+            "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+def bench_plan(shape, m, probs, peers: bool):
+    n, k = shape
+    base = probs[-1]
+    plan = [("bf16_dense", -1, base), ("triton_int8_mm", -1, base), ("quantizer", -1, base)]
+    if m > 16:  # torch._int_mm needs M > 16
+        plan.append(("int8_mm", -1, base))
+    if 128 in probs and m * n * k <= 4096 * 8192 * 8192:
+        plan.append(("tinygemm_w4a16", 128, probs[128]))
+    for g, prob in probs.items():
+        if g in (32, 64) and 128 in probs and m not in EXTRA_GROUP_MS:
+            continue
+        plan += [("w4a8_prequant", g, prob), ("w4a8_native", g, prob), ("w4a16_fallback", g, prob)]
+        if g != -1:
+            plan.append(("w4a8_int_rescale", g, prob))
+    if peers and m in PEER_MS:
+        plan.append(("peer_w8a8", -1, base))
+        if 128 in probs:
+            plan += [("peer_w4a16", 128, probs[128]), ("peer_w4a8", 128, probs[128])]
+    return plan
+
+
+def run_bench(shapes, ms, deadline, out_dir, meta, peers=True, name="h200_bench") -> list[dict]:
     recs = []
     for shape in shapes:
-        n, k = shape
-        gs = groups_for(shape)
-        probs = {g: Problem(shape, g) for g in gs}
-        base = probs[-1]
+        probs = {g: Problem(shape, g) for g in groups_for(shape)}
         for m in ms:
             if time.time() > deadline:
                 log("bench: time budget reached")
                 return recs
-            plan = [("cublas_bf16", None, base, LIMITS["bf16_tflops"]),
-                    ("triton_int8", -1, base, LIMITS["int8_tops"]),
-                    ("quant", None, base, LIMITS["int8_tops"])]
-            if m > 16:  # torch._int_mm needs M > 16
-                plan.append(("cublas_int8", None, base, LIMITS["int8_tops"]))
-            if 128 in probs and m * n * k <= 4096 * 8192 * 8192:
-                plan.append(("tinygemm_g128", 128, probs[128], LIMITS["bf16_tflops"]))
-            for g, prob in probs.items():
-                if g in (32, 64) and 128 in probs and m not in EXTRA_GROUP_MS:
-                    continue
-                plan += [("w4a8_gemm", g, prob, LIMITS["int8_tops"]),
-                         ("w4a8", g, prob, LIMITS["int8_tops"]),
-                         ("w4a16", g, prob, LIMITS["bf16_tflops"])]
-                if g == -1 and INT_TABLE:
-                    plan.append(("w4a16_int", g, prob, LIMITS["bf16_tflops"]))
-            for prov, g, prob, peak in plan:
+            for path, g, prob in bench_plan(shape, m, probs, peers):
+                t0 = time.time()
                 try:
-                    t = measure(prov, prob, m)
-                    recs.append(_record(prov, g, shape, m, t, peak))
+                    recs.append(_record(path, g, shape, m, measure(path, prob, m)))
                 except Exception as exc:  # noqa: BLE001
-                    recs.append({"kernel": prov, "group_size": g, "N": n, "K": k, "M": m,
-                                 "error": f"{type(exc).__name__}: {exc}"[:300]})
+                    recs.append(_error(path, g, shape, m, exc))
+                if path in PEERS and time.time() - t0 > 5:
+                    log(f"{path} {shape} M={m}: {time.time() - t0:.0f}s (autotune)")
             torch.cuda.empty_cache()
         for p in probs.values():
             p.free()
         del probs
         log(f"bench: {shape} done ({len(recs)} records)")
-        write_bench(out_dir, meta, recs)
+        write_results(out_dir, name, meta, recs)
     return recs
 
 
-CSV_FIELDS = ["kernel", "group_size", "N", "K", "M", "time_us", "p20_us", "p80_us", "tops", "gbs",
-              "ops", "bytes", "math_peak_tops", "frac_math_peak", "frac_hbm_bw", "bound_us",
-              "frac_of_roofline", "weight_stream_bound_us", "method", "samples", "error"]
+CSV_FIELDS = ["path", "kernel", "n", "k", "group_size", "m", "median_us", "p20_us", "p80_us",
+              "repeats", "tops", "gbs", "frac_of_roofline", "method", "config", "error"]
 
 
-def write_bench(out_dir: Path, meta: dict, recs: list[dict]) -> None:
-    (out_dir / "h200_bench.json").write_text(json.dumps({**meta, "records": recs}, indent=1))
-    with open(out_dir / "h200_bench.csv", "w", newline="") as f:
+def write_results(out_dir: Path, name: str, meta: dict, recs: list[dict]) -> None:
+    """The schema document (timed records; failures listed in provenance) and a CSV export."""
+    timed = [r for r in recs if "median_us" in r]
+    prov = {**meta["provenance"], **{k: v for k, v in meta.items() if k != "provenance"},
+            "failed": [r for r in recs if "error" in r]}
+    doc = {"schema": "w4a8-workbench-results/1", "provenance": prov, "records": timed}
+    (out_dir / f"{name}.json").write_text(json.dumps(doc, indent=1))
+    with open(out_dir / f"{name}.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         for r in recs:
-            w.writerow(r)
+            row = {**r, **r.get("detail", {})}
+            row["config"] = json.dumps(r["config"]) if r.get("config") else ""
+            w.writerow(row)
+
+
+# %% tensor-parallel shards on one GPU
+
+TP_MS = [1, 16, 64, 256, 1024, 4096]
+
+
+def run_tp(out_dir: Path, meta: dict, deadline: float) -> list[dict]:
+    """Each TP rank's GEMMs of the MLP block (tp_bench.shard_shapes), timed alone on one GPU:
+    the per-shard half of issue 17 (the collective needs several GPUs)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from tp_bench import MODEL, shard_shapes
+    recs = []
+    for layer, tp, (n, k) in shard_shapes():
+        for g in (-1, 128):
+            if g != -1 and k % g:
+                recs.append({"path": "w4a8_native", "n": n, "k": k, "group_size": g, "m": 0,
+                             "error": f"{layer} at TP {tp}: K = {k} is not a multiple of g{g}"})
+                continue
+            prob = Problem((n, k), g)
+            for m in TP_MS:
+                if time.time() > deadline:
+                    log("tp: time budget reached")
+                    write_results(out_dir, "h200_tp_shards", meta, recs)
+                    return recs
+                for path in ("w4a8_native", "w4a16_fallback"):
+                    extra = {"model": MODEL, "layer": layer, "tp": tp}
+                    try:
+                        recs.append(_record(path, g, (n, k), m, measure(path, prob, m), extra))
+                    except Exception as exc:  # noqa: BLE001
+                        recs.append(_error(path, g, (n, k), m, exc))
+            prob.free()
+        log(f"tp: {layer} TP={tp} ({n}x{k}) done")
+    write_results(out_dir, "h200_tp_shards", meta, recs)
+    return recs
 
 
 # %% provenance and ceilings
@@ -856,14 +947,23 @@ def provenance(commit: str) -> dict:
     except Exception as exc:  # noqa: BLE001
         smi = repr(exc)
     p = torch.cuda.get_device_properties(0)
+    try:
+        import importlib.metadata as md
+        gemlite_v = md.version("gemlite")
+    except Exception:  # noqa: BLE001 - carried as a folder, without metadata
+        gemlite_v = os.environ.get("GEMLITE_VERSION", "absent")
     return {
+        "platform": "sm90-h200", "device": torch.cuda.get_device_name(0),
         "gpu": torch.cuda.get_device_name(0), "nvidia_smi": smi,
         "driver": smi.split(",")[1].strip() if smi.count(",") >= 1 else None,
         "sm_count": p.multi_processor_count, "capability": f"{p.major}.{p.minor}",
         "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__,
-        "python": sys.version.split()[0],
+        "gemlite": gemlite_v, "python": sys.version.split()[0],
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "loadavg_1m": os.getloadavg()[0], "script": "benchmarks/gpu_bench.py",
         "commit": commit, "limits_datasheet": LIMITS,
+        "timing": "CUDA-graph replays over rotating copies > 3x the 60 MB L2 (events for calls "
+                  ">= 2 ms); median, p20, p80 of the samples",
     }
 
 
@@ -899,14 +999,11 @@ def run_profile() -> None:
         for g in (-1, 128):
             w_q, scales = make_weight(shape, g)
             packed = w8.prepare_w4a8(w_q, scales, g)
-            w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16)
-            w16.w4a16_matmul(x, packed, int_dequant=False)
-            if g == -1:  # both per-channel paths; config from the sweep, else the table
-                w16.w4a16_matmul(x, packed, int_cfg(m, packed), True)
+            w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16, table_cfg("w4a8", packed, m))
+            w16.w4a16_matmul(x, packed, table_cfg("w4a16", packed, m))
         if m > 16:
             w_q, _ = make_weight(shape, -1)
-            i8.int8_gemm(xq, xs.reshape(-1), w_q, torch.ones(shape[0], device="cuda"),
-                         i8.INT8_CONFIGS["prefill"])
+            i8.int8_gemm(xq, xs.reshape(-1), w_q, torch.ones(shape[0], device="cuda"))
     torch.cuda.synchronize()
 
 
@@ -921,19 +1018,32 @@ def guarded(name: str, fn, *a, **kw):
         return None
 
 
+def gemlite_setup(config_in: Path | None, config_out: Path) -> dict:
+    """gemlite autotunes on first use of each (M bucket, shape); a cached config from an
+    earlier run on this GPU model skips that."""
+    import gemlite
+    gemlite.reset_config()
+    loaded = bool(config_in and config_in.exists() and gemlite.load_config(str(config_in)))
+    return {"autotune": "fast (gemlite's default)", "config_loaded": str(config_in) if loaded else None,
+            "config_out": config_out.name}
+
+
 def main() -> None:
+    global TABLES, NO_GRAPH_PEERS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--phases", default="compile,check,sweep,bench")
     ap.add_argument("--budget-s", type=float, default=540.0)
+    ap.add_argument("--sweep-share", type=float, default=0.6, help="budget share of the sweep")
     ap.add_argument("--shapes", default="all", help="'all' or e.g. 8192x8192,4096x4096")
     ap.add_argument("--ms", default="all")
     ap.add_argument("--workers", type=int, default=14)
-    ap.add_argument("--winners", type=Path, default=None, help="apply winners from a sweep JSON")
-    ap.add_argument("--sweep-name", default="h200_sweep.json")
-    ap.add_argument("--buckets", default="", help="sweep only these M buckets, e.g. decode")
-    ap.add_argument("--kinds", default="", help="sweep only these kind:group pairs, e.g. w4a8:128,w4a16:-1")
+    ap.add_argument("--tables", type=Path, default=None, help="launch with the tables of a sweep JSON")
+    ap.add_argument("--kinds", default="", help="sweep only these, e.g. w4a8|group,w4a16|channel")
+    ap.add_argument("--no-peers", action="store_true")
+    ap.add_argument("--gemlite-config", type=Path, default=None)
+    ap.add_argument("--peer-events", action="store_true", help="time gemlite without CUDA graphs")
     args = ap.parse_args()
     t_start = time.time()
     deadline = t_start + args.budget_s
@@ -942,10 +1052,12 @@ def main() -> None:
     phases = args.phases.split(",")
     shapes = SHAPES if args.shapes == "all" else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     ms = M_LIST if args.ms == "all" else [int(v) for v in args.ms.split(",")]
+    NO_GRAPH_PEERS = args.peer_events
+    TABLES = module_tables()
+    if args.tables:
+        TABLES = tables_from_doc(json.loads(args.tables.read_text())["tables_after"])
 
     if "profile" in phases:
-        if args.winners:
-            apply_winners(json.loads(args.winners.read_text())["winners"])
         run_profile()
         return
 
@@ -953,9 +1065,9 @@ def main() -> None:
     log(f"provenance: {json.dumps(meta['provenance'])}")
 
     if "compile" in phases:
-        kinds_cfgs = [(kind, c) for (kind, _), cs in CANDIDATES.items() for c in cs]
-        kinds_cfgs += [("w4a16i", c) for (kind, _), cs in CANDIDATES.items() for c in cs
-                       if kind == "w4a16"]
+        kinds_cfgs = [(kind, c) for kind, cs in CANDIDATES.items() for _, _, c in cs] \
+            if "sweep" in phases else []
+        kinds_cfgs += table_entries()
         groups_k = [(-1, 4096), (128, 4096)]
         jobs = compile_jobs(kinds_cfgs, groups_k)
         jobs += [{"kind": "quant", "cfg": asdict(T(16, 16, 16)), "g": -1, "k": k, "split": None, "m": 2}
@@ -965,77 +1077,73 @@ def main() -> None:
     meta["ceilings"] = guarded("ceilings", ceilings)
     log(f"ceilings: {meta['ceilings']}")
 
-    sw, winners = None, {}
-    if args.winners:
-        winners = json.loads(args.winners.read_text())["winners"]
-        apply_winners(winners)
     if "sweep" in phases:
-        sw = guarded("sweep", run_sweep, shapes,
-                     t_start + 0.5 * args.budget_s if "bench" in phases else deadline,
-                     [k for k in args.kinds.split(",") if k], [b for b in args.buckets.split(",") if b])
+        base = TABLES
+        sw = guarded("sweep", run_sweep, shapes, t_start + args.sweep_share * args.budget_s,
+                     [k for k in args.kinds.split(",") if k])
         if sw:
             winners = pick_winners(sw["records"])
-            apply_winners(winners)
-            sweep_doc = {**meta, "winners": winners, "tables_after": table_snapshot(),
+            TABLES = tables_from_winners(winners, base)
+            sweep_doc = {**meta, "winners": {k: {str(m): w for m, w in v.items()} for k, v in winners.items()},
+                         "tables_before": tables_doc(base), "tables_after": tables_doc(TABLES),
                          "complete": sw["complete"], "records": sw["records"]}
-            (out / args.sweep_name).write_text(json.dumps(sweep_doc, indent=1))
-            log("winners: " + json.dumps({k: (v["cfg"], round(v["geomean_slowdown"], 3))
-                                          for k, v in winners.items()}))
-    meta["tables"] = table_snapshot()
+            (out / "h200_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
+            log("tables: " + json.dumps({k: [(m, (c.block_m, c.block_n, c.block_k, c.split_k,
+                                                  c.num_warps, c.num_stages, c.swap_ab, c.variant,
+                                                  c.programs_per_sm)) for m, c in t]
+                                         for k, t in TABLES.items()}))
+    meta["tables"] = tables_doc(TABLES)
 
-    if "compile" in phases:
-        # The tables' configs on the unaligned shard (masked K tail) and at g32 / g64.
-        tables = [("w4a8", TileConfig(**v)) for v in meta["tables"]["w4a8"].values()]
-        tables += [("w4a16", TileConfig(**v)) for v in meta["tables"]["w4a16"].values()]
-        tables += [("int8", TileConfig(**v)) for v in meta["tables"]["int8"].values()]
-        tables += [("w4a16i", c) for c in INT_TABLE.values()]
+    if "compile" in phases and "sweep" in phases:
+        # The new tables' configs on the unaligned shard (masked K tail) and at g32 / g64.
         tail_k = 1024 + 14784 % 1024
         guarded("compile tables", run_compile,
-                compile_jobs(tables, [(-1, 4096), (128, 4096), (-1, tail_k), (64, tail_k),
-                                      (32, 4096), (64, 4096)]), args.workers)
+                compile_jobs(table_entries(), [(-1, 4096), (128, 4096), (-1, tail_k), (64, tail_k),
+                                               (32, 4096), (64, 4096)]), args.workers)
 
     check_state = guarded("check", run_check, shapes, deadline) if "check" in phases else None
-    if check_state is not None and sw:
-        meta["w4a16_int_decision"] = guarded("decide", decide_int_dequant, check_state["gpu"],
-                                             sw["records"], winners)
-        meta["tables"] = table_snapshot()
-        if sw:
-            sweep_doc = {**meta, "winners": winners, "complete": sw["complete"],
-                         "records": sw["records"]}
-            (out / args.sweep_name).write_text(json.dumps(sweep_doc, indent=1))
 
+    peers = not args.no_peers and "bench" in phases
+    if peers:
+        meta["gemlite"] = guarded("gemlite", gemlite_setup, args.gemlite_config,
+                                  out / "h200_gemlite_config.json")
+        peers = meta["gemlite"] is not None
     if "bench" in phases:
-        recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta)
+        recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta, peers)
         if recs is not None:
-            write_bench(out, meta, recs)
+            write_results(out, "h200_bench", meta, recs)
             log(summary(recs))
+    if peers:
+        import gemlite
+        guarded("gemlite cache", gemlite.cache_config, str(out / "h200_gemlite_config.json"))
+
+    if "tp" in phases:
+        guarded("tp", run_tp, out, meta, deadline + 60)
 
     if check_state is not None:
-        chk = guarded("check finish", finish_check, check_state, deadline + 45)
+        chk = guarded("check finish", finish_check, check_state, deadline + 90)
         if chk:
             (out / "h200_check.json").write_text(json.dumps({**meta, **chk}, indent=1))
 
     facts = guarded("compiled facts", compiled_facts)
     if facts:
         (out / "h200_compiled.json").write_text(json.dumps(facts, indent=1))
+    (out / "h200_log.txt").write_text("\n".join(LOG) + "\n")
     log(f"total {time.time() - t_start:.0f}s")
 
 
 def summary(recs: list[dict]) -> str:
-    """A short table of the headline ratios, printed last."""
-    by = {(r["kernel"], r["group_size"], r["N"], r["K"], r["M"]): r["time_us"]
-          for r in recs if "time_us" in r}
-    lines = ["N x K | M | bf16 | int8 _int_mm | tri-int8 | W4A8 ch gemm | W4A8 g gemm | W4A8 ch e2e"
-             " | W4A16 ch | W4A16 ch int | W4A16 g | tinygemm (us)"]
+    """A short table of times (us), printed last."""
+    by = {(r["path"], r["group_size"], r["n"], r["k"], r["m"]): r["median_us"]
+          for r in recs if "median_us" in r}
+    cols = [("bf16_dense", -1), ("int8_mm", -1), ("w4a8_prequant", -1), ("w4a8_prequant", 0),
+            ("w4a8_int_rescale", 0), ("w4a8_native", -1), ("w4a16_fallback", -1),
+            ("w4a16_fallback", 0), ("peer_w4a16", 128), ("peer_w8a8", -1), ("peer_w4a8", 128)]
+    lines = ["N x K | M | " + " | ".join(f"{p}{'' if g == -1 else ' g'}" for p, g in cols)]
     for (n, k) in SHAPES:
-        for m in (1, 16, 256, 1024, 4096, 16384):
-            g = 128 if k % 128 == 0 else 64
-            row = [by.get(key) for key in [
-                ("cublas_bf16", None, n, k, m), ("cublas_int8", None, n, k, m),
-                ("triton_int8", -1, n, k, m), ("w4a8_gemm", -1, n, k, m), ("w4a8_gemm", g, n, k, m),
-                ("w4a8", -1, n, k, m), ("w4a16", -1, n, k, m), ("w4a16_int", -1, n, k, m),
-                ("w4a16", g, n, k, m),
-                ("tinygemm_g128", 128, n, k, m)]]
+        g = 128 if k % 128 == 0 else 64
+        for m in (1, 16, 32, 64, 128, 256, 1024, 4096, 16384):
+            row = [by.get((p, g if gg == 0 else gg, n, k, m)) for p, gg in cols]
             lines.append(f"{n}x{k} | {m} | " + " | ".join("-" if v is None else f"{v:.1f}" for v in row))
     return "\n".join(lines)
 

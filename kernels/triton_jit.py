@@ -274,11 +274,16 @@ def w4a8_kernel(
     SPLIT_K,  # K splits (grid axis 1); USE_SPLIT is SPLIT_K > 1
     GROUP_M: tl.constexpr, USE_SPLIT: tl.constexpr, SWAP_AB: tl.constexpr,
     SCHEDULE: tl.constexpr = 0,  # grouped: 0 scale each dot when done, 2 one dot later
+    INT_RESCALE: tl.constexpr = False,  # grouped: int32 scales, summed in int32 (Marlin's)
+    RESCALE=1.0,  # INT_RESCALE: float32 factor of the integer scales, times xs
 ):
     """out[M, N] = xs[m] * sum_groups s[g, n] * (xq[m, group] . w[n, group]), int32 dots.
 
     xq int8 [M, K], xs float32 [M], wp int8 [N, Kp/2] (half-split), ws float32
     [Kp/g, N] (or [1, N] per-channel), out bf16/fp16 [M, N].
+    INT_RESCALE: ws int32 [Kp/g, N]; acc_i += (dot >> 4) * s (the operands are 16 * w, so
+    the shift is exact) wraps like Marlin's int32 accumulator; one conversion to float32 at
+    the end, times float32(xs * RESCALE).
     """
     pid_m, pid_n, tile_id = _tile_ids(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     start, end = _k_range(HALF_K, BLOCK_K, SPLIT_K)
@@ -305,16 +310,24 @@ def w4a8_kernel(
         if GROUP_K == 0:
             acc_i = _dot(_unpack_lo(p), a_lo, acc_i, SWAP_AB, tl.int32)
             acc_i = _dot(_unpack_hi(p), a_hi, acc_i, SWAP_AB, tl.int32)
+        elif INT_RESCALE:
+            s_lo = tl.load(ws_ptr + it * stride_sg + an)
+            s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
+            acc_i += (_idot(_unpack_lo(p), a_lo, SWAP_AB) >> 4) * _per_n(s_lo, SWAP_AB)
+            acc_i += (_idot(_unpack_hi(p), a_hi, SWAP_AB) >> 4) * _per_n(s_hi, SWAP_AB)
         else:
             s_lo = tl.load(ws_ptr + it * stride_sg + an)
             s_hi = tl.load(ws_ptr + (groups_half + it) * stride_sg + an)
             acc, d_late, s_late = _grouped_step(acc, d_late, s_late, p, a_lo, a_hi, s_lo, s_hi,
                                                 SCHEDULE, SWAP_AB)
-    if GROUP_K != 0 and SCHEDULE == 2:
+    if GROUP_K != 0 and SCHEDULE == 2 and not INT_RESCALE:
         acc += _scaled(d_late, s_late, SWAP_AB)
     if GROUP_K == 0:
         acc = acc_i.to(tl.float32) * _per_n(tl.load(ws_ptr + an), SWAP_AB)
-    acc = acc * _per_m(tl.load(xs_ptr + am), SWAP_AB)
+    if INT_RESCALE:
+        acc = acc_i.to(tl.float32) * _per_m(tl.load(xs_ptr + am) * RESCALE, SWAP_AB)
+    else:
+        acc = acc * _per_m(tl.load(xs_ptr + am), SWAP_AB)
     offs, mask = _out_offsets(rm, rn, M, N, stride_om, SWAP_AB)
 
     _store_tile(acc, out_ptr, part_ptr, lock_ptr, offs, mask, tile_id,

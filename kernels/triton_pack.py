@@ -28,7 +28,8 @@ import torch
 from w4a8_kernels._checks import check_weight
 from w4a8_kernels.errors import KernelInputError
 
-__all__ = ["HalfSplitInt4", "pack_half_split", "unpack_half_split", "SUPPORTED_GROUPS"]
+__all__ = ["HalfSplitInt4", "pack_half_split", "unpack_half_split", "marlin_int_scales",
+           "SUPPORTED_GROUPS"]
 
 # Group sizes with a power-of-two K step that tiles them; -1 is per-channel.
 SUPPORTED_GROUPS = (-1, 32, 64, 128, 256)
@@ -42,6 +43,8 @@ class HalfSplitInt4:
 
     packed: int8 [N, k_padded // 2]; scales: float32 scale / 16, [k_padded // g, N] (one
     row of N when per-channel); group_size: g, or -1 for per-channel.
+    int_rescale: None, or the float32 factor max(s) / 4096 of integer group scales (then
+    scales holds int32 round(s / max(s) * 4096), not divided by 16: see marlin_int_scales).
     """
 
     packed: torch.Tensor
@@ -50,6 +53,7 @@ class HalfSplitInt4:
     n: int
     k: int
     k_padded: int
+    int_rescale: float | None = None
 
     @property
     def half_k(self) -> int:
@@ -80,8 +84,11 @@ def pack_half_split(
     group_size: int,
     zeros: torch.Tensor | None = None,
     device: torch.device | str | None = None,
+    int_rescale: float | None = None,
 ) -> HalfSplitInt4:
     """Repack a symmetric int4 weight into the half-split layout (see module docstring).
+
+    int_rescale: scales are marlin_int_scales' integers and this their factor (grouped only).
 
     Raises KernelInputError for asymmetric weights (zeros), and for group sizes other
     than -1 (per-channel, or g == K), 32, 64, 128, 256.
@@ -110,15 +117,39 @@ def pack_half_split(
     # (hi | lo) lies in [-128, 127] as int16 (hi carries the sign), so the int8 cast is exact.
     packed = (hi | lo).to(torch.int8).contiguous()
 
-    # The kernels' int8 operands are 16 * w (see module docstring); / 16 is exact.
-    s = scales2d.to(device=dev, dtype=torch.float32) / 16
+    # The kernels' int8 operands are 16 * w (see module docstring); / 16 is exact. Integer
+    # scales stay integers: the kernel divides its int32 group dot by 16 instead (exact).
+    if int_rescale is not None:
+        if per_channel:
+            raise KernelInputError("int_rescale: integer group scales need a grouped weight; "
+                                   "accepted: group_size 32, 64, 128 or 256")
+        s = scales2d.to(device=dev, dtype=torch.int32)
+    else:
+        s = scales2d.to(device=dev, dtype=torch.float32) / 16
     if per_channel:
         s_t = s.reshape(1, n).contiguous()
     else:
-        s_t = torch.zeros(kp // g, n, dtype=torch.float32, device=dev)
+        s_t = torch.zeros(kp // g, n, dtype=s.dtype, device=dev)
         s_t[: k // g] = s.t()
     return HalfSplitInt4(packed=packed, scales=s_t, group_size=-1 if per_channel else g,
-                         n=n, k=k, k_padded=kp)
+                         n=n, k=k, k_padded=kp, int_rescale=int_rescale)
+
+
+def marlin_int_scales(scales: torch.Tensor, scale_dtype: torch.dtype = torch.bfloat16
+                      ) -> tuple[torch.Tensor, float]:
+    """vLLM's marlin_act_int8_process_scales (marlin_utils.py:544-548) on scales stored in
+    scale_dtype: (round(s / max(s) * 4096), computed in scale_dtype as there, and the
+    float32 factor max(s) / 4096 that vLLM folds into the per-token scale)."""
+    if scale_dtype not in (torch.bfloat16, torch.float16):
+        raise KernelInputError(f"scale_dtype = {scale_dtype}; accepted: torch.bfloat16, "
+                               "torch.float16 (the checkpoint dtypes Marlin takes)")
+    s = scales.to(scale_dtype)
+    if not bool((s > 0).all()):
+        raise KernelInputError("scales: integer rescale needs positive scales (Marlin reads "
+                               "them as unsigned 16-bit integers)")
+    factor = float(1 / 4096 * s.max().float())
+    # Integers 0..4096, held in float32 (exact) so they pass the usual weight checks.
+    return (s / s.max() * 4096).round().to(torch.float32), factor
 
 
 def unpack_half_split(w: HalfSplitInt4) -> tuple[torch.Tensor, torch.Tensor]:

@@ -9,7 +9,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -17,21 +17,20 @@ from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 
 __all__ = [
     "TileConfig",
+    "ConfigTable",
+    "table_config",
     "triton_available",
     "require_triton",
     "interpreting",
-    "m_bucket",
-    "M_BUCKETS",
     "sm_count",
     "resolve_split_k",
+    "fit_block_k",
+    "split_k_buffers",
+    "next_pow2",
 ]
 
 # int8 and bf16 mma.sync exist from sm80 on; bf16 `tl.dot` needs Ampere or newer.
 _MIN_CAPABILITY = (8, 0)
-
-# Decode, mid and prefill, as the issue asks: a config table is keyed by these names.
-M_BUCKETS = ("decode", "mid", "prefill")
-
 
 def interpreting() -> bool:
     """True when Triton runs kernels in its CPU interpreter (TRITON_INTERPRET=1)."""
@@ -73,15 +72,6 @@ def require_triton() -> None:
         raise KernelUnavailableError(f"Triton W4A8/W4A16 kernels unavailable: {why}")
 
 
-def m_bucket(m: int) -> str:
-    """decode: M <= 16 (weight streaming); mid: M <= 512; prefill: larger (math bound)."""
-    if m <= 16:
-        return "decode"
-    if m <= 512:
-        return "mid"
-    return "prefill"
-
-
 @dataclass(frozen=True)
 class TileConfig:
     """One launch configuration of the W4A8 / W4A16 GEMMs.
@@ -95,7 +85,9 @@ class TileConfig:
     variant picks a code path inside the kernel: for grouped W4A8 when each group's int32
     dot is scaled into the fp32 accumulator (0 right after its dot, 2 one dot later); for W4A16,
     bit 1 dequantizes to exact integers and multiplies by the scale as a separate op, bit 2
-    chains the step's two dots into two accumulators (all wgmmas stay asynchronous).
+    chains the step's two dots into two accumulators (all wgmmas stay asynchronous), bit 4
+    (per-channel weights only) feeds exact integers to the dot and scales the fp32
+    accumulator at the end.
     """
 
     block_m: int
@@ -143,3 +135,45 @@ def resolve_split_k(cfg: TileConfig, m: int, n: int, k_steps: int, device: torch
            and k_steps // (split * 2) >= 2):
         split *= 2
     return split
+
+
+# A config table: (m_max, config) pairs in ascending m_max; the last has m_max None (any M).
+ConfigTable = tuple[tuple["int | None", TileConfig], ...]
+
+
+def table_config(table: ConfigTable, m: int) -> TileConfig:
+    """The config of the first bucket whose m_max holds m."""
+    for m_max, cfg in table:
+        if m_max is None or m <= m_max:
+            return cfg
+    raise KernelInputError(f"M = {m}: the config table ends at M = {table[-1][0]}; "
+                           "accepted: a table whose last bucket has m_max None")
+
+
+def fit_block_k(cfg: TileConfig, half_k: int) -> TileConfig:
+    """Halve a config's block_k until it divides Kp/2 (128 always does)."""
+    bk = cfg.block_k
+    while half_k % bk:
+        bk //= 2
+    return cfg if bk == cfg.block_k else replace(cfg, block_k=bk)
+
+
+def next_pow2(v: int) -> int:
+    return 1 << (max(v, 1) - 1).bit_length()
+
+
+_LOCKS: dict[torch.device, torch.Tensor] = {}
+
+
+def split_k_buffers(m: int, n: int, split: int, tiles: int, device: torch.device
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(float32 partials [split, M, N], per-tile counters). Counters start at zero and
+    the last split of each tile resets its own, so one zeroed buffer serves every call
+    on a device (launches on one stream never overlap)."""
+    locks = _LOCKS.get(device)
+    if locks is None or locks.numel() < tiles:
+        locks = torch.zeros(max(tiles, 4096), dtype=torch.int32, device=device)
+        _LOCKS[device] = locks
+    if split == 1:
+        return locks, locks  # unused by the kernel when SPLIT_K == 1
+    return torch.empty((split, m, n), dtype=torch.float32, device=device), locks

@@ -15,8 +15,8 @@ On the GPU the nibbles become bf16/fp16 by integer bit tricks (inline PTX), not 
 int -> float conversions, which run at a quarter of the FMA rate. Small M uses
 split-K (float32 partials, reduced in a fixed order).
 
-Launch configs come from `W4A16_CONFIGS`, keyed by (M bucket, per-channel or grouped),
-tuned on an H200 by benchmarks/gpu_sweep.py; pass `config=` to override.
+Launch configs come from `W4A16_CONFIGS`, one table of M buckets per weight kind, tuned on
+an H200 by benchmarks/gpu_bench.py (its sweep phase); pass `config=` to override.
 """
 from __future__ import annotations
 
@@ -27,35 +27,38 @@ import torch
 from w4a8_kernels.errors import KernelInputError
 from w4a8_kernels.triton_pack import HalfSplitInt4, pack_half_split
 from w4a8_kernels.triton_runtime import (
+    ConfigTable,
     TileConfig,
-    m_bucket,
+    fit_block_k,
     require_triton,
     resolve_split_k,
+    split_k_buffers,
+    table_config,
     triton_available,
 )
-from w4a8_kernels.triton_w4a8 import fit_block_k, split_k_buffers
 
 __all__ = ["prepare_w4a16", "w4a16_matmul", "triton_available", "W4A16_CONFIGS", "w4a16_config",
-           "INT_DEQUANT_BUCKETS"]
+           "INT_DQ"]
 
 _X_DTYPES = (torch.bfloat16, torch.float16)
 
-# M buckets in which per-channel weights enter the dot as exact integers with the scale
-# on the fp32 accumulator; elsewhere they are dequantized to n * scale in x's dtype like
-# grouped weights. Chosen on the H200 by benchmarks/gpu_bench.py (each path checked
-# against the reference, then timed).
-INT_DEQUANT_BUCKETS: frozenset[str] = frozenset({"mid", "prefill"})
+# TileConfig.variant bit: per-channel weights enter the dot as exact integers and their
+# scale multiplies the fp32 accumulator (else n * scale rounded to x's dtype, as grouped).
+INT_DQ = 4
 
-# Tuned on an H200 like W4A8_CONFIGS: tiles in benchmarks/results/h200_sweep.json, variants
-# and decode splits in h200_sweep_variants_*.json.
-W4A16_CONFIGS: dict[tuple[str, str], TileConfig] = {
-    ("decode", "channel"): TileConfig(16, 128, 64, split_k=0, num_warps=4, num_stages=4),
-    ("decode", "group"): TileConfig(16, 128, 128, split_k=0, num_warps=4, num_stages=4),
-    ("mid", "channel"): TileConfig(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True),
-    ("mid", "group"): TileConfig(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2),
-    ("prefill", "channel"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True),
-    ("prefill", "group"): TileConfig(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True,
-                                     variant=1),
+T = TileConfig
+# Tuned on an H200 like W4A8_CONFIGS (benchmarks/results/h200_sweep.json).
+W4A16_CONFIGS: dict[str, ConfigTable] = {
+    "channel": (
+        (16, T(16, 128, 64, split_k=0, num_warps=4, num_stages=4)),
+        (512, T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=INT_DQ)),
+        (None, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=INT_DQ)),
+    ),
+    "group": (
+        (16, T(16, 128, 128, split_k=0, num_warps=4, num_stages=4)),
+        (512, T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=2)),
+        (None, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1)),
+    ),
 }
 
 
@@ -66,7 +69,7 @@ prepare_w4a16 = pack_half_split
 def w4a16_config(m: int, packed: HalfSplitInt4) -> TileConfig:
     """The tuned config for this M and weight, block_k fitted to Kp/2 and, for grouped
     weights, to at most g (one scale vector per step; wider steps gather scales)."""
-    cfg = W4A16_CONFIGS[(m_bucket(m), "channel" if packed.per_channel else "group")]
+    cfg = table_config(W4A16_CONFIGS["channel" if packed.per_channel else "group"], m)
     if not packed.per_channel and cfg.block_k > packed.group_size:
         cfg = replace(cfg, block_k=packed.group_size)
     return fit_block_k(cfg, packed.half_k)
@@ -81,7 +84,8 @@ def w4a16_matmul(
     """x bf16/fp16 [M, K] @ dequant(W)^T -> [M, N] in x's dtype.
 
     int_dequant (per-channel weights only): True feeds exact integers to the dot and
-    scales the fp32 accumulator; None takes INT_DEQUANT_BUCKETS' choice for this M.
+    scales the fp32 accumulator, False dequantizes to n * scale; None takes the config's
+    INT_DQ bit.
     """
     require_triton()
     from w4a8_kernels.triton_jit import w4a16_kernel
@@ -93,6 +97,9 @@ def w4a16_matmul(
             f"x has shape {tuple(x.shape)}; the weight needs [M, K] with K = {packed.k}")
     if x.device != packed.device:
         raise KernelInputError(f"x is on {x.device} but the packed weight is on {packed.device}")
+    if packed.int_rescale is not None:
+        raise KernelInputError("packed weight has integer group scales (prepare_w4a8_int_rescale), "
+                               "which only the W4A8 kernel takes; accepted: prepare_w4a16's weight")
     x = x if x.stride(1) == 1 else x.contiguous()
     m, n = x.shape[0], packed.n
     out = torch.empty((m, n), dtype=x.dtype, device=x.device)
@@ -100,10 +107,10 @@ def w4a16_matmul(
         return out
     cfg = config or w4a16_config(m, packed)
     if int_dequant is None:
-        int_dequant = m_bucket(m) in INT_DEQUANT_BUCKETS
+        int_dequant = bool(cfg.variant & INT_DQ)
     int_dq = bool(int_dequant) and packed.per_channel
-    if cfg.variant not in (0, 1, 2, 3):
-        raise KernelInputError(f"config.variant = {cfg.variant}; the W4A16 kernel accepts 0 to 3")
+    if cfg.variant not in range(8):
+        raise KernelInputError(f"config.variant = {cfg.variant}; the W4A16 kernel accepts 0 to 7")
     scale_mul = bool(cfg.variant & 1) and not int_dq
     if scale_mul and packed.per_channel:
         # Checked on the H200 (Triton 3.6): per-channel scales multiplied as a separate op

@@ -17,8 +17,16 @@ the group. The int32 dot of one group is exact; the per-group scaling and the su
 groups are float32; the output is rounded once to bf16/fp16. Activations are quantized
 like vLLM's `per_token_quant_int8` (kernels.quant.quantize_per_token_int8), bit for bit.
 
-Launch configs come from `W4A8_CONFIGS`, keyed by (M bucket, per-channel or grouped),
-tuned on an H200 by benchmarks/gpu_sweep.py; pass `config=` to override.
+Launch configs come from `W4A8_CONFIGS`, one table of M buckets per weight kind
+("channel" or "group"), tuned on an H200 by benchmarks/gpu_bench.py (its sweep phase);
+pass `config=` to override.
+
+Integer rescale (`prepare_w4a8_int_rescale`): grouped weights whose scales are turned into
+integers as vLLM's Marlin W4A8-int8 route does (marlin_act_int8_process_scales,
+vllm/model_executor/layers/quantization/utils/marlin_utils.py:544-548): each group's
+int32 dot times its integer scale is summed in int32 (wrapping, as there) and converted
+to float once; the factor max(s) / 4096 multiplies the per-token scale
+(marlin_utils.py:785-786). `w4a8_int_rescale_emulated` is the same arithmetic in torch.
 """
 from __future__ import annotations
 
@@ -27,17 +35,23 @@ from dataclasses import replace
 import torch
 
 from w4a8_kernels.errors import KernelInputError
-from w4a8_kernels.triton_pack import HalfSplitInt4, pack_half_split
+from w4a8_kernels.triton_pack import HalfSplitInt4, marlin_int_scales, pack_half_split
 from w4a8_kernels.triton_runtime import (
+    ConfigTable,
     TileConfig,
-    m_bucket,
+    fit_block_k,
+    next_pow2,
     require_triton,
     resolve_split_k,
+    split_k_buffers,
+    table_config,
     triton_available,
 )
 
 __all__ = [
     "prepare_w4a8",
+    "prepare_w4a8_int_rescale",
+    "w4a8_int_rescale_emulated",
     "w4a8_matmul",
     "w4a8_matmul_quantized",
     "quantize_per_token_int8_triton",
@@ -48,19 +62,22 @@ __all__ = [
 
 _OUT_DTYPES = (torch.bfloat16, torch.float16)
 
-# (bucket, "channel" | "group") -> config. Grouped launches use block_k = group size.
-# Tuned on an H200: the best geometric mean over the benchmark shapes at M = 1 and 16
-# (decode), 256 (mid), 4096 (prefill); tiles in benchmarks/results/h200_sweep.json, the
-# grouped kernel's scaling schedule (variant) in h200_sweep_variants_w4a8.json.
-W4A8_CONFIGS: dict[tuple[str, str], TileConfig] = {
-    ("decode", "channel"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True),
-    ("decode", "group"): TileConfig(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True,
-                                    variant=2, programs_per_sm=4),
-    ("mid", "channel"): TileConfig(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True),
-    ("mid", "group"): TileConfig(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2),
-    ("prefill", "channel"): TileConfig(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True),
-    ("prefill", "group"): TileConfig(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True,
-                                     variant=2),
+T = TileConfig
+# "channel" | "group" -> M buckets (m_max, config). Grouped launches use block_k = group size.
+# Tuned on an H200 over a dense M grid (benchmarks/results/h200_sweep.json): the best
+# geometric mean over the benchmark shapes at each M, merged into buckets.
+W4A8_CONFIGS: dict[str, ConfigTable] = {
+    "channel": (
+        (16, T(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True)),
+        (512, T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True)),
+        (None, T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True)),
+    ),
+    "group": (
+        (16, T(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True, variant=2,
+               programs_per_sm=4)),
+        (512, T(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2)),
+        (None, T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2)),
+    ),
 }
 
 
@@ -70,18 +87,41 @@ prepare_w4a8 = pack_half_split
 
 def w4a8_config(m: int, packed: HalfSplitInt4) -> TileConfig:
     """The tuned config for this M and weight; grouped weights force block_k = g."""
-    cfg = W4A8_CONFIGS[(m_bucket(m), "channel" if packed.per_channel else "group")]
+    cfg = table_config(W4A8_CONFIGS["channel" if packed.per_channel else "group"], m)
     if not packed.per_channel:
         return replace(cfg, block_k=packed.group_size)
     return fit_block_k(cfg, packed.half_k)
 
 
-def fit_block_k(cfg: TileConfig, half_k: int) -> TileConfig:
-    """Halve a table config's block_k until it divides Kp/2 (128 always does)."""
-    bk = cfg.block_k
-    while half_k % bk:
-        bk //= 2
-    return cfg if bk == cfg.block_k else replace(cfg, block_k=bk)
+def prepare_w4a8_int_rescale(w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
+                             scale_dtype: torch.dtype = torch.bfloat16,
+                             device: torch.device | str | None = None) -> HalfSplitInt4:
+    """Grouped weight for the integer-rescale route: Marlin's integer group scales
+    (triton_pack.marlin_int_scales, from scales rounded to the checkpoint's scale_dtype)."""
+    if group_size in (-1, w_q.shape[-1]):
+        raise KernelInputError(
+            "group_size = -1: integer rescale is for grouped weights (vLLM applies it only "
+            "when a layer has more than one group, marlin.py:134-135); accepted: 32, 64, 128, 256")
+    int_s, factor = marlin_int_scales(scales, scale_dtype)
+    return pack_half_split(w_q, int_s, group_size, device=device, int_rescale=factor)
+
+
+def w4a8_int_rescale_emulated(x_q: torch.Tensor, x_scale: torch.Tensor, w_q: torch.Tensor,
+                              int_scales: torch.Tensor, factor: float, group_size: int,
+                              out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """Marlin's W4A8-int8 arithmetic in torch (any device): int64 group dots times the
+    integer scales, summed with int32 wrap-around, one int -> float32 conversion, times
+    float32(x_scale * factor), rounded to out_dtype."""
+    m, k = x_q.shape
+    n = w_q.shape[0]
+    g = group_size
+    # float64 sums of integers below 2**53 are exact in any order: the group dots are exact.
+    dots = torch.einsum("mGg,nGg->mnG", x_q.to(torch.float64).reshape(m, k // g, g),
+                        w_q.to(torch.float64).reshape(n, k // g, g)).to(torch.int64)
+    acc = (dots * int_scales.to(torch.int64).reshape(1, n, k // g)).sum(-1)
+    acc = ((acc + 2 ** 31) % 2 ** 32 - 2 ** 31).to(torch.int32)  # int32 wrap, as in Marlin
+    a_s = x_scale.reshape(m, 1).to(torch.float32) * torch.tensor(factor, dtype=torch.float32)
+    return (acc.to(torch.float32) * a_s).to(out_dtype)
 
 
 def _check_x(x: torch.Tensor, k: int, name: str, dtypes: tuple[torch.dtype, ...]) -> None:
@@ -111,34 +151,13 @@ def quantize_per_token_int8_triton(x: torch.Tensor) -> tuple[torch.Tensor, torch
     x_scale = torch.empty((m, 1), dtype=torch.float32, device=x.device)
     if m == 0:
         return x_q, x_scale
-    block = min(max(triton_next_pow2(k), 128), 8192)
+    block = min(max(next_pow2(k), 128), 8192)
     # No FMA contraction: v = x * inv must be rounded before frac = v - trunc(v), as in
     # the reference; a fused multiply-subtract flips ties that rounding creates.
     quant_per_token_int8_kernel[(m,)](x, x_q, x_scale, k, x.stride(0), x_q.stride(0),
                                       BLOCK=block, num_warps=8 if block >= 4096 else 4,
                                       enable_fp_fusion=False)
     return x_q, x_scale
-
-
-def triton_next_pow2(v: int) -> int:
-    return 1 << (max(v, 1) - 1).bit_length()
-
-
-_LOCKS: dict[torch.device, torch.Tensor] = {}
-
-
-def split_k_buffers(m: int, n: int, split: int, tiles: int, device: torch.device
-                    ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(float32 partials [split, M, N], per-tile counters). Counters start at zero and
-    the last split of each tile resets its own, so one zeroed buffer serves every call
-    on a device (launches on one stream never overlap)."""
-    locks = _LOCKS.get(device)
-    if locks is None or locks.numel() < tiles:
-        locks = torch.zeros(max(tiles, 4096), dtype=torch.int32, device=device)
-        _LOCKS[device] = locks
-    if split == 1:
-        return locks, locks  # unused by the kernel when SPLIT_K == 1
-    return torch.empty((split, m, n), dtype=torch.float32, device=device), locks
 
 
 def w4a8_matmul_quantized(
@@ -175,6 +194,7 @@ def w4a8_matmul_quantized(
             f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
     if cfg.variant not in (0, 2):
         raise KernelInputError(f"config.variant = {cfg.variant}; the W4A8 kernel accepts 0 and 2")
+    int_rescale = packed.int_rescale is not None
     steps = packed.half_k // cfg.block_k
     split = resolve_split_k(cfg, m, n, steps, x_q.device)
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
@@ -186,7 +206,8 @@ def w4a8_matmul_quantized(
         GROUP_K=g, EVEN_K=packed.k == packed.k_padded,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         SPLIT_K=split, GROUP_M=cfg.group_m, USE_SPLIT=split > 1, SWAP_AB=cfg.swap_ab,
-        SCHEDULE=cfg.variant if g else 0,
+        SCHEDULE=cfg.variant if g else 0, INT_RESCALE=int_rescale,
+        RESCALE=packed.int_rescale if int_rescale else 1.0,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

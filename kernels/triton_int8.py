@@ -1,5 +1,7 @@
 """Baseline for the W4A8 kernel: a plain Triton W8A8 GEMM on already-unpacked int8 weights.
 
+Imports triton at load: import it after `triton_runtime.triton_available()` says yes.
+
 Same epilogue as the W4A8 kernel (per-token x per-channel scales, bf16 out) and the
 tutorial's structure, with no unpacking: the gap between this and W4A8 per-channel is
 the price of the int4 unpack. x_q int8 [M, K] and w int8 [N, K], both K-contiguous,
@@ -11,16 +13,16 @@ import torch
 import triton
 import triton.language as tl
 
-from w4a8_kernels.triton_runtime import TileConfig
+from w4a8_kernels.triton_runtime import ConfigTable, TileConfig, table_config
 
 __all__ = ["int8_gemm", "INT8_CONFIGS"]
 
 # Tuned like the W4A8 table (benchmarks/gpu_bench.py sweeps these); block_k in bytes of K.
-INT8_CONFIGS: dict[str, TileConfig] = {
-    "decode": TileConfig(16, 64, 256, num_warps=4, num_stages=4),
-    "mid": TileConfig(64, 128, 128, num_warps=4, num_stages=4),
-    "prefill": TileConfig(128, 256, 128, num_warps=8, num_stages=3),
-}
+INT8_CONFIGS: ConfigTable = (
+    (16, TileConfig(16, 64, 256, num_warps=4, num_stages=4)),
+    (512, TileConfig(64, 128, 128, num_warps=4, num_stages=4)),
+    (None, TileConfig(128, 256, 128, num_warps=8, num_stages=3)),
+)
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -63,9 +65,11 @@ def _int8_gemm_kernel(
 
 
 def int8_gemm(x_q: torch.Tensor, x_scale: torch.Tensor, w: torch.Tensor, w_scale: torch.Tensor,
-              config: TileConfig, out_dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+              config: TileConfig | None = None, out_dtype: torch.dtype = torch.bfloat16
+              ) -> torch.Tensor:
     """x_q int8 [M, K], x_scale fp32 [M], w int8 [N, K], w_scale fp32 [N] -> [M, N]."""
     m, k = x_q.shape
+    config = config or table_config(INT8_CONFIGS, m)
     n = w.shape[0]
     out = torch.empty((m, n), dtype=out_dtype, device=x_q.device)
     grid = (triton.cdiv(m, config.block_m) * triton.cdiv(n, config.block_n),)
