@@ -669,10 +669,10 @@ def build(path: str, prob: Problem, m: int, cfg: TileConfig | None = None):
     raise ValueError(path)
 
 
-def measure(path, prob, m, cfg=None) -> dict:
+def measure(path, prob, m, cfg=None, samples=25) -> dict:
     fns, ops, nbytes, c = build(path, prob, m, cfg)
     try:
-        t = time_calls(fns, no_graph=path in PEERS and NO_GRAPH_PEERS)
+        t = time_calls(fns, samples, no_graph=path in PEERS and NO_GRAPH_PEERS)
     except RuntimeError as exc:  # a peer whose calls a CUDA graph cannot capture
         if path not in PEERS:
             raise
@@ -714,7 +714,7 @@ def run_sweep(shapes, deadline, kinds=None) -> dict:
                     rec = {"kind": kind, "gk": gk, "g": g, "N": shape[0], "K": shape[1], "M": m,
                            "cfg": asdict(cfg)}
                     try:
-                        rec.update(measure(SWEEP_PATH[kind], prob, m, cfg))
+                        rec.update(measure(SWEEP_PATH[kind], prob, m, cfg, samples=12))
                     except Exception as exc:  # noqa: BLE001 - a config may not fit
                         rec["error"] = f"{type(exc).__name__}: {exc}"[:300]
                     recs.append(rec)
