@@ -73,3 +73,80 @@ def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size
             rows.append({"offset": off, "size": size, "rule": label,
                          "cost": 100.0 * (_round_up(n, nm) * _round_up(k, km) / (n * k) - 1)})
     return rows
+
+
+# --------------------------------------------------------------------------- shard tables
+
+
+def spec_with_shape(spec, name: str, k: int, n: int):
+    """`spec`'s quantization args on another (K, N) shape: a LayerSpec, no tensors."""
+    from dataclasses import replace
+
+    return replace(spec, name=name, in_features=k, out_features=n)
+
+
+def rules_broken(k: int, n: int, group_size: int) -> list[str]:
+    """The alignment rules a K x N shard breaks, each with the kernel or op that checks it."""
+    from workbench.models import ALIGNMENT_RULES
+
+    return [f"{r.name} ({r.who})" for r in ALIGNMENT_RULES if not r.holds(k, n, group_size)]
+
+
+def _shard_row(name: str, k: int | None, n: int | None, trace_fn, platform, env) -> dict:
+    from workbench.errors import USER_ERRORS
+
+    row = {"layer": name, "label": f"{name.split('.')[-1]}  [K {k}, N {n}]", "K": k, "N": n,
+           "scheme": None, "selected": None, "error": None, "error_type": None, "candidates": [],
+           "verdicts": {}}
+    try:
+        t = trace_fn()
+    except USER_ERRORS as exc:  # a shard TP cannot split: one row, not the table
+        row.update(error=str(exc), error_type=type(exc).__name__)
+        return row
+    row.update(scheme=t.scheme, selected=t.selected, error=t.error, error_type=t.error_type,
+               candidates=list(t.candidates), verdicts=kernel_verdicts(t, platform, env))
+    return row
+
+
+def _mark_refused(rows: list[dict]) -> list[dict]:
+    """A layer refused before any kernel is tried keeps its row: every candidate reads 'refused'."""
+    kernels = list(dict.fromkeys(k for r in rows for k in r["candidates"]))
+    for r in rows:
+        if r["error"] and not r["verdicts"]:
+            why = f"{r['error_type']} before any kernel is tried: {r['error']}"
+            r["verdicts"] = {k: ("refused", why) for k in kernels}
+    return rows
+
+
+def shard_rows(specs, platform, env: dict[str, str], tp_size: int, parallel: str | None = None) -> list[dict]:
+    """Each layer's shard at TP `tp_size`: vLLM's choice and what every candidate says."""
+    from workbench.checkpoints import trace_layer
+
+    rows = []
+    for spec in specs:
+        try:
+            k, n = spec.partition_shape(tp_size, parallel)
+        except Exception:  # noqa: BLE001 - the trace below names the refusal
+            k, n = None, None
+        rows.append(_shard_row(spec.name, k, n, lambda spec=spec: trace_layer(
+            spec, platform, env, tp_size=tp_size, parallel=parallel), platform, env))
+    return _mark_refused(rows)
+
+
+def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: int) -> list[dict]:
+    """A model preset's per-rank shapes (as vLLM shards them) with `spec`'s quantization args."""
+    from workbench.dispatch import trace_scheme
+    from workbench.models import partitions
+
+    full = {p.layer: p for p in partitions(model, 1)}
+    rows = []
+    for p in partitions(model, tp_size):
+        shaped = spec_with_shape(spec, f"{model}.{p.layer}", full[p.layer].k, full[p.layer].n)
+
+        def trace(shaped=shaped, p=p):
+            scheme = shaped.scheme_input(1)
+            scheme["input_size_per_partition"], scheme["output_size_per_partition"] = p.k, p.n
+            return trace_scheme(scheme, platform, env)
+
+        rows.append(_shard_row(shaped.name, p.k, p.n, trace, platform, env))
+    return _mark_refused(rows)

@@ -101,17 +101,18 @@ def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:
     """Every layer partition against every candidate kernel: accepted, selected, or rejected.
 
     `rows`: one per layer, each with `label` and `verdicts` {kernel: (outcome, reason)} where
-    outcome is "selected", "accepts", "rejected", "capability", "disabled" or "not reached".
+    outcome is "selected", "accepts", "rejected", "capability", "disabled", "not reached" or
+    "refused" (the scheme refused the layer before any kernel was tried).
     """
     code = {"selected": 2, "accepts": 1, "rejected": -1, "capability": -1, "disabled": -0.5,
-            "crashed": -1, "not reached": 0}
+            "crashed": -1, "refused": -1, "not reached": 0}
     z, text, hover = [], [], []
     for r in rows:
         zr, tr, hr = [], [], []
         for k in kernels:
             outcome, reason = r["verdicts"].get(k, ("not reached", ""))
             zr.append(code.get(outcome, 0))
-            tr.append({"selected": "SELECTED", "accepts": "accepts"}.get(outcome, "") or
+            tr.append({"selected": "SELECTED", "accepts": "accepts", "refused": "refused"}.get(outcome, "") or
                       ("rejects" if code.get(outcome, 0) < 0 else ""))
             hr.append(reason or outcome)
         z.append(zr)
@@ -135,7 +136,7 @@ def padding_cost_figure(rows: list[dict], *, x: str = "offset", y: str = "cost",
     fig = go.Figure()
     for name, pts in _group(rows, series):
         fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
-                                 name=str(name)))
+                                 name=escape(str(name)), error_y=_spread(pts, y)))
     return _layout(fig, title, xaxis_title=xaxis_title, yaxis_title=yaxis_title)
 
 

@@ -1,6 +1,8 @@
 """Alignment page: TP shards against every candidate kernel, model presets, the padding sweep."""
 from __future__ import annotations
 
+import json
+
 
 def _table(at):
     return next(d.value for d in at.dataframe if "vLLM picks" in d.value.columns)
@@ -15,7 +17,12 @@ def test_tp_split_that_breaks_the_group_is_refused(ui):
     t = _table(at).set_index("layer")
     assert t.loc["model.layers.0.mlp.down_proj", "K/TP"] == 576
     assert t.loc["model.layers.0.mlp.down_proj", "vLLM picks"] == "ValueError"
-    assert any("input_size_per_partition=576 is not divisible by group_size=128" in e for e in ui.errors(at))
+    assert "input_size_per_partition=576 is not divisible by group_size=128" in ui.text(at)
+    assert not ui.errors(at)  # vLLM's refusal is the answer here, not an error of the page
+    # the heatmap keeps the refused layer: a row whose every cell reads "refused"
+    heat = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    row = next(i for i, y in enumerate(heat["y"]) if y.startswith("down_proj"))
+    assert set(heat["text"][row]) == {"refused"} and len(heat["y"]) == 7
     # every candidate's verdict, not only the loop's first acceptance: Humming is selected and
     # the kernels after it (Marlin, Conch, ...) still say why they reject int4
     gate = t.loc["model.layers.0.mlp.gate_proj"]
@@ -45,3 +52,16 @@ def test_padding_sweep_follows_marlin_rule(ui):
     at = ui.open_app("alignment")
     at.text_input(key="w:align.offsets").set_value("0,x").run()
     assert any("offsets: '0,x'" in e for e in ui.errors(at))
+
+
+def test_sweep_starts_from_the_shard_of_the_chosen_shapes_and_tp(ui):
+    # Issue 13.6: the sweep read the full checkpoint layer, whatever TP and Shapes said.
+    at = ui.open_app("alignment", state={"pf.preset": "sm90-h200", "tp.size": 8,
+                                         "align.model": "Llama-3.1-8B"})
+    sweep = next(d.value for d in at.dataframe if "rules broken (whose rule)" in d.value.columns)
+    assert set(sweep["K"]) == {14336 // 8} and sweep["N"].min() == 4096  # down_proj's shard
+    broken = " ".join(sweep["rules broken (whose rule)"])
+    assert "K, N % 128 (CutlassW4A8)" in broken and "(Machete)" in broken
+    at.selectbox(key="w:align.sweep_layer").set_value("Llama-3.1-8B.gate_up_proj").run()
+    sweep = next(d.value for d in at.dataframe if "rules broken (whose rule)" in d.value.columns)
+    assert sweep["N"].min() == 2 * 14336 // 8 and set(sweep["K"]) == {4096}

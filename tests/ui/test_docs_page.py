@@ -27,3 +27,15 @@ def test_env_knobs_reach_the_matrix(ui):
     assert "llm-compressor INT8 (W4A8) on x86 CPU" not in ui.text(at)
     table = next(d.value for d in at.dataframe)
     assert table.set_index("implementation").loc["llm-compressor INT8 (W4A8)", "x86 CPU"] == "NO / NO"
+
+
+def test_docs_columns_and_rows_come_from_the_core():
+    # One mapping, in the core: every preset of a documented column maps back to that column.
+    from workbench.dispatch.docs_matrix import HARDWARE_PRESET, hardware_column
+    from workbench.platforms import get_preset
+
+    for column, preset in HARDWARE_PRESET.items():
+        assert hardware_column(get_preset(preset)) == column
+    assert hardware_column(get_preset("sm86-a10")) == "Ampere"
+    assert hardware_column(get_preset("sm100-b200")) is None  # the table has no Blackwell column
+    assert hardware_column(get_preset("riscv")) is None

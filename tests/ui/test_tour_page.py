@@ -1,12 +1,14 @@
 """Tour page: each step makes its settings, shows its live view, and has a reproducing link."""
 from __future__ import annotations
 
+import json
+
 
 def test_first_step_is_the_x86_story(ui):
     at = ui.open_app("tour")
     shown = ui.text(at)
     assert "1. The docs say x86 CPU cannot run W4A8; the code picks Dynamic4bitLinearKernel" in shown
-    assert "vLLM's docs say **x86 CPU** runs llm-compressor W4A8: **NO**" in shown
+    assert "vLLM's docs say **x86 CPU** runs llm-compressor INT8 (W4A8): **NO**" in shown
     assert "[Link to step 1](./tour?step=1)" in shown
     assert at.session_state["pf.preset"] == "x86-avx512"
 
@@ -32,8 +34,10 @@ def test_step_link_reproduces_the_view_in_a_fresh_session(ui):
     shown = ui.text(at)
     assert "6. A tensor-parallel shard that breaks alignment" in shown
     assert at.session_state["tp.size"] == 2
-    assert any("input_size_per_partition=576 is not divisible by group_size=128" in e
-               for e in ui.errors(at))
+    assert "input_size_per_partition=576 is not divisible by group_size=128" in shown
+    # the heatmap keeps down_proj, the layer the step is about
+    heat = json.loads(at.get("plotly_chart")[0].proto.spec)["data"][0]
+    assert any(y.startswith("down_proj") for y in heat["y"])
     at.button(key="tour.prev").click().run()
     assert at.session_state["tour.step"] == 4
     assert at.session_state["env.VLLM_XPU_INC_WNA16_BACKEND"] == "w4a8"

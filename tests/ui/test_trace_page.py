@@ -9,7 +9,7 @@ HEADER = "Failed to find a kernel that can implement the WNA16 linear layer. Rea
 def test_landing_page_tells_the_x86_story(ui):
     at = ui.open_app()  # the landing page is the trace page
     shown = ui.text(at)
-    assert "vLLM's docs say **x86 CPU** runs llm-compressor W4A8: **NO**" in shown
+    assert "vLLM's docs say **x86 CPU** runs llm-compressor INT8 (W4A8): **NO**" in shown
     assert "The code picks **`Dynamic4bitLinearKernel`**" in shown
     assert "ct-w4a8-int-g128 / model.layers.0.mlp.down_proj" in shown
     assert any("Dynamic4bitLinearKernel" in s.value for s in at.success)
@@ -61,6 +61,36 @@ def test_step_through_candidates(ui):
     assert "showing 2 of 7" in ui.text(at)
     at.button(key="trace.all").click().run()
     assert "showing 7 of 7" in ui.text(at)
+
+
+def test_stepper_buttons_match_the_position_they_show(ui):
+    at = ui.open_app("trace", state={"pf.preset": "sm90-h200", "pf.packages": []})
+    disabled = lambda: {k: at.button(key=f"trace.{k}").disabled for k in ("first", "back", "next", "all")}
+    assert disabled() == {"first": False, "back": False, "next": True, "all": True}
+    at.button(key="trace.first").click().run()
+    assert disabled() == {"first": True, "back": True, "next": False, "all": False}
+    at.button(key="trace.next").click().run()
+    assert "showing 2 of 7" in ui.text(at)
+    assert disabled() == {"first": False, "back": False, "next": False, "all": False}
+    at.button(key="trace.play").click().run()
+    assert "showing 7 of 7" in ui.text(at)
+    assert disabled()["next"] and not disabled()["back"]
+
+
+def test_a_new_trace_opens_with_every_candidate_shown(ui):
+    # Issue 13.2: the position of the last trace hid sm90-h200's selected Humming kernel.
+    import re
+
+    at = ui.open_app("trace", state={"pf.preset": "rocm-mi300x"})
+    at.button(key="trace.first").click().run()
+    assert "showing 1 of" in ui.text(at)
+    at.selectbox(key="w:pf.preset:sidebar").set_value("sm90-h200").run()
+    shown = ui.text(at).split("Two platforms")[0]
+    assert "showing 3 of 3" in shown and "**3. `HummingLinearKernel`** · :green[**selected**]" in shown
+    at.button(key="trace.first").click().run()
+    at.selectbox(key="w:pf.preset:sidebar").set_value("rocm-mi300x").run()
+    (n, total), = re.findall(r"showing (\d+) of (\d+)", ui.text(at))
+    assert n == total and int(n) > 1
 
 
 def test_env_knobs_change_the_trace_and_flag_vllm_quirks(ui):
@@ -126,3 +156,17 @@ def test_exports_and_link_reproduce_the_view(ui):
     assert fresh.session_state["pf.preset"] == "sm90-h200"
     assert json.loads(unquote_plus(query["env"])) == {"VLLM_DISABLED_KERNELS": "MacheteLinearKernel"}
     assert "MacheteLinearKernel`** · :orange[disabled by env]" in ui.text(fresh)
+
+
+def test_headline_cites_the_docs_row_of_the_checkpoints_scheme(ui):
+    # Issue 13.5: a GPTQ W4A16 layer on Arm was held against the llm-compressor W4A8 row.
+    at = ui.open_app("trace", state={"layer.sample": "gptq-w4a16-g128", "pf.preset": "arm-kleidiai"})
+    head = next(m.value for m in at.markdown if m.value.startswith("#### "))
+    assert head.startswith("#### vLLM's docs say **Arm CPU** runs GPTQ: **NO**. The code picks")
+    at.selectbox(key="w:pf.preset:sidebar").set_value("sm100-b200").run()
+    head = next(m.value for m in at.markdown if m.value.startswith("#### "))
+    assert head.startswith("#### vLLM's docs table has no column for this platform (GPTQ row).")
+    at.session_state["layer.sample"] = "autoround-w4a16-g128"
+    at.run()
+    head = next(m.value for m in at.markdown if m.value.startswith("#### "))
+    assert head.startswith("#### vLLM's docs table has no row for this layer's scheme.")

@@ -19,6 +19,47 @@ HARDWARE_PRESET = {"Volta": "sm70-v100", "Turing": "sm75-t4", "Ampere": "sm80-a1
                    "Ada": "sm89-l40s", "Hopper": "sm90-h200", "AMD GPU": "rocm-mi300x",
                    "Intel GPU": "xpu", "x86 CPU": "x86-avx512", "Arm CPU": "arm-kleidiai"}
 
+# The docs name GPU architectures; vLLM checks compute capabilities: [lo, hi) per column.
+_CUDA_COLUMNS = ((70, 75, "Volta"), (75, 80, "Turing"), (80, 89, "Ampere"), (89, 90, "Ada"),
+                 (90, 100, "Hopper"))
+_DEVICE_COLUMNS = {"rocm": "AMD GPU", "xpu": "Intel GPU"}
+_CPU_COLUMNS = {"x86": "x86 CPU", "arm": "Arm CPU"}
+
+
+def hardware_column(platform) -> str | None:
+    """The docs table's hardware column for a platform (None: the table has no column for it)."""
+    if platform.device == "cuda":
+        cap = platform.capability
+        return next((c for lo, hi, c in _CUDA_COLUMNS if cap is not None and lo <= cap < hi), None)
+    if platform.device == "cpu":
+        return _CPU_COLUMNS.get(platform.cpu_arch)
+    return _DEVICE_COLUMNS.get(platform.device)
+
+
+def docs_row(spec) -> str | None:
+    """The docs table's row for a layer's scheme (None: the table has no row for it).
+
+    GPTQ and AWQ checkpoints are their own rows; a compressed-tensors layer is the
+    llm-compressor row of its weight and activation types, or, weight-only, the GPTQ row
+    (symmetric int4) or the AWQ row (with zero points), as `MODELLED_ROWS` models them.
+    """
+    fmt = getattr(spec.format, "value", spec.format)
+    if fmt in ("gptq", "awq"):
+        return fmt.upper()
+    if fmt not in ("compressed-tensors", "synthetic"):
+        return None
+    w, a = spec.weight_args or {}, spec.input_args or {}
+    if not a:
+        if w.get("type") == "int" and w.get("num_bits") == 4:
+            return "GPTQ" if w.get("symmetric", True) else "AWQ"
+        return None
+    if a.get("type") == "float" and a.get("num_bits") == 8 and w.get("type") == "float":
+        return "llm-compressor FP8 (W8A8)"
+    if a.get("type") == "int" and a.get("num_bits") == 8 and w.get("type") == "int":
+        return {4: "llm-compressor INT8 (W4A8)", 8: "llm-compressor INT8 (W8A8)"}.get(w.get("num_bits"))
+    return None
+
+
 _Y, _N = True, False
 DOCS_TABLE: dict[str, tuple[bool, ...]] = {
     "AWQ": (_N, _Y, _Y, _Y, _Y, _N, _Y, _Y, _N),

@@ -265,35 +265,23 @@ def ambiguity_notes(trace, env: dict[str, str]) -> list[str]:
     return notes
 
 
-def docs_claim(platform) -> tuple[str, bool] | None:
-    """The vLLM docs' hardware column for this platform and its W4A8 cell, if it has one."""
-    from workbench.dispatch.docs_matrix import DOCS_TABLE, HARDWARE
+def headline(trace, platform, ref) -> None:
+    """One line that tells the story: what the docs say for this scheme here, what the code picks."""
+    from workbench.dispatch.docs_matrix import DOCS_TABLE, HARDWARE, docs_row, hardware_column
 
-    col = None
-    if platform.device == "cuda" and platform.capability is not None:
-        col = {70: "Volta", 75: "Turing", 80: "Ampere", 86: "Ampere", 87: "Ampere", 89: "Ada",
-               90: "Hopper"}.get(platform.capability)
-    elif platform.device == "rocm":
-        col = "AMD GPU"
-    elif platform.device == "xpu":
-        col = "Intel GPU"
-    elif platform.device == "cpu" and platform.cpu_arch in ("x86", "arm"):
-        col = "x86 CPU" if platform.cpu_arch == "x86" else "Arm CPU"
-    if col is None:
-        return None
-    return col, DOCS_TABLE["llm-compressor INT8 (W4A8)"][HARDWARE.index(col)]
-
-
-def headline(trace, platform, layer_label: str) -> None:
-    """One line that tells the story: what the docs say here, what the code picks."""
-    claim = docs_claim(platform)
-    docs = (f"vLLM's docs say **{claim[0]}** runs llm-compressor W4A8: **{'YES' if claim[1] else 'NO'}**. "
-            if claim else "vLLM's docs table has no column for this platform. ")
+    row, col = docs_row(loaders.layer_spec(ref)), hardware_column(platform)
+    if row is None:
+        docs = "vLLM's docs table has no row for this layer's scheme. "
+    elif col is None:
+        docs = f"vLLM's docs table has no column for this platform ({row} row). "
+    else:
+        says = "YES" if DOCS_TABLE[row][HARDWARE.index(col)] else "NO"
+        docs = f"vLLM's docs say **{col}** runs {row}: **{says}**. "
     if trace.selected:
         code = f"The code picks **`{trace.selected}`**"
     else:
         code = f"The code finds no kernel (**{trace.error_type}**)"
-    st.markdown(f"#### {docs}{code} for {plain(layer_label)} on {plain(platform.label())}.")
+    st.markdown(f"#### {docs}{code} for {plain(ref.label)} on {plain(platform.label())}.")
 
 
 def trace_downloads(trace, stem: str, key: str) -> None:

@@ -2,91 +2,41 @@
 
 vLLM's loop stops at the first kernel that accepts. To show what every later candidate
 would have said, the table re-runs the same loop with the accepted kernels added to
-`VLLM_DISABLED_KERNELS`, until none is left: each verdict is still vLLM's own check.
+`VLLM_DISABLED_KERNELS`, until none is left: each verdict is still vLLM's own check
+(`workbench.alignment`, shared with notebook 03). This page only caches and draws.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import fields as dc_fields
+from html import escape
 
 import streamlit as st
 
-from workbench.alignment import kernel_verdicts, padding_rows
+from workbench import alignment
 from workbench.ui import loaders, state, widgets
 from workbench.ui.plain import plain
-
-
-def _row(name: str, k: int | None, n: int | None, t, platform, env) -> dict:
-    return {"layer": name, "label": f"{name.split('.')[-1]}  [K {k}, N {n}]", "K": k, "N": n,
-            "scheme": t.scheme, "selected": t.selected, "error": t.error, "error_type": t.error_type,
-            "candidates": list(t.candidates), "verdicts": kernel_verdicts(t, platform, env)}
-
-
-def _error_row(name: str, exc: BaseException) -> dict:
-    from workbench.errors import USER_ERRORS
-
-    if not isinstance(exc, USER_ERRORS):
-        raise exc
-    return {"layer": name, "label": name.split(".")[-1], "K": None, "N": None, "scheme": None,
-            "selected": None, "error": str(exc), "error_type": type(exc).__name__, "candidates": [],
-            "verdicts": {}}
-
-
-def _spec_with_shape(spec, name: str, k: int, n: int):
-    """The layer's quantization args on another shape (a LayerSpec: no tensors)."""
-    from workbench.layer import LayerSpec
-
-    base = {f.name: getattr(spec, f.name) for f in dc_fields(LayerSpec)}
-    base.update(name=name, in_features=k, out_features=n)
-    return LayerSpec(**base)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _checkpoint_table(layer_key: str, _specs, platform_json: str, env_json: str, tp: int,
                       parallel: str | None) -> list[dict]:
-    from workbench.checkpoints import trace_layer
     from workbench.platforms import platform_from_json
 
-    platform = platform_from_json(json.loads(platform_json))
-    env = json.loads(env_json)
-    rows = []
-    for spec in _specs:
-        try:
-            t = trace_layer(spec, platform, env, tp_size=tp, parallel=parallel)
-            k, n = spec.partition_shape(tp, parallel)
-            rows.append(_row(spec.name, k, n, t, platform, env))
-        except Exception as exc:  # noqa: BLE001 - a shard TP cannot split: one row, not the page
-            rows.append(_error_row(spec.name, exc))
-    return rows
+    return alignment.shard_rows(_specs, platform_from_json(json.loads(platform_json)),
+                                json.loads(env_json), tp, parallel)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _model_table(layer_key: str, _spec, model: str, platform_json: str, env_json: str,
                  tp: int) -> list[dict]:
-    """A model preset's per-rank shapes (as vLLM shards them) with the current layer's args."""
-    from workbench.dispatch import trace_scheme
-    from workbench.models import partitions
     from workbench.platforms import platform_from_json
 
-    platform = platform_from_json(json.loads(platform_json))
-    env = json.loads(env_json)
-    full = {p.layer: p for p in partitions(model, 1)}
-    rows = []
-    for p in partitions(model, tp):
-        try:
-            spec = _spec_with_shape(_spec, f"{model}.{p.layer}", full[p.layer].k, full[p.layer].n)
-            scheme = spec.scheme_input(1)
-            scheme["input_size_per_partition"], scheme["output_size_per_partition"] = p.k, p.n
-            rows.append(_row(spec.name, p.k, p.n, trace_scheme(scheme, platform, env), platform, env))
-        except Exception as exc:  # noqa: BLE001
-            rows.append(_error_row(f"{model}.{p.layer}", exc))
-    return rows
+    return alignment.model_shard_rows(_spec, model, platform_from_json(json.loads(platform_json)),
+                                      json.loads(env_json), tp)
 
 
-def layer_table(*, key: str = "align") -> None:
-    """The heatmap and table: the checkpoint's layers, or a model preset's shapes, at the TP size."""
-    from workbench import plots
-
+def shard_table() -> tuple[list[dict], str]:
+    """The rows for the current Shapes choice at the TP size, and what they are."""
     ss = st.session_state
     ref = loaders.current_ref(ss)
     platform = widgets.current_platform()
@@ -97,19 +47,26 @@ def layer_table(*, key: str = "align") -> None:
     pj, ej = json.dumps(platform.to_json(), sort_keys=True), json.dumps(env, sort_keys=True)
     model = ss.get("align.model") or ""
     if model:
-        rows = _model_table(ref.key, base, model, pj, ej, tp_size)
-        what = f"{model} per-rank shapes with the args of {ref.label}"
-    elif ref.path is not None:
-        rows = _checkpoint_table(ref.key, loaders.open_dir(ref.path).layers, pj, ej, tp_size, par)
-        what = f"every quantized layer of {ref.path.name}"
-    else:
-        rows = _checkpoint_table(ref.key, [base], pj, ej, tp_size, par)
-        what = ref.label
+        return (_model_table(ref.key, base, model, pj, ej, tp_size),
+                f"{model} per-rank shapes with the args of {ref.label}")
+    if ref.path is not None:
+        return (_checkpoint_table(ref.key, loaders.open_dir(ref.path).layers, pj, ej, tp_size, par),
+                f"every quantized layer of {ref.label.split(' / ')[0]}")
+    return _checkpoint_table(ref.key, [base], pj, ej, tp_size, par), ref.label
+
+
+def layer_table(*, key: str = "align") -> list[dict]:
+    """The heatmap and table: the checkpoint's layers, or a model preset's shapes, at the TP size."""
+    from workbench import plots
+
+    ss = st.session_state
+    rows, what = shard_table()
+    platform = widgets.current_platform()
     kernels = list(dict.fromkeys(k for r in rows for k in r["candidates"]))
-    st.markdown(f"**{plain(what)}** at TP {tp_size} on {plain(platform.label())}")
-    with_verdicts = [r for r in rows if r["verdicts"]]
-    if kernels and with_verdicts:
-        st.plotly_chart(plots.alignment_figure(with_verdicts, kernels), key=f"{key}-heat")
+    st.markdown(f"**{plain(what)}** at TP {ss['tp.size']} on {plain(platform.label())}")
+    if kernels:
+        # Every layer keeps its row: one the scheme refuses reads "refused" in every column.
+        st.plotly_chart(plots.alignment_figure(rows, kernels), key=f"{key}-heat")
     table = []
     for r in rows:
         line = {"layer": r["layer"], "K/TP": r["K"], "N/TP": r["N"], "scheme": r["scheme"],
@@ -121,77 +78,113 @@ def layer_table(*, key: str = "align") -> None:
         table.append(line)
     st.dataframe(table, hide_index=True, width="stretch")
     for r in rows:
-        if r["error"] and not r["verdicts"]:
-            st.error(plain(f"{r['layer']}: vLLM raises {r['error_type']} before any kernel is tried: "
-                           f"{r['error']}"))
+        if r["error"] and all(v[0] == "refused" for v in r["verdicts"].values()):
+            st.caption(plain(f"{r['layer']}: vLLM raises {r['error_type']} before any kernel is "
+                             f"tried: {r['error']}"))
+    return rows
 
 
 # --------------------------------------------------------------------------- alignment sweep
 
-def alignment_sweep(*, key: str = "align") -> None:
-    """K or N offsets around the layer's shard: what vLLM picks, the padding each rule costs."""
+def _sweep_base(rows: list[dict]) -> dict | None:
+    """The shard the sweep starts from: a layer of the table (at its TP shape), picked by the user."""
+    ss = st.session_state
+    shaped = [r for r in rows if r["K"] and r["N"]]
+    if not shaped:
+        return None
+    names = [r["layer"] for r in shaped]
+    if ss.get("align.sweep_layer") not in names:
+        current = ss["layer.name"].split(".")[-1]
+        ss["align.sweep_layer"] = next((n for n in names if n.split(".")[-1] == current), names[0])
+    state.bind(st.selectbox, "Shard to sweep", "align.sweep_layer", options=names,
+               format_func=lambda n: next(r["label"] for r in shaped if r["layer"] == n))
+    return next(r for r in shaped if r["layer"] == ss["align.sweep_layer"])
+
+
+def alignment_sweep(rows: list[dict], *, key: str = "align") -> None:
+    """K or N offsets around a shard: what vLLM picks, the padding each rule costs, whose rule."""
     from workbench import plots
     from workbench.checkpoints import trace_layer
-    from workbench.models import broken_rules
+    from workbench.errors import USER_ERRORS, InvalidInputError
 
     ss = st.session_state
     ref = loaders.current_ref(ss)
     spec = loaders.layer_spec(ref)
     platform = widgets.current_platform()
     env = widgets.current_env()
-    c1, c2 = st.columns(2)
+    c1, c2, c3 = st.columns([2, 1, 2])
     with c1:
-        state.bind(st.radio, "Offset dimension", "align.dim", options=["N", "K"], horizontal=True)
+        shard = _sweep_base(rows)
     with c2:
+        state.bind(st.radio, "Offset dimension", "align.dim", options=["N", "K"], horizontal=True)
+    with c3:
         state.bind(st.text_input, "Offsets", "align.offsets")
+    if shard is None:
+        st.info("No layer of the table has a shard shape at this TP size: nothing to sweep.")
+        return
     try:
         offsets = sorted({int(x) for x in ss["align.offsets"].split(",") if x.strip()})
     except ValueError:
-        from workbench.errors import InvalidInputError
-
         raise InvalidInputError(f"offsets: {ss['align.offsets']!r}; accepted: integers separated by "
                                 "commas, e.g. 0,8,16,64") from None
     dim = ss["align.dim"]
-    base_k, base_n = spec.in_features, spec.out_features
+    base_k, base_n = shard["K"], shard["N"]
     base, other = (base_k, base_n) if dim == "K" else (base_n, base_k)
     g = spec.group_size
-    rows = padding_rows(dim, base, other, offsets, g)
+    where = f"{shard['layer'].split('.')[-1]} at TP {ss['tp.size']} (K {base_k}, N {base_n})"
+    pad = alignment.padding_rows(dim, base, other, offsets, g)
     verdicts = []
     for off in offsets:
         size = base + off
         k, n = (size, other) if dim == "K" else (other, size)
         if k <= 0 or n <= 0:
             continue
-        try:
-            t = trace_layer(_spec_with_shape(spec, spec.name, k, n), platform, env)
+        try:  # the shard's own shape, so TP 1 here: the split is already made
+            t = trace_layer(alignment.spec_with_shape(spec, shard["layer"], k, n), platform, env)
             picks = t.selected or f"{t.error_type}"
-        except Exception as exc:  # noqa: BLE001
-            widgets.show_error(exc)
-            continue
+        except USER_ERRORS as exc:
+            picks = f"{type(exc).__name__}: {exc}"
         verdicts.append({"offset": off, "K": k, "N": n, "vLLM picks": picks,
-                         "rules broken": "; ".join(broken_rules(k, n, g)) or "none"})
-    st.plotly_chart(plots.padding_cost_figure(rows, series="rule",
-                    title=f"Zero-padding cost of {dim} = {base} + offset (other dim {other}, group {g})",
-                    xaxis_title=f"offset added to {dim}"), key=f"{key}-pad")
+                         "rules broken (whose rule)": "; ".join(alignment.rules_broken(k, n, g)) or "none"})
+    st.plotly_chart(plots.padding_cost_figure(
+        pad, series="rule", title=escape(f"Zero-padding cost of {dim} = {base} + offset: {where}, "
+                                         f"group {g}"),
+        xaxis_title=f"offset added to {dim}"), key=f"{key}-pad")
     st.dataframe(verdicts, hide_index=True, width="stretch")
-    st.caption(f"vLLM's choice for each shape on {platform.label()}; Marlin pads internally "
-               "(and logs a warning), the other kernels reject a shape their rule does not divide.")
-    if dim == "N" and st.button("Measure on this machine", key=f"{key}.measure"):
+    st.caption(f"vLLM's choice for each shape on {plain(platform.label())}; Marlin pads internally "
+               "(and logs a warning), the other kernels reject a shape their rule does not divide. "
+               "Each broken rule names the kernel or op whose check it is.")
+    _measured(shard, offsets, dim, g, key)
+
+
+def _measured(shard: dict, offsets: list[int], dim: str, g: int, key: str) -> None:
+    """Time per output column on this machine across N offsets, with the p20-p80 spread."""
+    from workbench import plots
+
+    ss = st.session_state
+    if dim != "N":
+        return
+    base_n, base_k = shard["N"], shard["K"]
+    if st.button("Measure on this machine", key=f"{key}.measure"):
         from workbench.sweeps import sweep_alignment
 
         bar = st.progress(0.0)
-        recs = sweep_alignment([base + o for o in offsets if base + o > 0], k=base_k, group_size=g,
-                               ms=(16,), repeats=3,
+        recs = sweep_alignment([base_n + o for o in offsets if base_n + o > 0], k=base_k, group_size=g,
+                               ms=(16,), repeats=5,
                                progress=lambda d, t, msg: bar.progress(d / t, text=msg))
         bar.empty()
-        ss["align.measured"] = [r.to_dict() for r in recs]
+        ss["align.measured"] = {"shard": [base_k, base_n], "records": [r.to_dict() for r in recs]}
     measured = ss.get("align.measured")
-    if measured:
-        pts = [{"offset": r["n"] - base, "cost": r["median_ms"] * 1e3 / r["n"], "path": r["path"]}
-               for r in measured if r["median_ms"]]
-        st.plotly_chart(plots.padding_cost_figure(pts, series="path", title="Measured on this machine "
-                        "(M = 16): time per output column", xaxis_title="offset added to N",
-                        yaxis_title="µs per output column"), key=f"{key}-measured")
+    if not measured or measured.get("shard") != [base_k, base_n]:
+        return
+    pts = [{"offset": r["n"] - base_n, "cost": r["median_ms"] * 1e3 / r["n"],
+            "p20_cost": r["p20_ms"] * 1e3 / r["n"], "p80_cost": r["p80_ms"] * 1e3 / r["n"],
+            "path": r["path"]}
+           for r in measured["records"] if r["median_ms"]]
+    st.plotly_chart(plots.padding_cost_figure(
+        pts, series="path", title=f"Measured on this machine (M = 16, K {base_k}): time per output "
+                                  "column, p20-p80 bars", xaxis_title="offset added to N",
+        yaxis_title="µs per output column"), key=f"{key}-measured")
 
 
 def render() -> None:
@@ -209,12 +202,13 @@ def render() -> None:
         state.bind(st.number_input, "tensor-parallel size", "tp.size", min_value=1, max_value=64, step=1)
     with c3:
         widgets.platform_picker("Platform", key_suffix="align")
+    rows: list[dict] = []
     try:
-        layer_table()
+        rows = layer_table()
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
         widgets.show_error(exc)
     st.subheader("Alignment sweep")
     try:
-        alignment_sweep()
+        alignment_sweep(rows)
     except Exception as exc:  # noqa: BLE001
         widgets.show_error(exc)

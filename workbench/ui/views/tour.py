@@ -12,6 +12,7 @@ from typing import Any, Callable
 import streamlit as st
 
 from workbench.ui import loaders, state, widgets
+from workbench.ui.state import guarded
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ def _trace_view(*, compare: bool = False) -> None:
 
     ref, platform, env = _layer_and_platform()
     t = widgets.compute_trace(ref, platform, env)
-    widgets.headline(t, platform, ref.label)
+    widgets.headline(t, platform, ref)
     widgets.outcome_view(t)
     for note in widgets.ambiguity_notes(t, env):
         st.warning(f"Where vLLM is ambiguous: {note}")
@@ -63,7 +64,7 @@ def _view_reference_path() -> None:
 def _trace_view_brief() -> None:
     ref, platform, env = _layer_and_platform()
     t = widgets.compute_trace(ref, platform, env)
-    widgets.headline(t, platform, ref.label)
+    widgets.headline(t, platform, ref)
     widgets.outcome_view(t)
 
 
@@ -153,8 +154,10 @@ STEPS: tuple[TourStep, ...] = (
         "A tensor-parallel shard that breaks alignment",
         "Intermediate size 1152 at TP 2: `down_proj` is row-parallel, so each shard gets K = 576, "
         "which group 128 does not divide: `CompressedTensorsW4A8Int` refuses the layer before any "
-        "kernel is tried. `gate_proj` / `up_proj` shards get N = 576, which W4A16 kernels with an "
-        "N % 128 rule (Machete) reject.",
+        "kernel is tried. `gate_proj` / `up_proj` shards get N = 576, which breaks Machete's "
+        "N % 128 rule; on this signed int4 layer Machete never reaches that check, it rejects the "
+        "quant type first (`Quant type (int4) not supported by Machete`), and Humming takes the "
+        "shard. The N % 128 rule is what a `uint4b8` (W4A16) shard of that width runs into.",
         {"layer.source": "sample", "layer.sample": "ct-w4a8-int-intermediate-1152",
          "layer.name": "model.layers.0.mlp.down_proj", "pf.preset": "sm90-h200", "tp.size": 2,
          "align.model": ""},
@@ -203,12 +206,13 @@ def render() -> None:
     i = ss["tour.step"]
     st.query_params["step"] = str(i + 1)  # links count from 1
     c = st.columns([1, 1, 4, 3])
-    c[0].button("Previous", key="tour.prev", disabled=i == 0, on_click=_go, args=(i - 1,))
-    c[1].button("Next", key="tour.next", disabled=i == n - 1, on_click=_go, args=(i + 1,))
+    # "step" in the labels: a step's own view has a candidate stepper with its own Next.
+    c[0].button("Previous step", key="tour.prev", disabled=i == 0, on_click=guarded(_go), args=(i - 1,))
+    c[1].button("Next step", key="tour.next", disabled=i == n - 1, on_click=guarded(_go), args=(i + 1,))
     ss["w:tour.jump"] = i
     c[2].selectbox("Jump to step", range(n), key="w:tour.jump", label_visibility="collapsed",
                    format_func=lambda k: f"{k + 1}. {STEPS[k].title}",
-                   on_change=lambda: _go(ss["w:tour.jump"]))
+                   on_change=guarded(lambda: _go(ss["w:tour.jump"])))
     c[3].markdown(f"[Link to step {i + 1}]({state.link('tour', {'step': i + 1})})")
     step = STEPS[i]
     st.header(f"{i + 1}. {step.title}")
@@ -216,7 +220,8 @@ def render() -> None:
     st.caption("Settings made for this step: " + ", ".join(
         f"{k.split('.')[-1]}={v}" for k, v in step.settings.items())
         + "".join(f", platform {k}={v}" for k, v in step.platform_edits.items())
-        + ". Change any of them on this page's panel or the other pages; Previous/Next remakes them.")
+        + ". Change any of them on this page's panel or the other pages; Previous step / Next step "
+        "remakes them.")
     from workbench.ui.views import trace as trace_view
 
     trace_view.settings()

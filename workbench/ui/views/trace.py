@@ -7,6 +7,7 @@ import streamlit as st
 
 from workbench.ui import loaders, state, widgets
 from workbench.ui.plain import plain
+from workbench.ui.state import guarded
 from workbench.ui.widgets import user_errors
 
 PLAY_DELAY_S = 0.6
@@ -39,40 +40,58 @@ def settings(expanded: bool = False) -> None:
         widgets.tp_picker()
 
 
-def step_controls(n: int, key: str = "trace") -> int:
-    """Step through the candidates: how many are shown (n: all). Play animates them."""
+def _signature(trace) -> str:
+    """What identifies a trace's loop for the stepper: its candidates and how each ended."""
+    return repr([(s.kernel, s.outcome, s.reason) for s in trace.steps])
+
+
+def _move(skey: str, n: int, where: str) -> None:
+    """A stepper button: runs before the script, so the buttons are drawn for the new position."""
     ss = st.session_state
+    ss[skey] = {"first": 1, "back": max(1, ss[skey] - 1), "next": min(n, ss[skey] + 1), "all": n,
+                "play": n}[where]
+    ss[f"{skey}.play"] = where == "play"
+
+
+def step_controls(trace, key: str = "trace"):
+    """First / Back / Next / All / Play over the candidates; returns (shown, playing, caption slot).
+
+    A new trace (another platform, layer or env) opens with every candidate shown, so the
+    kernel that is selected, or the last rejection, is always on screen.
+    """
+    ss = st.session_state
+    n = len(trace.steps)
     skey = f"{key}.shown"
-    if skey not in ss or not 0 <= ss[skey] <= n:
-        ss[skey] = n
+    signature = _signature(trace)
+    if ss.get(f"{key}.trace") != signature or not 0 <= ss.get(skey, -1) <= n:
+        ss[f"{key}.trace"], ss[skey] = signature, n
+    shown = ss[skey]
+    playing = ss.pop(f"{skey}.play", False)
     cols = st.columns([1, 1, 1, 1, 1, 3])
-    if cols[0].button("First", key=f"{key}.first", disabled=n == 0):
-        ss[skey] = 1
-    if cols[1].button("Back", key=f"{key}.back", disabled=ss[skey] <= 1):
-        ss[skey] = max(1, ss[skey] - 1)
-    if cols[2].button("Next", key=f"{key}.next", disabled=ss[skey] >= n):
-        ss[skey] = min(n, ss[skey] + 1)
-    if cols[3].button("All", key=f"{key}.all", disabled=ss[skey] >= n):
-        ss[skey] = n
-    play = cols[4].button("Play", key=f"{key}.play", disabled=n == 0)
-    cols[5].caption(f"showing {ss[skey]} of {n} candidate(s) tried")
-    if play:
-        ss[skey] = -1  # the caller animates
-    return ss[skey]
+    move = guarded(_move)
+    for col, label, where, off in ((cols[0], "First", "first", n == 0 or shown == 1),
+                                   (cols[1], "Back", "back", shown <= 1),
+                                   (cols[2], "Next", "next", shown >= n),
+                                   (cols[3], "All", "all", shown >= n),
+                                   (cols[4], "Play", "play", n == 0)):
+        col.button(label, key=f"{key}.{where}", disabled=off, on_click=move, args=(skey, n, where))
+    caption = cols[5].empty()
+    caption.caption(f"showing {n if playing else shown} of {n} candidate(s) tried")
+    return shown, playing, caption
 
 
 def kernel_loop(trace, key: str = "trace") -> None:
     n = len(trace.steps)
     if trace.mp_config is not None:
         st.caption(f"MPLinearLayerConfig: `{trace.mp_config.to_json()}`")
-    shown = step_controls(n, key)
-    if shown == -1:
+    shown, playing, caption = step_controls(trace, key)
+    if playing:
         placeholder = st.empty()
         for i in range(1, n + 1):
+            caption.caption(f"showing {i} of {n} candidate(s) tried")
             with placeholder.container():
                 widgets.steps_view(trace, upto=i, key=f"{key}-play-{i}")
             time.sleep(PLAY_DELAY_S)
-        st.session_state[f"{key}.shown"] = n
         return
     widgets.steps_view(trace, upto=shown, key=key)
     if shown < n:
@@ -121,7 +140,7 @@ def render() -> None:
         widgets.show_error(exc)
         settings(expanded=True)
         return
-    widgets.headline(trace, platform, ref.label)
+    widgets.headline(trace, platform, ref)
     widgets.outcome_view(trace)
     settings()
     for note in widgets.ambiguity_notes(trace, env):
