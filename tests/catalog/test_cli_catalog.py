@@ -1,0 +1,194 @@
+"""Bad input to `python -m workbench`: each row one `error:` line and exit 2, or the right result.
+
+Rows run the CLI's `main(argv)` in this process with stdout/stderr captured (a subprocess
+where the process itself is the point: stdin, a closed pipe).
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import pytest
+
+from workbench.__main__ import main
+
+SURFACE = "cli"
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = str(REPO / "sample_models" / "ct-w4a8-int-g128")
+SAMPLE_1152 = str(REPO / "sample_models" / "ct-w4a8-int-intermediate-1152")
+EXAMPLE = str(REPO / "examples" / "trace_batch.jsonl")
+MP = {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": False,
+      "out_type": None, "full_weight_shape": [256, 256], "partition_weight_shape": [256, 256]}
+SCHEME = {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128},
+          "input_activations": {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True},
+          "format": "int-quantized", "in_features": 4096, "out_features": 4096,
+          "params_dtype": "bfloat16"}
+
+
+def _main(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = main(argv)
+    return rc, out.getvalue(), err.getvalue()
+
+
+def _error(argv: list[str], gist: str):
+    """Exit 2, nothing on stdout, exactly one stderr line: `error: ` and text matching `gist`."""
+    def run():
+        rc, out, err = _main(argv)
+        lines = err.splitlines()
+        assert rc == 2 and len(lines) == 1 and lines[0].startswith("error: "), (rc, err)
+        assert re.search(gist, lines[0]), (gist, lines[0])
+        assert out == "", out
+    return run
+
+
+_TMP = tempfile.TemporaryDirectory(prefix="cli-catalog-")  # removed when the process ends
+
+
+def _tmp_file(text: str | bytes, suffix: str = ".jsonl") -> str:
+    f = tempfile.NamedTemporaryFile("wb", suffix=suffix, delete=False, dir=_TMP.name)
+    f.write(text.encode() if isinstance(text, str) else text)
+    f.close()
+    return f.name
+
+
+def _batch_goes_on():
+    text = "5\n" + "[" * 3000 + "]" * 3000 + "\n" + json.dumps({"mp_config": MP}) + "\n"
+    rc, out, err = _main(["trace", "--batch", _tmp_file(text)])
+    outs = [json.loads(x) for x in out.splitlines()]
+    assert rc == 2 and len(err.splitlines()) == 1 and "line 1, 2" in err, err
+    assert "expected a JSON object" in outs[0]["input_error"]
+    assert "nested 3000 levels deep" in outs[1]["input_error"]
+    assert outs[2]["selected"] == "HummingLinearKernel"
+
+
+def _inc_missing_group_size():
+    rc, out, _ = _main(["trace", "--inc", '{"bits": 4}', "--platform", "xpu", "--json"])
+    t = json.loads(out)
+    assert rc == 0 and (t["error_type"], t["selected"]) == ("ValueError", None)
+    assert t["error"] == "Cannot find any of ['group_size'] in the model's quantization config."
+
+
+def _checkpoint_row_parallel_default():
+    rc, out, _ = _main(["trace", "--checkpoint", SAMPLE_1152, "--layer", "model.layers.0.mlp.down_proj",
+                        "--tp", "2", "--json"])
+    assert rc == 0 and "input_size_per_partition=576" in json.loads(out)["error"]
+
+
+def _closed_pipe():
+    big = _tmp_file(Path(EXAMPLE).read_text() * 60)
+    proc = subprocess.Popen([sys.executable, "-m", "workbench", "trace", "--batch", big],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    proc.stdout.readline()
+    proc.stdout.close()
+    assert proc.wait(timeout=120) == 0 and proc.stderr.read() == b""
+
+
+def _stdin_batch_bad_utf8():
+    p = subprocess.run([sys.executable, "-m", "workbench", "trace", "--batch", "-"], input=b"\xff\xfe{\n",
+                       capture_output=True, timeout=120, cwd=REPO)
+    out = json.loads(p.stdout)
+    assert p.returncode == 2 and "not UTF-8" in out["input_error"] and b"Traceback" not in p.stderr
+
+
+DEEP = "[" * 50 + "]" * 50
+HUGE = "1" + "0" * 100
+
+CATALOG = [
+    ("trace --scheme '\"str\"'", "exit 2: error: --scheme: expected a JSON object {...}, got a string",
+     _error(["trace", "--scheme", '"str"'], r"--scheme: expected a JSON object .*got a string")),
+    ("trace --scheme 5", "exit 2: error: --scheme: expected a JSON object, got a number",
+     _error(["trace", "--scheme", "5"], r"got a number 5")),
+    ("trace --scheme null", "exit 2: error: --scheme: expected a JSON object, got null",
+     _error(["trace", "--scheme", "null"], r"got null$")),
+    ("trace --mp-config '[1, 2]'", "exit 2: error: --mp-config: expected a JSON object, got an array",
+     _error(["trace", "--mp-config", "[1, 2]"], r"--mp-config: .*got an array")),
+    ("trace --scheme @/dev/zero", "exit 2: error: '/dev/zero' is a character device; accepted: a regular file (no read)",
+     _error(["trace", "--scheme", "@/dev/zero"], r"character device; accepted: a regular file")),
+    ("trace --scheme @<a directory>", "exit 2: error: ... is a directory; accepted: a regular file",
+     _error(["trace", "--scheme", "@" + tempfile.gettempdir()], r"is a directory; accepted: a regular file")),
+    ("trace --scheme @<a 2 MiB file>", "exit 2: error: ... holds over 1048576 bytes; accepted: at most 1048576",
+     lambda: _error(["trace", "--scheme", "@" + _tmp_file(b" " * 2**21, ".json")],
+                    r"holds over 1048576 bytes; accepted: at most 1048576")()),
+    ("trace --mp-config <JSON nested 50 deep>", "exit 2: error: JSON nested 50 levels deep; accepted: at most 16",
+     _error(["trace", "--mp-config", DEEP], r"nested 50 levels deep; accepted: at most 16")),
+    ("trace --scheme with in_features = 10^100", "exit 2: error: in_features = an integer of 101 digits is out of range (int64)",
+     _error(["trace", "--scheme", json.dumps({**SCHEME, "in_features": 10**100})],
+            r"in_features = an integer of 101 digits is out of range; accepted: integers within")),
+    ("trace --mp-config with full_weight_shape [4096, -10^30]", "exit 2: error: full_weight_shape[1] out of range",
+     _error(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, -10**30]})],
+            r"full_weight_shape\[1\] = an integer of 31 digits")),
+    ("trace --mp-config '{\"group_size\": NaN}'", "exit 2: error: NaN is not JSON",
+     _error(["trace", "--mp-config", '{"group_size": NaN}'], r"NaN is not JSON")),
+    ("trace --mp-config '{not json'", "exit 2: error: --mp-config: malformed JSON (... line 1 column 2)",
+     _error(["trace", "--mp-config", "{not json"], r"malformed JSON \(.* at line 1 column 2\)")),
+    ("trace --platform '{\"capability\": \"x\"}'", "exit 2: error: platform.device: missing",
+     _error(["trace", "--mp-config", json.dumps(MP), "--platform", '{"capability": "x"}'], r"platform.device: missing")),
+    ("trace --platform '{\"preset\": \"sm90-h200\", \"capability\": \"x\"}'",
+     "exit 2: error: platform.capability: expected null or an integer like 90",
+     _error(["trace", "--mp-config", json.dumps(MP), "--platform", '{"preset": "sm90-h200", "capability": "x"}'],
+            r"platform.capability: expected null or an integer")),
+    ("trace --platform <5000 characters>", "exit 2: error: --platform: ... is no preset name",
+     _error(["trace", "--mp-config", json.dumps(MP), "--platform", "x" * 5000], r"is no preset name")),
+    ("trace --batch: lines `5`, 3000-deep array, a good case", "ok: two input_error records, then the trace; exit 2, one error line naming lines 1, 2",
+     _batch_goes_on),
+    ("trace --batch - with non-UTF-8 bytes", "ok: that line's input_error says not UTF-8; exit 2, no traceback",
+     _stdin_batch_bad_utf8),
+    ("trace --batch /dev/zero", "exit 2: error: --batch: '/dev/zero' is a character device (never read)",
+     _error(["trace", "--batch", "/dev/zero"], r"--batch: '/dev/zero' is a character device")),
+    ("trace --batch FILE --markdown", "exit 2: error: --markdown: --batch prints one JSON trace per line",
+     _error(["trace", "--batch", EXAMPLE, "--markdown"], r"--batch prints one JSON trace per line")),
+    ("trace --mp-config ... --tp 2 (no --checkpoint)", "exit 2: error: --tp: given without --checkpoint",
+     _error(["trace", "--mp-config", json.dumps(MP), "--tp", "2"], r"--tp: given without --checkpoint")),
+    ("trace --checkpoint <5000-character path>", "exit 2: error: the path is 5000 characters long; accepted: at most 4096",
+     _error(["trace", "--checkpoint", "a" * 5000, "--layer", "x"], r"5000 characters long; accepted: at most 4096")),
+    ("trace --checkpoint 'a<NUL>b'", "exit 2: error: the path ... contains a NUL byte",
+     _error(["trace", "--checkpoint", "a\0b", "--layer", "x"], r"contains a NUL byte")),
+    ("trace --inc '{\"bits\": 4}' (no group_size)",
+     "ok: vLLM's ValueError \"Cannot find any of ['group_size'] in the model's quantization config.\" (inc/inc.py:279), no default 128",
+     _inc_missing_group_size),
+    ("trace --checkpoint ... --layer down_proj --tp 2", "ok: row-parallel by default, K split to 576: vLLM's group-size ValueError",
+     _checkpoint_row_parallel_default),
+    ("trace (no source)", "exit 2: error: one of the arguments --mp-config ... is required (usage error)",
+     _error(["trace"], r"one of the arguments --mp-config .* is required")),
+    ("nope (unknown command)", "exit 2: error: argument command: invalid choice: 'nope'",
+     _error(["nope"], r"invalid choice: 'nope'")),
+    ("matrix --env NOEQUALS", "exit 2: error: --env: expected KEY=VALUE",
+     _error(["matrix", "--env", "NOEQUALS"], r"--env: expected KEY=VALUE")),
+    ("inspect /dev/null", "exit 2: error: '/dev/null' is a character device; accepted: a checkpoint directory or a .safetensors file",
+     _error(["inspect", "/dev/null"], r"character device; accepted: a checkpoint directory")),
+    ("inspect --platform nope", "exit 2: error: platform: unknown preset 'nope' (once, no table)",
+     _error(["inspect", SAMPLE, "--platform", "nope"], r"unknown preset 'nope'")),
+    ("inspect --tp 0", "exit 2: error: argument --tp: '0'; accepted: an integer from 1 to 1024",
+     _error(["inspect", SAMPLE, "--tp", "0"], r"--tp: '0'; accepted: an integer from 1 to 1024")),
+    ("bench --m 10000000 --n 256 --k 256", "exit 2: error: size: ... needs about N GiB; the limit here is M GiB",
+     _error(["bench", "--m", "10000000", "--n", "256", "--k", "256"], r"needs about [\d.]+ GiB; the limit here is [\d.]+ GiB")),
+    ("bench --out <a directory>", "exit 2: error: --out: ... is a directory (before any timing)",
+     _error(["bench", "--n", "32", "--k", "64", "--group", "32", "--out", tempfile.gettempdir()], r"--out: .* is a directory")),
+    ("bench --out /dev/null/x.json", "exit 2: error: --out: cannot write under '/dev/null'",
+     _error(["bench", "--n", "32", "--k", "64", "--group", "32", "--out", "/dev/null/x.json"], r"cannot write under '/dev/null'")),
+    ("bench --n 10^100", "exit 2: error: argument --n: ...; accepted: an integer from 1 to 2147483647",
+     _error(["bench", "--n", HUGE], r"--n: .*accepted: an integer from 1 to 2147483647")),
+    ("bench --m ''", "exit 2: error: --m: empty; accepted: comma-separated integers",
+     _error(["bench", "--m", ""], r"--m: empty")),
+    ("bench --m 1,-4", "exit 2: error: --m: '-4'; accepted: an integer from 0 to 2147483647",
+     _error(["bench", "--m", "1,-4"], r"--m: '-4'; accepted: an integer from 0")),
+    ("bench --max-call-s nan", "exit 2: error: argument --max-call-s: 'nan'; accepted: a number above 0",
+     _error(["bench", "--max-call-s", "nan"], r"'nan'; accepted: a number above 0")),
+    ("bench --layer o_proj (no --model)", "exit 2: error: --layer: given without --model",
+     _error(["bench", "--layer", "o_proj"], r"--layer: given without --model")),
+    ("trace --batch FILE | head -1", "ok: exit 0, nothing on stderr (no BrokenPipeError)", _closed_pipe),
+]
+
+
+@pytest.mark.parametrize("row", CATALOG, ids=[row[0] for row in CATALOG])
+def test_cli_catalog(row):
+    row[2]()
