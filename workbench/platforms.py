@@ -47,6 +47,8 @@ class Platform:
     amx: bool = False  # torch.cpu._is_amx_tile_supported()
     packages: tuple[str, ...] = ()
     torch_ops: tuple[str, ...] = ()
+    # auto_round_kernel, when importable, loaded its cpu_lib or xpu_lib (inc_ark_ops.py:29).
+    ark_backend_lib: bool = True
     # Runtime-only facts (not used by selection).
     avx2: bool = False
     avx512: bool = False
@@ -177,8 +179,8 @@ def get_preset(name: str) -> Platform:
 
 
 _JSON_FIELDS = {"device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages",
-                "torch_ops", "avx2", "avx512", "avx512_bf16", "avx512_vnni", "vendor", "name",
-                "description"}
+                "torch_ops", "ark_backend_lib", "avx2", "avx512", "avx512_bf16", "avx512_vnni",
+                "vendor", "name", "description"}
 
 
 def platform_from_json(data: dict) -> Platform:
@@ -208,7 +210,8 @@ def platform_from_json(data: dict) -> Platform:
             if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
                 raise InvalidInputError(f"platform.{key}: expected a list of strings, got {value!r}")
             values[key] = tuple(value)
-        elif key in ("zen", "amx", "avx2", "avx512", "avx512_bf16", "avx512_vnni"):
+        elif key in ("zen", "amx", "avx2", "avx512", "avx512_bf16", "avx512_vnni",
+                     "ark_backend_lib"):
             if not isinstance(value, bool):
                 raise InvalidInputError(f"platform.{key}: expected true or false, got {value!r}")
             values[key] = value

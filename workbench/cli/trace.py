@@ -8,11 +8,12 @@ from typing import Any
 
 from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, existing_path, int_in, json_arg,
                                   json_object, open_input, parse_json, platform_arg, shown)
+from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.errors import USER_ERRORS, InvalidInputError
 
 # The keys of one --batch line; exactly one of CASE_KINDS.
-CASE_KINDS = ("mp_config", "scheme", "inc")
-CASE_OPTIONAL = ("platform", "env", "id")
+CASE_KINDS = ("mp_config", "scheme", "inc", "gptq", "awq")
+CASE_OPTIONAL = ("platform", "env", "id", "vllm_version")
 
 BATCH_FORMAT = f"""\
 --batch FILE reads JSON Lines (FILE may be '-' for stdin, or a pipe): one JSON object per
@@ -20,10 +21,13 @@ line, at most {MAX_ARG_BYTES} bytes; blank lines are skipped. Each object holds 
   "mp_config": {{...}}   an MPLinearLayerConfig, as --mp-config takes it
   "scheme":    {{...}}   a compressed-tensors layer scheme, as --scheme takes it
   "inc":       {{...}}   an INC/AutoRound layer config, as --inc takes it
+  "gptq":      {{...}}   a GPTQ checkpoint layer, as --gptq takes it
+  "awq":       {{...}}   an AWQ checkpoint layer, as --awq takes it
 and optionally
   "platform": "sm90-h200" or {{"preset": ..., ...}}   (default: --platform)
   "env": {{"VLLM_DISABLED_KERNELS": "MacheteLinearKernel", ...}}   (added to --env)
   "id": any JSON value, copied into that line's output
+  "vllm_version": the rule set to trace with (default: --vllm-version)
 Output: one JSON trace per input line, in order. A line that cannot be traced prints
 {{"input_error": "line N: ...", "line": N}} instead and the batch goes on; the command then
 ends with exit code 2 and one error line naming the bad lines. Example: examples/trace_batch.jsonl.
@@ -33,14 +37,17 @@ ends with exit code 2 and one error line naming the bad lines. Example: examples
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("trace", help="trace vLLM 0.33.0's kernel selection for one layer",
-                       description="Trace scheme resolution and kernel selection as vLLM 0.33.0 "
+    p = sub.add_parser("trace", help=f"trace vLLM {DEFAULT_VERSION}'s kernel selection for one layer",
+                       description="Trace scheme resolution and kernel selection as vLLM "
+                                   f"{DEFAULT_VERSION} "
                                    "does it, on a simulated or the real platform.",
                        epilog=BATCH_FORMAT, formatter_class=argparse.RawDescriptionHelpFormatter)
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--mp-config", metavar="JSON", help="an MPLinearLayerConfig as JSON (or @file)")
     src.add_argument("--scheme", metavar="JSON", help="a compressed-tensors layer scheme as JSON (or @file)")
     src.add_argument("--inc", metavar="JSON", help="an INC/AutoRound layer config as JSON (or @file)")
+    src.add_argument("--gptq", metavar="JSON", help="a GPTQ checkpoint layer as JSON (or @file)")
+    src.add_argument("--awq", metavar="JSON", help="an AWQ checkpoint layer as JSON (or @file)")
     src.add_argument("--checkpoint", metavar="PATH", help="a checkpoint directory (with --layer)")
     src.add_argument("--batch", metavar="FILE",
                      help="JSON Lines cases, one object per line ('-' for stdin; format below)")
@@ -54,6 +61,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="preset name, 'host', or platform JSON (default: sm90-h200)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="VLLM_* variable or linear_backend / linear_backend_per_quant (repeatable)")
+    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+                   help=f"the vLLM rule set to trace with (default: {DEFAULT_VERSION})")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the trace JSON")
     out.add_argument("--markdown", action="store_true", help="print the trace as Markdown")
@@ -65,9 +74,10 @@ def load_json_arg(text: str, what: str) -> Any:
     return json_arg(text, what)
 
 
-def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None = None):
-    """One --batch case (see BATCH_FORMAT); `platform` and `env` are the command's defaults."""
-    from workbench.dispatch import trace_inc, trace_mp, trace_scheme
+def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None = None,
+               version: str | None = None):
+    """One --batch case (see BATCH_FORMAT); `platform`, `env`, `version`: the command's defaults."""
+    from workbench.dispatch import TRACERS
 
     case = json_object(case, "case")
     unknown = sorted(set(case) - set(CASE_KINDS) - set(CASE_OPTIONAL))
@@ -76,7 +86,7 @@ def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None =
                                 f"{', '.join(CASE_KINDS)}, and {', '.join(CASE_OPTIONAL)}")
     kinds = [k for k in CASE_KINDS if k in case]
     if len(kinds) != 1:
-        raise InvalidInputError("case: expected exactly one of 'mp_config', 'scheme' or 'inc', "
+        raise InvalidInputError(f"case: expected exactly one of {', '.join(CASE_KINDS)}, "
                                 f"got {len(kinds)}")
     platform = case.get("platform", platform)
     if not isinstance(platform, (str, dict)):
@@ -84,8 +94,9 @@ def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None =
                                 f"{shown(platform, 40)}")
     if "env" in case:
         env = {**(env or {}), **json_object(case["env"], "case.env")}
-    fn = {"mp_config": trace_mp, "scheme": trace_scheme, "inc": trace_inc}[kinds[0]]
-    return fn(json_object(case[kinds[0]], f"case.{kinds[0]}"), platform, env)
+    version = case.get("vllm_version", version)
+    return TRACERS[kinds[0]](json_object(case[kinds[0]], f"case.{kinds[0]}"), platform, env,
+                             version=version)
 
 
 def _env_mapping(pairs: list[str]) -> dict[str, str]:
@@ -145,15 +156,14 @@ def run(args: argparse.Namespace) -> int:
     if args.batch:
         if args.markdown:
             raise InvalidInputError("--markdown: --batch prints one JSON trace per line")
-        return _run_batch(args.batch, platform, env)
-    from workbench.dispatch import trace_inc, trace_mp, trace_scheme
+        return _run_batch(args.batch, platform, env, args.vllm_version)
+    from workbench.dispatch import TRACERS
 
-    if args.mp_config:
-        trace = trace_mp(_object_arg(args.mp_config, "--mp-config"), platform, env)
-    elif args.scheme:
-        trace = trace_scheme(_object_arg(args.scheme, "--scheme"), platform, env)
-    elif args.inc:
-        trace = trace_inc(_object_arg(args.inc, "--inc"), platform, env)
+    given = [k for k in CASE_KINDS if getattr(args, k) is not None]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        trace = TRACERS[given[0]](_object_arg(getattr(args, given[0]), flag), platform, env,
+                                  version=args.vllm_version)
     else:
         if not args.layer:
             raise InvalidInputError("--checkpoint needs --layer NAME (see `python -m workbench inspect PATH`)")
@@ -165,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_batch(path: str, platform: str | dict, env: dict) -> int:
+def _run_batch(path: str, platform: str | dict, env: dict, version: str | None = None) -> int:
     """One trace JSON per input line, in order; a bad line prints its error and the run goes on."""
     handle = sys.stdin.buffer if path == "-" else open_input(path, "--batch", fifo=True)
     bad: list[int] = []
@@ -179,7 +189,7 @@ def _run_batch(path: str, platform: str | dict, env: dict) -> int:
                     raise InvalidInputError(f"over {MAX_ARG_BYTES} bytes; accepted: at most "
                                             f"{MAX_ARG_BYTES} per line")
                 case = parse_json(line, "JSON text")
-                out = trace_case(case, platform, env).to_json()
+                out = trace_case(case, platform, env, version).to_json()
                 if isinstance(case, dict) and "id" in case:
                     out["id"] = case["id"]
             except USER_ERRORS as exc:

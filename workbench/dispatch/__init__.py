@@ -3,6 +3,8 @@
     trace_mp(mp_config, platform, env)      the mixed-precision selection loop alone
     trace_scheme(scheme, platform, env)     compressed-tensors scheme resolution, then its loop
     trace_inc(layer, platform, env)         INC / AutoRound resolution (XPU backend table)
+    trace_gptq(layer, platform, env)        a GPTQ checkpoint's layer (AutoGPTQ, Marlin-checked)
+    trace_awq(layer, platform, env)         an AWQ checkpoint's layer (AutoAWQ Marlin or Triton)
 
 `platform` is a preset name, `"host"`, a JSON string or object, or a `Platform`; `env` is a
 mapping of `VLLM_*` variables and `linear_backend` / `linear_backend_per_quant`, or an `Env`;
@@ -21,7 +23,7 @@ from workbench.dispatch.types import MPConfig, Runtime
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS, rules
 from workbench.platforms import Platform, resolve_platform
 
-__all__ = ["trace_mp", "trace_scheme", "trace_inc", "Trace", "Step", "Predicate", "MPConfig",
+__all__ = ["trace_mp", "trace_scheme", "trace_inc", "trace_gptq", "trace_awq", "Trace", "Step", "Predicate", "MPConfig",
            "Env", "parse_env", "Runtime", "describe_runtime", "VERSIONS", "DEFAULT_VERSION",
            "VLLM_VERSION"]
 
@@ -72,3 +74,19 @@ def trace_inc(layer: Mapping[str, Any], platform: Any = "xpu",
               env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
     """INC / AutoRound layer resolution."""
     return _run("inc", platform, env, version, lambda r, p, e: r.trace_inc_layer(layer, p, e))
+
+
+def trace_gptq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
+               env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
+    """A GPTQ checkpoint's Linear layer, loaded as vLLM's `auto_gptq`."""
+    return _run("gptq", platform, env, version, lambda r, p, e: r.trace_gptq_layer(layer, p, e))
+
+
+def trace_awq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
+              env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
+    """An AWQ checkpoint's Linear layer, loaded as vLLM's `auto_awq` (`awq` on CPU)."""
+    return _run("awq", platform, env, version, lambda r, p, e: r.trace_awq_layer(layer, p, e))
+
+
+TRACERS = {"mp_config": trace_mp, "scheme": trace_scheme, "inc": trace_inc, "gptq": trace_gptq,
+           "awq": trace_awq}  # the batch-line keys, one per trace level

@@ -18,6 +18,8 @@ from workbench.dispatch.env import EnvChoiceError
 from workbench.dispatch.quant_args import QuantArgs, QuantArgsNotImplemented, parse_quant_args
 from workbench.dispatch.trace import Predicate, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
+from workbench.dispatch.vllm_0_33.config_gate import config_gate
+from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
 from workbench.dispatch.vllm_0_33.selector import select_into
@@ -51,13 +53,8 @@ WNA16_ZP_TYPES = {b: f"uint{b}" for b in range(2, 9)}
 WNA8O8_TYPES = {2: "uint2b2", 4: "uint4b8", 8: "uint8b128"}
 
 
-class SchemeError(Exception):
+class SchemeError(VllmError):
     """vLLM raised while resolving or building the scheme; carries its type name and text."""
-
-    def __init__(self, error_type: str, message: str):
-        super().__init__(message)
-        self.error_type = error_type
-        self.message = message
 
 
 # --------------------------------------------------------------------------- the layer
@@ -522,6 +519,7 @@ def trace_compressed_tensors(s: SchemeInput, p: Platform, env: Env) -> Trace:
     """Resolve the scheme, apply its gate, then run the kernel selection its weights need."""
     t = Trace(level="scheme")
     try:
+        config_gate("compressed-tensors", p, s.params_dtype)
         if s.weights is None:
             t.gates.append("no weight quantization: vLLM falls back to UnquantizedLinearMethod")
             return t
@@ -537,7 +535,7 @@ def trace_compressed_tensors(s: SchemeInput, p: Platform, env: Env) -> Trace:
                        + ("no device capability, gate skipped" if p.capability is None
                           else f"current capability {p.capability} passes"))
         t.scheme = resolved.scheme
-    except SchemeError as exc:
+    except VllmError as exc:
         t.error, t.error_type = exc.message, exc.error_type
         return t
     if resolved.build is None:

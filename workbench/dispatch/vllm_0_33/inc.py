@@ -1,37 +1,62 @@
-"""INC / AutoRound layer resolution in vLLM 0.33.0 (facts §5).
+"""INC / AutoRound layer resolution in vLLM 0.33.0.
 
-Models `vllm/model_executor/layers/quantization/inc/`: `config_parser.py` (`INCLayerConfig`),
-`schemes/factory.py` (scheme order), `schemes/inc_wna16_scheme.py` (the per-platform branch and
-the XPU `VLLM_XPU_INC_WNA16_BACKEND` table), `schemes/inc_w4a8_linear.py` (multiple-of-8
-partitions, the 512-token per-call fallback, fp16 scales) and `schemes/inc_wna16_linear.py`
-(the GPTQ route into `AutoGPTQLinearMethod`, whose `create_weights` runs the MP loop).
+Models `vllm/model_executor/layers/quantization/inc/`: `inc.py` (`INCConfig`: its accepted
+values, checks and `get_quant_method`'s unquantized layers), `config_parser.py`
+(`INCLayerConfig`, per-layer `extra_config`), `schemes/factory.py` (scheme order),
+`schemes/inc_wna16_scheme.py` (the per-platform branch and the XPU `VLLM_XPU_INC_WNA16_BACKEND`
+table), `schemes/inc_w4a8_linear.py` (multiple-of-8 partitions, the 512-token per-call
+fallback, fp16 scales) and `schemes/inc_wna16_linear.py` (the GPTQ and AWQ routes into
+AutoGPTQ / AutoAWQ methods it builds itself, and the XPU / ARK weight shapes).
 On XPU, INC never goes through `choose_mp_linear_kernel`.
+
+Input: `bits`, `group_size` (an int, or a 2-list for block FP8), `sym`, `packing_format`,
+`backend` (or `vllm_backend`), `data_type`, `extra_config`, `block_name_to_quantize` (the
+quantization config) and `in_features`, `out_features`, `input/output_size_per_partition`,
+`params_dtype`, `scale_dtype`, `layer_name` (the layer).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Predicate, Trace
-from workbench.dispatch.types import ST, MPConfig, Runtime, activation_name, dtype
-from workbench.dispatch.vllm_0_33.mp_kernels import MARLIN_SUPPORTED_GROUP_SIZES, marlin_types
-from workbench.dispatch.vllm_0_33.selector import select_into
+from workbench.dispatch.types import ST, Runtime, activation_name, dtype
+from workbench.dispatch.vllm_0_33.config_gate import config_gate
+from workbench.dispatch.vllm_0_33.errors import VllmError
+from workbench.dispatch.vllm_0_33.gptq_awq import (GPTQ_TYPES, Layer, awq_config,
+                                                   awq_marlin_linear, awq_triton_linear,
+                                                   check_marlin_supported, gptq_linear)
 from workbench.errors import InvalidInputError
 from workbench.platforms import XPU_W4A8_OP, Platform
 
 MIN_TOKENS_FOR_INT8 = 512  # INCXPUW4A8LinearMethod._MIN_TOKENS_FOR_INT8
 DIM_ALIGNMENT = 8  # INCXPUW4A8LinearMethod._DIM_ALIGNMENT
 XPU_WNA16_SUPPORTED_BITS = {2, 4}
+XPU_ONEDNN_BACKENDS = ("w4a16", "w4a8")
 CUDA_HUMMING_SUPPORTED_BITS = {2, 3, 5, 6, 7}
 INC_DIR = "model_executor/layers/quantization/inc/"
 XPU_W4A16_OP = "torch.ops._xpu_C.int4_gemm_w4a16"
+
+# INCConfig's accepted values (inc/inc.py:30-47), as sets in vLLM's declaration order: vLLM
+# prints them with str(set), whose order follows string hashing (PYTHONHASHSEED).
+SUPPORTED_BITS = {2, 3, 4, 5, 6, 7, 8}
+DEFAULT_INT_PACKING_FORMAT = "auto_round:auto_gptq"
+SUPPORTED_DTYPES = {"int", "mx_fp", "fp"}
+SUPPORTED_FORMATS = {"auto_round:auto_gptq", "auto_round:auto_awq", "auto_round:fp8",
+                     "auto_round:llm_compressor"}
+SUPPORTED_BACKENDS = {"auto", "gptq", "gptq:marlin", "awq", "awq:marlin", "marlin"}
+INT_PACKING_FORMATS = {DEFAULT_INT_PACKING_FORMAT, "auto_round:auto_awq"}
+FP8_BLOCK_PACKING_FORMAT = "auto_round:fp8"
+MXFP8_PACKING_FORMAT = "auto_round:llm_compressor"
+_REGEX_SPECIAL = set(r"*+?^$()[]{}|\\")
 
 
 @dataclass(frozen=True)
 class INCLayerConfig:
     bits: int
-    group_size: int
+    group_size: int | tuple[int, int]
     sym: bool
     packing_format: str
     backend: str
@@ -39,9 +64,10 @@ class INCLayerConfig:
     quantized: bool
 
     def __repr__(self) -> str:  # the dataclass repr vLLM prints in its errors
-        return (f"INCLayerConfig(bits={self.bits}, group_size={self.group_size!r}, sym={self.sym}, "
-                f"packing_format={self.packing_format!r}, backend={self.backend!r}, "
-                f"data_type={self.data_type!r}, quantized={self.quantized})")
+        return (f"INCLayerConfig(bits={self.bits!r}, group_size={self.group_size!r}, "
+                f"sym={self.sym!r}, packing_format={self.packing_format!r}, "
+                f"backend={self.backend!r}, data_type={self.data_type!r}, "
+                f"quantized={self.quantized!r})")
 
     @property
     def is_gptq(self) -> bool:
@@ -51,199 +77,333 @@ class INCLayerConfig:
     def is_awq(self) -> bool:
         return "awq" in self.packing_format or "awq" in self.backend
 
-
-class _Raise(Exception):
-    def __init__(self, error_type: str, message: str):
-        super().__init__(message)
-        self.error_type, self.message = error_type, message
-
-
-def _parse(layer: Any) -> tuple[INCLayerConfig, dict]:
-    if not isinstance(layer, dict):
-        raise InvalidInputError(f"inc: expected a JSON object, got {type(layer).__name__}")
-    bits = layer.get("bits", 4)
-    if isinstance(bits, bool) or not isinstance(bits, int) or bits <= 0:
-        raise InvalidInputError(f"inc.bits: expected a positive integer, got {bits!r}")
-    group = layer.get("group_size", 128)
-    if isinstance(group, bool) or not isinstance(group, int) or group < -1 or group == 0:
-        raise InvalidInputError(f"inc.group_size: expected -1 or a positive integer, got {group!r}")
-    dims = {}
-    for key in ("in_features", "out_features"):
-        value = layer.get(key, 4096)
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidInputError(f"inc.{key}: expected a positive integer, got {value!r}")
-        dims[key] = value
-    for key, full in (("input_size_per_partition", "in_features"),
-                      ("output_size_per_partition", "out_features")):
-        value = layer.get(key, dims[full])
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise InvalidInputError(f"inc.{key}: expected a positive integer, got {value!r}")
-        dims[key] = value
-    dims["params_dtype"] = dtype(layer.get("params_dtype", "bfloat16"), "inc.params_dtype").name
-    dims["scale_dtype"] = dtype(layer.get("scale_dtype", dims["params_dtype"]), "inc.scale_dtype").name
-    dims["layer_name"] = str(layer.get("layer_name", "model.layers.0.mlp.down_proj"))
-    config = INCLayerConfig(
-        bits=bits, group_size=group, sym=bool(layer.get("sym", True)),
-        packing_format=str(layer.get("packing_format", "auto_round:auto_gptq")),
-        backend=str(layer.get("backend", "auto")),
-        data_type=str(layer.get("data_type", "int")).replace("fp8", "fp"),
-        quantized=bits < 16,
-    )
-    return config, dims
+    @property
+    def is_fp8_block(self) -> bool:  # config_parser.py:47-56
+        return (self.data_type == "fp" and self.bits == 8 and self.sym and self.quantized
+                and self.packing_format == FP8_BLOCK_PACKING_FORMAT
+                and isinstance(self.group_size, tuple) and len(self.group_size) == 2)
 
 
-def _select_gptq(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) -> None:
-    """`INCWNA16LinearScheme._build_gptq_method` then `AutoGPTQLinearMethod.create_weights`."""
-    types = {(4, True): "uint4b8", (8, True): "uint8b128"}
-    key = (cfg.bits, cfg.sym)
-    use_marlin = (cfg.backend == "auto" or "marlin" in cfg.backend) and key in types
-    if use_marlin:  # check_marlin_supported (layers/quantization/utils/marlin_utils.py)
-        use_marlin = (ST[types[key]] in marlin_types(not cfg.sym, p)
-                      and cfg.group_size in MARLIN_SUPPORTED_GROUP_SIZES)
-    if not use_marlin:
-        raise _Raise("NotImplementedError", (
-            f"INC quantization with bits={cfg.bits}, sym={cfg.sym} is not supported. Only 4-bit "
-            "and 8-bit symmetric quantization is supported with Marlin kernels."))
-    t.scheme = "INCWna16Scheme -> AutoGPTQLinearMethod"
-    act = dtype(d["params_dtype"])
-    marlin_in = env.marlin_input_dtype  # auto_gptq puts it into act_type before selection
-    if marlin_in:
-        act = dtype("int8" if marlin_in == "int8" else "float8_e4m3fn")
-    config = MPConfig((d["in_features"], d["out_features"]),
-                      (d["input_size_per_partition"], d["output_size_per_partition"]),
-                      ST[types[key]], act, cfg.group_size, False)
-    t.kernel_stage = True
-    select_into(t, config, p, env)
+@dataclass(frozen=True)
+class INCConfig:
+    """The model-wide config as `INCConfig.from_config` builds and checks it."""
+
+    bits: int
+    group_size: int | tuple[int, int]
+    sym: bool
+    packing_format: str
+    backend: str
+    data_type: str
+    extra_config: dict
+    block_name_to_quantize: list | None
 
 
-def _act(d: dict) -> str:
-    return activation_name(dtype(d["params_dtype"]))
+def _group_size(value: Any, field: str) -> int | tuple[int, int]:
+    """`INCConfigParser._normalize_group_size` (config_parser.py:217-230)."""
+    if isinstance(value, (list, tuple)):
+        if len(value) != 2 or not all(isinstance(v, int) and not isinstance(v, bool)
+                                      for v in value):
+            raise VllmError("ValueError", "INC block-wise FP8 requires group_size to be a 2-D "
+                            f"integer sequence, but found {value!r}.")
+        return (value[0], value[1])
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1 or value == 0:
+        raise InvalidInputError(f"{field}: expected -1, a positive integer or a 2-list, "
+                                f"got {value!r}")
+    return value
 
 
-def _xpu_w4a16(d: dict) -> Runtime:
-    return Runtime("INCXPULinearMethod", _act(d), "int4", XPU_W4A16_OP,
-                   INC_DIR + "schemes/inc_wna16_linear.py:339", emulation="w4a16_fallback")
+def _config(layer: dict) -> INCConfig:
+    """`INCConfig.from_config` then `__init__` (inc/inc.py:65-117, 280-318)."""
+    for key in ("bits", "group_size"):  # get_from_keys: no default (base_config.py:185-192)
+        if key not in layer:
+            raise VllmError("ValueError", f"Cannot find any of {[key]} in the model's "
+                            "quantization config.")
+    data_type = layer.get("data_type", "int")
+    data_type = "fp" if data_type == "fp8" else data_type  # _normalize_data_type: equality
+    bits = layer["bits"]
+    if isinstance(bits, bool) or not isinstance(bits, int):
+        raise InvalidInputError(f"inc.bits: expected an integer, got {bits!r}")
+    group = _group_size(layer["group_size"], "inc.group_size")
+    packing = layer.get("packing_format")
+    if packing is None:
+        if data_type == "fp" and bits == 8 and isinstance(group, tuple):
+            packing = FP8_BLOCK_PACKING_FORMAT
+        elif "mx_fp" in data_type:
+            packing = MXFP8_PACKING_FORMAT
+        else:
+            packing = DEFAULT_INT_PACKING_FORMAT
+    backend = layer.get("backend", layer.get("vllm_backend", "auto"))
+    if bits not in SUPPORTED_BITS:
+        raise VllmError("ValueError", f"Unsupported weight_bits: {bits}, currently only support "
+                        f"{SUPPORTED_BITS}.")
+    if data_type not in SUPPORTED_DTYPES and "mx_fp" not in data_type:
+        raise VllmError("ValueError", f"Unsupported data_type: {data_type}, currently only "
+                        f"support {SUPPORTED_DTYPES}.")
+    if packing not in SUPPORTED_FORMATS:
+        raise VllmError("ValueError", f"Unsupported packing_format: {packing}, currently only "
+                        f"support {SUPPORTED_FORMATS}.")
+    if backend not in SUPPORTED_BACKENDS:
+        raise VllmError("ValueError", f"Unsupported backend: {backend}, currently only support "
+                        f"{SUPPORTED_BACKENDS}.")
+    sym = layer.get("sym", True)
+    _validate(bits, group, sym, packing, backend, data_type)
+    extra = layer.get("extra_config") or {}
+    if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
+        raise InvalidInputError("inc.extra_config: expected an object of layer name -> "
+                                "{bits, group_size, sym}")
+    blocks = layer.get("block_name_to_quantize", layer.get("to_quant_block_names"))
+    if isinstance(blocks, str):
+        blocks = blocks.split(",")
+    return INCConfig(bits, group, sym, packing, backend, data_type, extra, blocks)
 
 
-def _ark(d: dict) -> Runtime:
-    return Runtime("INCARKLinearMethod", _act(d), "int4", "torch.ops.vllm.inc_ark_woq_linear",
-                   INC_DIR + "schemes/inc_wna16_linear.py:447", emulation="w4a16_fallback")
+def _validate(bits, group, sym, packing, backend, data_type) -> None:
+    """`_validate_supported_quantization` (inc/inc.py:219-225): assertions, vLLM's texts."""
+    def check(ok: bool, text: str) -> None:
+        if not ok:
+            raise VllmError("AssertionError", text)
+
+    if data_type == "int":
+        check(isinstance(group, int), "INC int quantization requires scalar group_size, but "
+              f"found group_size={group!r}.")
+        check(packing in INT_PACKING_FORMATS, "INC int quantization only supports packing_format "
+              f"in {sorted(INT_PACKING_FORMATS)!r}, but found packing_format={packing!r}.")
+    elif data_type == "fp":
+        check(bits == 8, f"INC block-wise FP8 only supports bits=8, but found bits={bits}.")
+        check(isinstance(group, tuple), "INC block-wise FP8 requires a 2-D group_size, but "
+              f"found group_size={group!r}.")
+        check(bool(sym), "INC block-wise FP8 only supports symmetric weights.")
+        check(packing == FP8_BLOCK_PACKING_FORMAT, "INC block-wise FP8 only supports "
+              f"packing_format={FP8_BLOCK_PACKING_FORMAT!r}, but found {packing!r}.")
+        check(backend == "auto", f"INC block-wise FP8 only supports backend='auto', but found "
+              f"backend={backend!r}.")
+    elif data_type == "mx_fp":
+        check(bits in {4, 8}, f"INC MXFP only supports bits=4 or bits=8, but found bits={bits}.")
+        check(group == 32, f"INC MXFP only supports group_size=32, but found group_size={group}.")
+        check(bool(sym), "INC MXFP only supports symmetric weights.")
+        check(packing == MXFP8_PACKING_FORMAT, "INC MXFP only supports "
+              f"packing_format={MXFP8_PACKING_FORMAT!r}, but found {packing!r}.")
+        check(backend == "auto", f"INC MXFP only supports backend='auto', but found "
+              f"backend={backend!r}.")
 
 
-def _xpu(cfg: INCLayerConfig, d: dict, p: Platform, env: Env, t: Trace) -> None:
-    prefix = d["layer_name"]
+def _resolve(c: INCConfig, name: str) -> INCLayerConfig:
+    """`INCConfigParser.resolve` for one Linear layer (config_parser.py:62-200)."""
+    def entry(cfg: dict) -> tuple:
+        return (cfg.get("bits", c.bits), _group_size(cfg.get("group_size", c.group_size),
+                                                     "inc.extra_config.group_size"),
+                cfg.get("sym", c.sym))
+
+    raw = None
+    if name in c.extra_config:
+        raw = entry(c.extra_config[name])
+    else:
+        raw = next((entry(c.extra_config[key]) for key in c.extra_config
+                    if name.endswith(f".{key}")), None)
+    if raw is None:
+        quantized = any(name.startswith(b) for b in c.block_name_to_quantize) \
+            if c.block_name_to_quantize else True
+        raw = (c.bits, c.group_size, c.sym) if quantized else (16, -1, True)
+        for pattern, cfg in c.extra_config.items():  # regex keys, in order
+            if any(ch in _REGEX_SPECIAL for ch in pattern):
+                try:
+                    if re.search(pattern, name) is not None:
+                        raw = (cfg.get("bits", raw[0]), _group_size(
+                            cfg.get("group_size", raw[1]), "inc.extra_config.group_size"),
+                            cfg.get("sym", raw[2]))
+                        break
+                except re.error:
+                    continue
+    bits, group, sym = raw
+    return INCLayerConfig(bits, group, sym, c.packing_format, c.backend, c.data_type, bits < 16)
+
+
+def _unquantized(d: Layer) -> Runtime:
+    return Runtime("UnquantizedLinearMethod", activation_name(dtype(d.params_dtype)),
+                   d.params_dtype, "F.linear", "model_executor/layers/linear.py")
+
+
+def _xpu_w4a16(d: Layer) -> Runtime:
+    return Runtime("INCXPULinearMethod", activation_name(dtype(d.params_dtype)), "int4",
+                   XPU_W4A16_OP, INC_DIR + "schemes/inc_wna16_linear.py:339",
+                   emulation="w4a16_fallback")
+
+
+def _ark(d: Layer) -> Runtime:
+    return Runtime("INCARKLinearMethod", activation_name(dtype(d.params_dtype)), "int4",
+                   "torch.ops.vllm.inc_ark_woq_linear", INC_DIR + "schemes/inc_wna16_linear.py:447",
+                   emulation="w4a16_fallback")
+
+
+def _ark_state(p: Platform) -> str | None:
+    """`get_ark_state` (schemes/inc_ark_ops.py:19-38): None when ARK is usable, else its error."""
+    if not p.has_package("auto_round_kernel"):
+        return "No module named 'auto_round_kernel'"
+    if not p.ark_backend_lib:
+        return "No ARK backend library is available."
+    return None
+
+
+def _xpu_base_weights(cfg: INCLayerConfig, d: Layer) -> None:
+    """`INCXPULinearBase._create_inc_weights` (schemes/inc_wna16_linear.py:188-250): a
+    channelwise group (-1) makes the scales' first dimension negative."""
+    groups = d.input_size_per_partition // cfg.group_size
+    if groups < 0:
+        shape = [groups, d.output_size_per_partition]
+        raise VllmError("RuntimeError", f"Trying to create tensor with negative dimension "
+                        f"{groups}: {shape}")
+
+
+def _choose(t: Trace, method: str, runtime: Runtime, cfg: INCLayerConfig, d: Layer) -> None:
+    t.selected = method
+    _xpu_base_weights(cfg, d)
+    t.runtime_detail = runtime
+
+
+def _xpu(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> None:
+    """`INCWna16Scheme.get_linear_method` on XPU (schemes/inc_wna16_scheme.py:67-120)."""
+    prefix = d.layer_name
     if not (cfg.bits in XPU_WNA16_SUPPORTED_BITS and cfg.sym):
-        raise _Raise("NotImplementedError", f"INC on XPU: unsupported config {cfg!r}")
+        raise VllmError("NotImplementedError", f"INC on XPU: unsupported config {cfg!r}")
     try:
         backend = env.xpu_inc_wna16_backend
     except EnvChoiceError as exc:
-        raise _Raise("ValueError", str(exc)) from None
+        raise VllmError("ValueError", str(exc)) from None
     t.gates.append(f"VLLM_XPU_INC_WNA16_BACKEND={backend}")
-    if backend in ("w4a16", "w4a8"):
+    if backend in XPU_ONEDNN_BACKENDS:
         if cfg.bits != 4:
-            raise _Raise("NotImplementedError", f"VLLM_XPU_INC_WNA16_BACKEND={backend} only "
-                         f"supports int4, got int{cfg.bits}. Layer: {prefix}.")
+            raise VllmError("NotImplementedError", f"VLLM_XPU_INC_WNA16_BACKEND={backend} only "
+                            f"supports int4, got int{cfg.bits}. Layer: {prefix}.")
         if backend == "w4a8":
-            if not p.has_op(XPU_W4A8_OP):
-                raise _Raise("NotImplementedError", (
-                    "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires the int4_gemm_w4a8 op, which this "
-                    f"build of vllm-xpu-kernels does not provide. Layer: {prefix}."))
-            if cfg.group_size <= 0 or cfg.group_size % 32 != 0:
-                raise _Raise("NotImplementedError", (
-                    "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires a group size that is a positive "
-                    f"multiple of 32, got {cfg.group_size}. Layer: {prefix}."))
-            t.selected = "INCXPUW4A8LinearMethod"
-            k, n = d["input_size_per_partition"], d["output_size_per_partition"]
-            bad = [(name, size) for name, size in (("input", k), ("output", n)) if size % DIM_ALIGNMENT]
-            if bad:
-                raise _Raise("NotImplementedError", (
-                    "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires partitioned in/out sizes that are "
-                    f"multiples of {DIM_ALIGNMENT}, got "
-                    + ", ".join(f"{name}={size}" for name, size in bad)
-                    + f". Partition shape: ({k}, {n})."))
-            t.runtime_detail = Runtime(
-                "INCXPUW4A8LinearMethod", "int8", "int4", "torch.ops._xpu_C.int4_gemm_w4a8",
-                INC_DIR + "schemes/inc_w4a8_linear.py:91", emulation="inc_xpu_w4a8",
-                output="fp16", min_tokens=MIN_TOKENS_FOR_INT8, fallback_op=XPU_W4A16_OP,
-                scale_dtype="fp16")
+            _xpu_w4a8(cfg, d, p, t)
             return
-        t.selected = "INCXPULinearMethod"
-        t.runtime_detail = _xpu_w4a16(d)
+        _choose(t, "INCXPULinearMethod", _xpu_w4a16(d), cfg, d)
         return
-    ark = p.has_package("auto_round_kernel")
-    if backend == "ark" and not ark:
-        raise _Raise("NotImplementedError", (
+    ark_error = _ark_state(p)
+    if backend == "ark" and ark_error:
+        raise VllmError("NotImplementedError", (
             "VLLM_XPU_INC_WNA16_BACKEND=ark was requested but auto_round_kernel is unavailable: "
-            f"No module named 'auto_round_kernel'. Layer: {prefix}."))
-    if ark:
-        t.selected = "INCARKLinearMethod"
-        t.runtime_detail = _ark(d)
+            f"{ark_error}. Layer: {prefix}."))
+    if not ark_error:
+        _choose(t, "INCARKLinearMethod", _ark(d), cfg, d)
         return
     if cfg.bits == 2:
-        raise _Raise("NotImplementedError", (
+        raise VllmError("NotImplementedError", (
             f"INC int2 on XPU requires the ARK backend. Layer: {prefix}. auto_round_kernel "
-            "unavailable: No module named 'auto_round_kernel'"))
-    t.selected = "INCXPULinearMethod"
-    t.runtime_detail = _xpu_w4a16(d)
+            f"unavailable: {ark_error}"))
+    _choose(t, "INCXPULinearMethod", _xpu_w4a16(d), cfg, d)
+
+
+def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> None:
+    """`_check_xpu_w4a8_supported`, then `INCXPUW4A8LinearMethod.create_weights`."""
+    prefix = d.layer_name
+    if not p.has_op(XPU_W4A8_OP):
+        raise VllmError("NotImplementedError", (
+            "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires the int4_gemm_w4a8 op, which this "
+            f"build of vllm-xpu-kernels does not provide. Layer: {prefix}."))
+    if cfg.group_size <= 0 or cfg.group_size % 32 != 0:
+        raise VllmError("NotImplementedError", (
+            "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires a group size that is a positive "
+            f"multiple of 32, got {cfg.group_size}. Layer: {prefix}."))
+    t.selected = "INCXPUW4A8LinearMethod"
+    k, n = d.input_size_per_partition, d.output_size_per_partition
+    bad = [(name, size) for name, size in (("input", k), ("output", n)) if size % DIM_ALIGNMENT]
+    if bad:
+        raise VllmError("NotImplementedError", (
+            "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires partitioned in/out sizes that are "
+            f"multiples of {DIM_ALIGNMENT}, got " + ", ".join(f"{name}={size}" for name, size in bad)
+            + f". Partition shape: ({k}, {n})."))
+    t.runtime_detail = Runtime(
+        "INCXPUW4A8LinearMethod", "int8", "int4", "torch.ops._xpu_C.int4_gemm_w4a8",
+        INC_DIR + "schemes/inc_w4a8_linear.py:91", emulation="inc_xpu_w4a8", output="fp16",
+        min_tokens=MIN_TOKENS_FOR_INT8, fallback_op=XPU_W4A16_OP, scale_dtype="fp16")
+
+
+def _wna16_scheme(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> None:
+    """`INCWNA16LinearScheme._build_inner_method` (schemes/inc_wna16_linear.py:35-133): INC
+    builds the AutoGPTQ / AutoAWQ methods itself, so `VLLM_MARLIN_INPUT_DTYPE` is never read."""
+    marlin_ok = cfg.backend == "auto" or "marlin" in cfg.backend
+    if cfg.is_gptq:
+        key = (cfg.bits, cfg.sym)
+        use_marlin = marlin_ok and key in GPTQ_TYPES and check_marlin_supported(
+            ST[GPTQ_TYPES[key]], cfg.group_size, not cfg.sym, p)[0]
+        if not use_marlin:
+            raise VllmError("NotImplementedError", (
+                f"INC quantization with bits={cfg.bits}, sym={cfg.sym} is not supported. Only "
+                "4-bit and 8-bit symmetric quantization is supported with Marlin kernels."))
+        gptq_linear(cfg.bits, cfg.sym, cfg.group_size, d, p, env, t, reads_env=False)
+        return
+    if cfg.is_awq:
+        awq_type = {4: "uint4", 8: "uint8"}.get(cfg.bits)
+        use_marlin = marlin_ok and awq_type is not None and check_marlin_supported(
+            ST[awq_type], cfg.group_size, not cfg.sym, p)[0]
+        awq_config(4 if use_marlin else cfg.bits)  # AutoAWQConfig refuses 8-bit
+        if use_marlin:
+            awq_marlin_linear(cfg.group_size, not cfg.sym, d, p, env, t, input_dtype=None)
+        else:
+            awq_triton_linear(cfg.bits, cfg.group_size, d, t)
+        return
+    raise VllmError("NotImplementedError", f"WNA16 linear scheme does not support {cfg!r}")
+
+
+def _scheme(cfg: INCLayerConfig, t: Trace) -> str:
+    """`resolve_scheme` (schemes/factory.py:11-28): the first scheme that can handle it."""
+    order = [("INCFp8Scheme", cfg.is_fp8_block),
+             ("INCMxfp8Scheme", "mx_fp" in cfg.data_type and cfg.bits == 8),
+             ("INCWna16Scheme", cfg.data_type == "int" and cfg.quantized),
+             ("INCMxfp4Scheme", "mx_fp" in cfg.data_type and cfg.bits == 4)]
+    for name, match in order:
+        t.predicates.append(Predicate(name, name if match else "", bool(match),
+                                      "matches" if match else "does not match"))
+        if match:
+            return name
+    raise VllmError("NotImplementedError", f"No INC scheme found for layer config: {cfg!r}")
 
 
 def trace_inc_layer(layer: Any, p: Platform, env: Env) -> Trace:
-    cfg, d = _parse(layer)
+    if not isinstance(layer, dict):
+        raise InvalidInputError(f"inc: expected a JSON object, got {type(layer).__name__}")
+    d = Layer.from_json(layer, "inc")
+    dtype(layer.get("scale_dtype", d.params_dtype), "inc.scale_dtype")
     t = Trace(level="inc")
     try:
-        # INCConfig.from_config reads bits and group_size with get_from_keys, no default
-        # (inc/inc.py:278-281, base_config.py:185-192), in get_quant_config, before the
-        # capability gate (config/vllm.py:925): a config without them does not load.
-        for key in ("bits", "group_size"):
-            if key not in layer:
-                raise _Raise("ValueError", f"Cannot find any of {[key]} in the model's "
-                                           "quantization config.")
-        # INCConfig: min capability 60, act dtypes [half, bfloat16] (vllm/config/vllm.py gate).
-        if p.capability is not None and p.capability < 60:
-            raise _Raise("ValueError", (
-                "The quantization method inc is not supported for the current GPU. Minimum "
-                f"capability: 60. Current capability: {p.capability}."))
-        if d["params_dtype"] not in ("float16", "bfloat16"):
-            raise _Raise("ValueError", (
-                f"torch.{d['params_dtype']} is not supported for quantization method inc. "
-                "Supported dtypes: [torch.float16, torch.bfloat16]"))
-        order = [("INCFp8Scheme", False), ("INCMxfp8Scheme", "mx_fp" in cfg.data_type and cfg.bits == 8),
-                 ("INCWna16Scheme", cfg.data_type == "int" and cfg.quantized),
-                 ("INCMxfp4Scheme", "mx_fp" in cfg.data_type and cfg.bits == 4)]
-        chosen = None
-        for name, match in order:
-            t.predicates.append(Predicate(name, name if match else "", bool(match),
-                                          "matches" if match else "does not match"))
-            if match:
-                chosen = name
-                break
-        if chosen is None:
-            raise _Raise("NotImplementedError", f"No INC scheme found for layer config: {cfg!r}")
-        t.scheme = chosen
-        if chosen != "INCWna16Scheme":
-            t.notes.append(f"{chosen} is outside the int4 W4A8/W4A16 story; not traced further.")
+        c = _config(layer)  # get_quant_config, before the gate (config/vllm.py:925)
+        config_gate("inc", p, d.params_dtype)
+        # get_quant_method (inc/inc.py:337-345): an extra_config entry of 16+ bits.
+        for name, entry in c.extra_config.items():
+            if name in (d.layer_name, f"model.{d.layer_name}") and entry.get("bits", 16) >= 16:
+                t.selected = "UnquantizedLinearMethod"
+                t.runtime_detail = _unquantized(d)
+                return t
+        cfg = _resolve(c, d.layer_name)
+        if not cfg.quantized:
+            t.selected = "UnquantizedLinearMethod"
+            t.runtime_detail = _unquantized(d)
+            return t
+        t.scheme = _scheme(cfg, t)
+        if t.scheme != "INCWna16Scheme":
+            t.notes.append(f"{t.scheme} is outside the int4 W4A8/W4A16 story; not traced further.")
             return t
         if p.is_xpu():
             _xpu(cfg, d, p, env, t)
         elif p.is_cpu() and cfg.is_gptq:
             if not (cfg.bits == 4 and cfg.sym):
-                raise _Raise("NotImplementedError", f"INC on CPU: unsupported config {cfg!r}")
-            if p.has_package("auto_round_kernel"):
-                t.selected, t.runtime_detail = "INCARKLinearMethod", _ark(d)
+                raise VllmError("NotImplementedError", f"INC on CPU: unsupported config {cfg!r}")
+            if _ark_state(p) is None:
+                _choose(t, "INCARKLinearMethod", _ark(d), cfg, d)
             else:
-                _select_gptq(cfg, d, p, env, t)
+                _wna16_scheme(cfg, d, p, env, t)
         elif p.is_cuda() and cfg.bits in CUDA_HUMMING_SUPPORTED_BITS:
+            # _build_humming_linear_method imports humming's schemas (vllm/utils/humming.py).
+            if not p.has_package("humming"):
+                raise VllmError("ModuleNotFoundError", "No module named 'humming'")
             t.selected = "HummingLinearMethod"
-            t.runtime_detail = Runtime("HummingLinearMethod", activation_name(dtype(d["params_dtype"])),
-                                       f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}", "apply_humming_linear",
+            t.runtime_detail = Runtime("HummingLinearMethod", activation_name(dtype(d.params_dtype)),
+                                       f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}",
+                                       "apply_humming_linear",
                                        INC_DIR + "schemes/inc_wna16_scheme.py:146")
-        elif cfg.is_gptq:
-            _select_gptq(cfg, d, p, env, t)
-        elif cfg.is_awq:
-            t.selected = "AutoAWQ (Marlin or Triton AWQ) linear method"
-            t.notes.append("The AWQ route is named, not traced kernel by kernel.")
         else:
-            raise _Raise("NotImplementedError", f"WNA16 linear scheme does not support {cfg!r}")
-    except _Raise as exc:
+            _wna16_scheme(cfg, d, p, env, t)
+    except VllmError as exc:
         t.error, t.error_type = exc.message, exc.error_type
     return t

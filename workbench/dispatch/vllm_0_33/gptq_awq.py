@@ -1,0 +1,240 @@
+"""AutoGPTQ and AutoAWQ in vLLM 0.33.0: config checks, the VllmConfig gate, the linear methods.
+
+Models, in `vllm/model_executor/layers/quantization/`: `auto_gptq.py` (`AutoGPTQConfig`,
+`AutoGPTQLinearMethod`), `auto_awq.py` (`AutoAWQConfig`, `AutoAWQMarlinLinearMethod`,
+`AutoAWQLinearMethod`), `utils/marlin_utils.py` (`_check_marlin_supported`) and
+`utils/gptq_utils.py` (`normalize_and_validate_gptq_desc_act`). INC builds these methods
+itself (`inc/schemes/inc_wna16_linear.py`), so it shares them but never reads
+`VLLM_MARLIN_INPUT_DTYPE` (the `input_dtype` only `get_quant_method` sets stays None).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from workbench.dispatch.env import Env, EnvChoiceError
+from workbench.dispatch.trace import Trace
+from workbench.dispatch.types import ST, DType, MPConfig, Runtime, ScalarType, activation_name, dtype
+from workbench.dispatch.vllm_0_33.config_gate import config_gate
+from workbench.dispatch.vllm_0_33.errors import VllmError
+from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
+from workbench.dispatch.vllm_0_33.mp_kernels import (MARLIN_SUPPORTED_GROUP_SIZES, W4A16_PATH,
+                                                     marlin_types)
+from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
+from workbench.dispatch.vllm_0_33.selector import select_into
+from workbench.errors import InvalidInputError
+from workbench.platforms import Platform
+
+GPTQ_TYPES = {(4, True): "uint4b8", (8, True): "uint8b128"}  # AutoGPTQConfig.TYPE_MAP
+AWQ_TYPES = {4: "uint4"}  # AutoAWQConfig.TYPE_MAP: 8-bit AWQ needs the Marlin backend
+QUANT_DIR = "model_executor/layers/quantization/"
+
+
+# --------------------------------------------------------------------------- shared checks
+
+
+def check_marlin_supported(quant_type: ScalarType, group_size: int | None, has_zp: bool,
+                           p: Platform) -> tuple[bool, str | None]:
+    """`_check_marlin_supported` (utils/marlin_utils.py:119-151) with its exact texts."""
+    cap = p.capability if p.capability is not None else -1
+    types = marlin_types(has_zp, p)
+    if quant_type not in types:
+        return False, (f"Marlin does not support weight_bits = {quant_type}. Only types = "
+                       f"{types!r} are supported (for group_size = {group_size}, "
+                       f"device_capability = {cap}, zp = {has_zp}).")
+    if group_size is None or group_size not in MARLIN_SUPPORTED_GROUP_SIZES:
+        return False, (f"Marlin does not support group_size = {group_size}. Only group_sizes = "
+                       f"{MARLIN_SUPPORTED_GROUP_SIZES} are supported.")
+    return True, None
+
+
+def verify_marlin_supported(quant_type: ScalarType, group_size: int, has_zp: bool,
+                            p: Platform) -> None:
+    ok, why = check_marlin_supported(quant_type, group_size, has_zp, p)
+    if not ok:
+        raise VllmError("ValueError", why)
+
+
+# --------------------------------------------------------------------------- the layer
+
+
+@dataclass(frozen=True)
+class Layer:
+    """The shapes and dtype of one Linear layer, as `create_weights` receives them."""
+
+    in_features: int
+    out_features: int
+    input_size_per_partition: int
+    output_size_per_partition: int
+    params_dtype: str
+    layer_name: str
+
+    @classmethod
+    def from_json(cls, data: dict, where: str) -> "Layer":
+        dims = {}
+        for key in ("in_features", "out_features"):
+            dims[key] = _positive(data.get(key, 4096), f"{where}.{key}")
+        for key, full in (("input_size_per_partition", "in_features"),
+                          ("output_size_per_partition", "out_features")):
+            dims[key] = _positive(data.get(key, dims[full]), f"{where}.{key}")
+        return cls(**dims, params_dtype=dtype(data.get("params_dtype", "bfloat16"),
+                                              f"{where}.params_dtype").name,
+                   layer_name=str(data.get("layer_name", "model.layers.0.mlp.down_proj")))
+
+    def mp_config(self, weight_type: str, act: DType, group: int, zp: bool) -> MPConfig:
+        return MPConfig((self.in_features, self.out_features),
+                        (self.input_size_per_partition, self.output_size_per_partition),
+                        ST[weight_type], act, group, zp)
+
+
+def _positive(value: Any, field: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidInputError(f"{field}: expected a positive integer, got {value!r}")
+    return value
+
+
+def _int(data: dict, key: str, default: Any, where: str) -> int:
+    value = data.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidInputError(f"{where}.{key}: expected an integer, got {value!r}")
+    return value
+
+
+def _bool(data: dict, key: str, default: bool, where: str) -> bool:
+    value = data.get(key, default)
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{where}.{key}: expected true or false, got {value!r}")
+    return value
+
+
+def _env_input_dtype(env: Env, p: Platform) -> DType | None:
+    """`get_marlin_input_dtype` as `get_quant_method` calls it; vLLM's ValueErrors."""
+    try:
+        return marlin_input_act_type(env, p)
+    except (EnvChoiceError, MarlinInputError) as exc:
+        raise VllmError("ValueError", str(exc)) from None
+
+
+def _select(t: Trace, layer: Layer, config: MPConfig, p: Platform, env: Env, packing: str) -> None:
+    t.kernel_stage = True
+    if select_into(t, config, p, env):
+        t.runtime_detail = kernel_runtime(t.selected, config, p, env, packing)
+
+
+# --------------------------------------------------------------------------- AutoGPTQ
+
+
+def gptq_linear(bits: int, sym: bool, group: int, layer: Layer, p: Platform, env: Env, t: Trace,
+                *, reads_env: bool) -> None:
+    """`AutoGPTQLinearMethod(...)` then `create_weights` (auto_gptq.py:311-349).
+
+    `reads_env`: the method came from `AutoGPTQConfig.get_quant_method`, which sets
+    `input_dtype` from `VLLM_MARLIN_INPUT_DTYPE` after construction (auto_gptq.py:264).
+    """
+    quant_type = ST[GPTQ_TYPES[(bits, sym)]]
+    verify_marlin_supported(quant_type, group, False, p)  # __init__, auto_gptq.py:317
+    t.scheme = "AutoGPTQLinearMethod"
+    input_dtype = _env_input_dtype(env, p) if reads_env else None
+    act = input_dtype or dtype(layer.params_dtype)
+    _select(t, layer, layer.mp_config(str(quant_type), act, group, False), p, env, "gptq")
+
+
+def trace_gptq_layer(data: Any, p: Platform, env: Env) -> Trace:
+    """A GPTQ checkpoint's Linear layer (`quant_method: gptq`, loaded as `auto_gptq`).
+
+    Input: `bits`, `group_size`, `sym`, `desc_act` (the quantize config) and the layer's
+    `in_features`, `out_features`, `input/output_size_per_partition`, `params_dtype`,
+    `layer_name`.
+    """
+    where = "gptq"
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    bits, group = _int(data, "bits", 4, where), _int(data, "group_size", 128, where)
+    sym, desc_act = _bool(data, "sym", True, where), _bool(data, "desc_act", False, where)
+    layer = Layer.from_json(data, where)
+    t = Trace(level="gptq")
+    try:
+        # AutoGPTQConfig.__init__ (auto_gptq.py:116-155), inside get_quant_config.
+        if desc_act and group != -1:  # utils/gptq_utils.py:29-37
+            raise VllmError("ValueError", (
+                "GPTQ group activation ordering (desc_act=True) is no longer supported. Use a "
+                "checkpoint with static activation ordering or desc_act=False."))
+        if (bits, sym) not in GPTQ_TYPES:
+            raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
+        config_gate("auto_gptq", p, layer.params_dtype)
+        t.gates.append("auto_gptq: min capability 60, dtypes float16/bfloat16 pass")
+        gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
+    except VllmError as exc:
+        t.error, t.error_type = exc.message, exc.error_type
+    return t
+
+
+# --------------------------------------------------------------------------- AutoAWQ
+
+
+def awq_config(bits: int) -> None:
+    """`AutoAWQConfig.__init__` (auto_awq.py:204-211): only 4-bit without Marlin."""
+    if bits not in AWQ_TYPES:
+        supported = ", ".join(str(k) for k in AWQ_TYPES)
+        raise VllmError("ValueError", (
+            f"Unsupported num_bits = {bits}. Supported: {supported}. For 8-bit AWQ, use Marlin "
+            "backend by setting backend='awq:marlin' or backend='marlin'."))
+
+
+def awq_marlin_linear(group: int, zero_point: bool, layer: Layer, p: Platform, env: Env,
+                      t: Trace, *, input_dtype: DType | None) -> None:
+    """`AutoAWQMarlinLinearMethod` (auto_awq.py:404-470): verify off CPU/XPU, then select."""
+    if not (p.is_cpu() or p.is_xpu()):
+        verify_marlin_supported(ST["uint4"], group, zero_point, p)
+    t.scheme = "AutoAWQMarlinLinearMethod"
+    act = input_dtype or dtype(layer.params_dtype)
+    _select(t, layer, layer.mp_config("uint4", act, group, zero_point), p, env, "awq")
+
+
+def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace) -> None:
+    """`AutoAWQLinearMethod` (auto_awq.py:800-911): the Triton AWQ GEMM, weight-only."""
+    g = group if group != -1 else layer.in_features
+    if layer.input_size_per_partition % g != 0 or layer.output_size_per_partition % (32 // bits):
+        which = "input" if layer.input_size_per_partition % g != 0 else "output"
+        raise VllmError("ValueError", (
+            f"The {which} size is not aligned with the quantized weight shape. This can be "
+            "caused by too large tensor parallel size."))
+    t.scheme = t.selected = "AutoAWQLinearMethod"
+    t.runtime_detail = Runtime("AutoAWQLinearMethod", activation_name(dtype(layer.params_dtype)),
+                               f"uint{bits}", "ops.awq_gemm (ops.awq_dequantize + matmul from 256 "
+                               "tokens)", QUANT_DIR + "auto_awq.py:902", emulation=W4A16_PATH)
+
+
+def trace_awq_layer(data: Any, p: Platform, env: Env) -> Trace:
+    """An AWQ checkpoint's Linear layer (`quant_method: awq`).
+
+    Input: `bits`, `group_size`, `zero_point` and the layer fields of `trace_gptq_layer`.
+    """
+    where = "awq"
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    bits, group = _int(data, "bits", 4, where), _int(data, "group_size", 128, where)
+    zero_point = _bool(data, "zero_point", True, where)
+    layer = Layer.from_json(data, where)
+    t = Trace(level="awq")
+    try:
+        awq_config(bits)
+        # Off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286).
+        config_gate("awq" if p.is_cpu() else "auto_awq", p, layer.params_dtype)
+        if p.is_cpu() or p.is_xpu():  # auto_awq.py:307-308
+            awq_marlin_linear(group, zero_point, layer, p, env, t, input_dtype=None)
+            return t
+        use_marlin = (not env.batch_invariant and p.is_cuda()
+                      and check_marlin_supported(ST["uint4"], group, zero_point, p)[0])
+        g = group
+        if use_marlin and (g == -1 or g >= layer.in_features or layer.input_size_per_partition % g == 0):
+            awq_marlin_linear(group, zero_point, layer, p, env, t,
+                              input_dtype=_env_input_dtype(env, p))
+        else:
+            if use_marlin:
+                t.notes.append(f"Layer '{layer.layer_name}' is not supported by AutoAWQMarlin. "
+                               "Falling back to unoptimized AWQ kernels.")
+            awq_triton_linear(bits, group, layer, t)
+    except VllmError as exc:
+        t.error, t.error_type = exc.message, exc.error_type
+    return t
