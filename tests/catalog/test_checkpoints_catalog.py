@@ -1,0 +1,412 @@
+"""Bad checkpoint files and paths: each row a named error, or the correct result.
+
+Rows build a small checkpoint from a bundled sample in a temporary directory, break one
+thing, and open it (listing, every layer loaded, the listing table). Rows that hung before
+their fix (a FIFO, a catastrophic regex) run in a child process with a time limit.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file, save_file
+
+from workbench.checkpoints import (
+    CorruptFileError, InvalidConfigError, MissingTensorError, MissingWeightsError, NotAFileError,
+    OutsideRootsError, PatternRefusedError, TensorMismatchError, listing_rows, open_checkpoint,
+)
+
+SURFACE = "checkpoints"
+
+_REPO = Path(__file__).resolve().parents[2]
+_SAMPLES = _REPO / "sample_models"
+D = "model.layers.0.mlp.down_proj"
+CT, PACK, GPTQ, AR, SHARDED = ("ct-w4a8-int-g128", "ct-w4a8-pack-sym-input", "gptq-w4a16-g128",
+                               "autoround-w4a16-g128", "ct-w4a16-pack")
+_SHARD1 = "model-00001-of-00002.safetensors"
+_INDEX = "model.safetensors.index.json"
+
+
+# ----------------------------------------------------------------------------- building
+
+
+def _copy(tmp: Path, sample: str) -> Path:
+    return Path(shutil.copytree(_SAMPLES / sample, tmp / "ckpt"))
+
+
+def _config(path: Path, fn, file: str = "config.json") -> None:
+    data = json.loads((path / file).read_text())
+    fn(data)
+    (path / file).write_text(json.dumps(data))
+
+
+def _qc(path: Path, **fields) -> None:
+    _config(path, lambda c: c["quantization_config"].update(fields))
+
+
+def _weights(path: Path, **fields) -> None:
+    _config(path, lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"].update(fields))
+
+
+def _tensors(path: Path, fn, file: str = "model.safetensors") -> None:
+    t = load_file(str(path / file))
+    fn(t)
+    save_file(t, str(path / file), metadata={"format": "pt"})
+
+
+def _raw_header(path: Path, header: bytes, data: bytes = b"") -> None:
+    (path / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header + data)
+
+
+def _open_all(path) -> object:
+    ck = open_checkpoint(path)
+    for name in ck.layer_names():
+        ck.load_layer(name)
+    listing_rows(ck.layers)
+    return ck
+
+
+# ----------------------------------------------------------------------------- checking
+
+
+def _raises(exc: type[Exception], gist: str, build, action=_open_all):
+    """Row check: `build(tmp)` returns what to open; opening it raises `exc` matching `gist`."""
+    def run():
+        with tempfile.TemporaryDirectory() as d:
+            target = build(Path(d))
+            try:
+                action(target)
+            except exc as e:
+                if not re.search(gist, str(e)):
+                    raise AssertionError(f"{exc.__name__} raised, but {str(e)!r} does not match {gist!r}")
+                return
+            except Exception as e:  # noqa: BLE001 - the wrong exception is the failure reported
+                raise AssertionError(f"expected {exc.__name__}, got {type(e).__name__}: {e}") from e
+            raise AssertionError(f"expected {exc.__name__} ({gist}), but nothing was raised")
+    return run
+
+
+def _ok(check, build):
+    def run():
+        with tempfile.TemporaryDirectory() as d:
+            check(_open_all(build(Path(d))))
+    return run
+
+
+_CHILD = """
+import sys, re
+from workbench.checkpoints import open_checkpoint
+from workbench.errors import WorkbenchError
+try:
+    ck = open_checkpoint(sys.argv[1])
+    print("ok", len(ck.layers))
+except WorkbenchError as e:
+    print(type(e).__name__, e)
+"""
+
+
+def _in_child(expected: str, build, limit_s: float = 20.0):
+    """Open in a child process: it must answer (start of stdout) within `limit_s`."""
+    def run():
+        with tempfile.TemporaryDirectory() as d:
+            target = build(Path(d))
+            try:
+                out = subprocess.run([sys.executable, "-c", _CHILD, str(target)], capture_output=True,
+                                     text=True, timeout=limit_s, cwd=_REPO)
+            except subprocess.TimeoutExpired:
+                raise AssertionError(f"opening {target} hung for over {limit_s} s") from None
+            assert out.stdout.startswith(expected), (out.stdout, out.stderr[-2000:])
+    return run
+
+
+# ----------------------------------------------------------------------------- builders
+
+
+def _drop(sample: str, tensor: str, file: str = "model.safetensors"):
+    def build(tmp):
+        p = _copy(tmp, sample)
+        _tensors(p, lambda t: t.pop(f"{D}.{tensor}"), file)
+        if (p / _INDEX).exists():
+            _config(p, lambda c: c["weight_map"].pop(f"{D}.{tensor}"), _INDEX)
+        return p
+    return build
+
+
+def _moe_without_scale(tmp):
+    p = _copy(tmp, CT)
+    _tensors(p, lambda t: (t.update({f"{D}.weight": t[f"{D}.weight"].reshape(2, 128, 1024)}),
+                           t.pop(f"{D}.weight_scale")))
+    return p
+
+
+def _fifo_weights(tmp):
+    p = _copy(tmp, CT)
+    (p / "model.safetensors").unlink()
+    os.mkfifo(p / "model.safetensors")
+    return p
+
+
+def _fifo_config(tmp):
+    p = _copy(tmp, CT)
+    (p / "config.json").unlink()
+    os.mkfifo(p / "config.json")
+    return p
+
+
+def _link_out(name: str, sample: str = CT):
+    """`name` inside the checkpoint becomes a symlink to the same file outside it."""
+    def build(tmp):
+        p = _copy(tmp, sample)
+        outside = tmp / "elsewhere"
+        outside.mkdir()
+        shutil.move(p / name, outside / name)
+        os.symlink(outside / name, p / name)
+        return p
+    return build
+
+
+def _shard_loop(tmp):
+    p = _copy(tmp, SHARDED)
+    (p / _SHARD1).unlink()
+    os.symlink(p / _SHARD1, p / _SHARD1)
+    return p
+
+
+def _shard_dir(tmp):
+    p = _copy(tmp, SHARDED)
+    (p / _SHARD1).unlink()
+    (p / _SHARD1).mkdir()
+    return p
+
+
+def _ignore_catastrophic(tmp):
+    p = _copy(tmp, CT)
+    # re needs about 2^28 steps to see that (a|aa)+$ does not match a^40 b; the next
+    # pattern ignores the layer, so the listing is the sample's own.
+    _qc(p, ignore=["lm_head", "re:(a|aa)+$", "re:a+b$"])
+    _tensors(p, lambda t: t.update({"a" * 40 + "b.weight_scale": torch.ones(1, dtype=torch.bfloat16)}))
+    return p
+
+
+def _dynamic_catastrophic(tmp):
+    p = _copy(tmp, GPTQ)
+    _qc(p, dynamic={"-:(a|aa)+$": {}, "-:a+b$": {}})
+    _tensors(p, lambda t: t.update({"a" * 40 + "b.qweight": torch.zeros(1, 8, dtype=torch.int32)}))
+    return p
+
+
+def _huge_weight_shape(tmp):
+    p = _copy(tmp, PACK)
+    _tensors(p, lambda t: t.update({f"{D}.weight_shape": torch.tensor([10**18, 10**18])}))
+    return p
+
+
+def _zero_rows(tmp):
+    p = _copy(tmp, CT)
+    _raw_header(p, json.dumps({
+        f"{D}.weight": {"dtype": "I8", "shape": [0, 10**18], "data_offsets": [0, 0]},
+        f"{D}.weight_scale": {"dtype": "BF16", "shape": [0, 1], "data_offsets": [0, 0]}}).encode())
+    _weights(p, strategy="channel", group_size=None)
+    return p
+
+
+def _gptq_empty_qweight(tmp):
+    p = _copy(tmp, GPTQ)
+    _qc(p, group_size=-1)
+    _tensors(p, lambda t: t.update({f"{D}.qweight": torch.zeros(0, 256, dtype=torch.int32),
+                                     f"{D}.scales": torch.ones(1, 256, dtype=torch.float16),
+                                     f"{D}.qzeros": torch.zeros(1, 32, dtype=torch.int32)}))
+    _tensors(p, lambda t: t.pop(f"{D}.g_idx"))
+    return p
+
+
+def _header(text: bytes, data: bytes = b""):
+    def build(tmp):
+        p = _copy(tmp, CT)
+        _raw_header(p, text, data)
+        return p
+    return build
+
+
+def _edit(sample: str, fn, file: str = "config.json"):
+    def build(tmp):
+        p = _copy(tmp, sample)
+        _config(p, fn, file)
+        return p
+    return build
+
+
+def _duplicate_across_shards(tmp):
+    p = _copy(tmp, SHARDED)
+    a, b = load_file(str(p / _SHARD1)), load_file(str(p / "model-00002-of-00002.safetensors"))
+    name = next(iter(b))
+    a[name] = b[name]
+    save_file(a, str(p / _SHARD1))
+    return p
+
+
+def _big_int_config(tmp):
+    p = _copy(tmp, CT)
+    text = (p / "config.json").read_text().replace('"group_size": 128', '"group_size": ' + "9" * 5000)
+    (p / "config.json").write_text(text)
+    return p
+
+
+def _negative_scales(tmp):
+    p = _copy(tmp, CT)
+    _tensors(p, lambda t: t[f"{D}.weight_scale"].mul_(-1))
+    return p
+
+
+def _check_negative_note(ck):
+    notes = ck.load_layer(D).notes
+    assert any("negative value" in n for n in notes), notes
+
+
+def _ok_allowed():
+    """The symlinked checkpoint opens once the link's target directory is an allowed root."""
+    with tempfile.TemporaryDirectory() as d:
+        path = _link_out("model.safetensors")(Path(d))
+        ck = open_checkpoint(path, allowed_roots=(Path(d) / "elsewhere",))
+        assert len(ck.layers) == 7 and ck.load_layer(D).out_features == 256
+
+
+def _gist(*parts: str) -> str:
+    return ".*".join(re.escape(p) for p in parts)
+
+
+CATALOG = [
+    # Every tensor the config names must exist: a layer that lost one is reported, not dropped.
+    ("compressed-tensors int-quantized layer without its weight_scale",
+     "MissingTensorError naming the layer, weight_scale and model.safetensors",
+     _raises(MissingTensorError, _gist(f"layer {D}", f"{D}.weight_scale", "missing from model.safetensors"),
+             _drop(CT, "weight_scale"))),
+    ("GPTQ layer without its qweight (qzeros, scales, g_idx still there)",
+     "MissingTensorError naming the layer, qweight and the file",
+     _raises(MissingTensorError, _gist(f"{D}.qweight", "missing from model.safetensors"), _drop(GPTQ, "qweight"))),
+    ("AutoRound (INC) layer without its scales", "MissingTensorError naming scales",
+     _raises(MissingTensorError, _gist(f"{D}.scales", "missing"), _drop(AR, "scales"))),
+    ("pack-quantized layer without weight_packed", "MissingTensorError naming weight_packed",
+     _raises(MissingTensorError, _gist(f"{D}.weight_packed", "pack-quantized"), _drop(PACK, "weight_packed"))),
+    ("sharded asymmetric pack-quantized layer without weight_zero_point",
+     "MissingTensorError naming the shard that holds the layer",
+     _raises(MissingTensorError, _gist("weight_zero_point", "model-00002-of-00002.safetensors"),
+             _drop(SHARDED, "weight_zero_point", "model-00002-of-00002.safetensors"))),
+    ("weights.actorder 'group' without weight_g_idx", "MissingTensorError naming weight_g_idx",
+     _raises(MissingTensorError, _gist(f"{D}.weight_g_idx", "actorder 'group'"),
+             _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"]
+                   .update(actorder="group")))),
+    ("GPTQ desc_act true without g_idx", "MissingTensorError naming g_idx (the act order is lost)",
+     _raises(MissingTensorError, _gist(f"{D}.g_idx", "desc_act is true"),
+             lambda tmp: (_drop(GPTQ, "g_idx")(tmp), _qc(tmp / "ckpt", desc_act=True))[0])),
+    ("3-D (MoE) layer listed as not loadable, without weight_scale", "MissingTensorError naming weight_scale",
+     _raises(MissingTensorError, _gist(f"{D}.weight_scale", "int-quantized"), _moe_without_scale)),
+    # Only regular files under the allowed roots are opened.
+    ("model.safetensors is a FIFO (open() used to block forever)", "NotAFileError: a FIFO, refused unopened",
+     _in_child("NotAFileError", _fifo_weights)),
+    ("config.json is a FIFO", "NotAFileError: a FIFO, refused unopened",
+     _raises(NotAFileError, _gist("config.json", "FIFO", "refused unopened"), _fifo_config)),
+    ("model.safetensors is a symlink to a file outside the checkpoint",
+     "OutsideRootsError naming the link and its target",
+     _raises(OutsideRootsError, _gist("model.safetensors (a symlink to", "elsewhere", "outside the allowed roots"),
+             _link_out("model.safetensors"))),
+    ("the same symlink, its target directory passed as an allowed root",
+     "ok: 7 layers, the layer loads", _ok_allowed),
+    ("config.json is a symlink to a file outside the checkpoint", "OutsideRootsError naming config.json",
+     _raises(OutsideRootsError, _gist("config.json (a symlink to", "outside the allowed roots"),
+             _link_out("config.json"))),
+    ("an index shard is a symlink to a file outside the checkpoint", "OutsideRootsError naming the shard",
+     _raises(OutsideRootsError, _gist(_SHARD1, "outside the allowed roots"), _link_out(_SHARD1, SHARDED))),
+    ("an index shard is a symlink to itself (a loop)", "NotAFileError naming the shard",
+     _raises(NotAFileError, _gist(_SHARD1, "cannot be resolved"), _shard_loop)),
+    ("an index shard is a directory", "NotAFileError: a directory, refused unopened",
+     _raises(NotAFileError, _gist(_SHARD1, "is a directory"), _shard_dir)),
+    ("checkpoint path /dev/null", "NotAFileError: a character device",
+     _raises(NotAFileError, _gist("/dev/null", "character device"), lambda tmp: "/dev/null")),
+    ("checkpoint path with a NUL byte", "MissingWeightsError: not a usable path",
+     _raises(MissingWeightsError, "not a usable path", lambda tmp: f"{tmp}/a\0b")),
+    ("checkpoint path of 5000 characters", "MissingWeightsError: cannot be read (name too long)",
+     _raises(MissingWeightsError, "cannot be read", lambda tmp: "/" + "x" * 5000)),
+    ("checkpoint path given as the int 5", "MissingWeightsError: accepted a str or os.PathLike",
+     _raises(MissingWeightsError, "str or os.PathLike", lambda tmp: 5)),
+    # Regular expressions from the checkpoint run with bounded work.
+    ("ignore 're:(a|aa)+$' and the layer name a^40 b (over 25 s in re)",
+     "ok: answered in under 20 s, 7 layers", _in_child("ok 7", _ignore_catastrophic)),
+    ("GPTQ dynamic '-:(a|aa)+$' and the layer name a^40 b", "ok: answered in under 20 s, 7 layers",
+     _in_child("ok 7", _dynamic_catastrophic)),
+    ("ignore 're:(a)\\1' (a backreference)", "PatternRefusedError quoting the pattern",
+     _raises(PatternRefusedError, _gist("ignore", "'(a)\\\\1'", "backreference"),
+             _edit(CT, lambda c: c["quantization_config"].update(ignore=["re:(a)\\1"])))),
+    ("a 're:' target of 2000 characters", "PatternRefusedError: at most 1000 characters",
+     _raises(PatternRefusedError, "at most 1000",
+             _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]
+                   .update(targets=["re:" + "a" * 2000])))),
+    # Hostile headers and shapes.
+    ("pack-quantized weight_shape (10^18, 10^18)", "TensorMismatchError: weight_shape disagrees with weight_packed",
+     _raises(TensorMismatchError, "weight_shape says", _huge_weight_shape)),
+    ("int8 weight of shape [0, 10^18] (zero bytes) with its scale", "TensorMismatchError: at least one row",
+     _raises(TensorMismatchError, _gist("(0, 1000000000000000000)", "at least one row"), _zero_rows)),
+    ("GPTQ qweight [0, 256] with group_size -1", "TensorMismatchError: K = 0",
+     _raises(TensorMismatchError, _gist("K = 0", "at least one row"), _gptq_empty_qweight)),
+    ("header dtype 'Q4'", "CorruptFileError listing the safetensors dtypes",
+     _raises(CorruptFileError, _gist("dtype 'Q4'", "accepted: BOOL"),
+             _header(b'{"x":{"dtype":"Q4","shape":[2],"data_offsets":[0,2]}}', b"ab"))),
+    ("header shape holding an integer of 5000 digits", "CorruptFileError: header is not JSON",
+     _raises(CorruptFileError, "header is not UTF-8 JSON",
+             _header(b'{"x":{"dtype":"I8","shape":[' + b"9" * 5000 + b'],"data_offsets":[0,0]}}'))),
+    ("header data_offsets [NaN, 1]", "CorruptFileError naming the entry",
+     _raises(CorruptFileError, _gist("entry 'x'", "data_offsets"),
+             _header(b'{"x":{"dtype":"I8","shape":[1],"data_offsets":[NaN,1]}}', b"a"))),
+    ("one tensor in two shards", "CorruptFileError naming both shards",
+     _raises(CorruptFileError, _gist("appears in both", _SHARD1), _duplicate_across_shards)),
+    ("index maps a tensor to '../x.safetensors'", "InvalidConfigError: a file name in the same directory",
+     _raises(InvalidConfigError, _gist("weight_map", "'../x.safetensors'", "same directory"),
+             _edit(SHARDED, lambda c: c["weight_map"].update(x="../x.safetensors"), _INDEX))),
+    ("index maps a tensor to '/etc/x.safetensors'", "InvalidConfigError: a file name in the same directory",
+     _raises(InvalidConfigError, _gist("'/etc/x.safetensors'", "same directory"),
+             _edit(SHARDED, lambda c: c["weight_map"].update(x="/etc/x.safetensors"), _INDEX))),
+    # Config values of the wrong type or out of range.
+    ("config.json group_size of 5000 digits", "InvalidConfigError: config.json is not valid JSON",
+     _raises(InvalidConfigError, "config.json is not valid JSON", _big_int_config)),
+    ("quantization_config is a list", "InvalidConfigError: must be an object",
+     _raises(InvalidConfigError, "'quantization_config' must be an object, got list",
+             _edit(CT, lambda c: c.update(quantization_config=[1])))),
+    ("weights.num_bits \"4\" (a string)", "InvalidConfigError: expected an integer",
+     _raises(InvalidConfigError, _gist("num_bits", "expected an integer, got '4'"),
+             _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"]
+                   .update(num_bits="4")))),
+    ("weights.num_bits 99", "InvalidConfigError: accepted 1..8",
+     _raises(InvalidConfigError, _gist("num_bits 99", "1..8"),
+             _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"]
+                   .update(num_bits=99)))),
+    ("GPTQ desc_act \"false\" (a string)", "InvalidConfigError: expected bool",
+     _raises(InvalidConfigError, _gist("desc_act", "expected bool"),
+             _edit(GPTQ, lambda c: c["quantization_config"].update(desc_act="false")))),
+    ("GPTQ group_size 0", "InvalidConfigError: -1 or a positive integer",
+     _raises(InvalidConfigError, _gist("group_size: 0", "-1 or a positive integer"),
+             _edit(GPTQ, lambda c: c["quantization_config"].update(group_size=0)))),
+    ("GPTQ dynamic rule whose value is 5, not an object", "InvalidConfigError: an object of overrides",
+     _raises(InvalidConfigError, _gist("dynamic['-:.*']", "an object of overrides"),
+             _edit(GPTQ, lambda c: c["quantization_config"].update(dynamic={"-:.*": 5})))),
+    ("AWQ modules_to_not_convert [1, null]", "InvalidConfigError: a list of module name strings",
+     _raises(InvalidConfigError, "a list of module name strings",
+             _edit(GPTQ, lambda c: c.update(quantization_config={
+                 "quant_method": "awq", "w_bit": 4, "q_group_size": 128, "zero_point": True,
+                 "modules_to_not_convert": [1, None]})))),
+    ("negative weight_scale values", "ok: loads, with a note that they flip the sign",
+     _ok(_check_negative_note, _negative_scales)),
+]
+
+
+@pytest.mark.parametrize("row", CATALOG, ids=[row[0] for row in CATALOG])
+def test_catalog_row(row):
+    row[2]()
