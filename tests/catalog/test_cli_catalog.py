@@ -70,6 +70,18 @@ def _batch_goes_on():
     assert outs[2]["selected"] == "HummingLinearKernel"
 
 
+def _batch_line_field_types():
+    lines = [{"mp_config": MP, "vllm_version": [1]}, {"mp_config": MP, "platform": 5},
+             {"mp_config": MP, "env": "x"}, {"mp_config": MP, "platfrom": "xpu"}]
+    rc, out, err = _main(["trace", "--batch", _tmp_file("\n".join(map(json.dumps, lines)) + "\n")])
+    outs = [json.loads(x) for x in out.splitlines()]
+    assert rc == 2 and len(err.splitlines()) == 1 and "line 1, 2, 3, 4" in err, err
+    assert "case.vllm_version: expected a version string" in outs[0]["input_error"]
+    assert "case.platform: expected a preset name or a JSON object" in outs[1]["input_error"]
+    assert "case.env: expected a JSON object" in outs[2]["input_error"]
+    assert "unknown key(s) ['platfrom']" in outs[3]["input_error"]
+
+
 def _inc_missing_group_size():
     rc, out, _ = _main(["trace", "--inc", '{"bits": 4}', "--platform", "xpu", "--json"])
     t = json.loads(out)
@@ -140,6 +152,9 @@ CATALOG = [
      _error(["trace", "--mp-config", json.dumps(MP), "--platform", "x" * 5000], r"is no preset name")),
     ("trace --batch: lines `5`, 3000-deep array, a good case", "ok: two input_error records, then the trace; exit 2, one error line naming lines 1, 2",
      _batch_goes_on),
+    ("trace --batch: vllm_version [1], platform 5, env \"x\", key \"platfrom\"",
+     "ok: each line its own input_error naming the field (a misspelt key is refused, not ignored)",
+     _batch_line_field_types),
     ("trace --batch - with non-UTF-8 bytes", "ok: that line's input_error says not UTF-8; exit 2, no traceback",
      _stdin_batch_bad_utf8),
     ("trace --batch /dev/zero", "exit 2: error: --batch: '/dev/zero' is a character device (never read)",

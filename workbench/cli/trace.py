@@ -95,6 +95,9 @@ def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None =
     if "env" in case:
         env = {**(env or {}), **json_object(case["env"], "case.env")}
     version = case.get("vllm_version", version)
+    if version is not None and not isinstance(version, str):
+        raise InvalidInputError(f"case.vllm_version: expected a version string such as "
+                                f"{DEFAULT_VERSION!r}, got {shown(version, 40)}")
     return TRACERS[kinds[0]](json_object(case[kinds[0]], f"case.{kinds[0]}"), platform, env,
                              version=version)
 
