@@ -20,14 +20,29 @@ def test_sweep_runs_and_draws_every_figure(ui):
     native = [r for r in records if r["path"] == "w4a8_native"]
     assert all(30 < r["sqnr_db"] < 80 for r in native)
     assert all(r["kernel_rel_error"] < 1e-5 for r in native)  # the kernel itself is exact-ish
-    assert ui.plotly_count(at) == 3  # latency, speedup, error
-    assert "Measured crossover: w4a8_native over w4a16_fallback" in ui.text(at)
+    # latency here, latency of the saved H200 rows (apart: other shapes), speedup, error
+    assert ui.plotly_count(at) == 4
+    assert "Measured crossover: w4a8_native over w4a16_fallback [this machine, N 256 x K 1024]" in ui.text(at)
+    assert "Noise: p80/p20 up to" in ui.text(at)
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    for fig in figs:  # every figure says which layer shape its series are
+        assert "N 256 x K 1024" in fig["layout"]["title"]["text"] or "N 4096" in fig["layout"]["title"]["text"] \
+            or "N 8192" in fig["layout"]["title"]["text"], fig["layout"]["title"]["text"]
+    speedup = next(f for f in figs if f["layout"]["title"]["text"].startswith("W4A8 speedup"))
+    for trace in speedup["data"]:  # one shape per label, never two under one name
+        assert trace["name"].count(" x K ") == 1, trace["name"]
+    # the x-axis spans the data (log axis: the range is in log10 units)
+    import math
+
+    xs = [x for t in speedup["data"] for x in t["x"]]
+    lo, hi = speedup["layout"]["xaxis"]["range"]
+    assert math.log10(min(xs)) - 0.5 <= lo <= math.log10(min(xs)) and math.log10(max(xs)) <= hi <= math.log10(max(xs)) + 0.5
     at.number_input(key="kern.pt_m").set_value(8).run()
     at.button(key="kern.pt_run").click().run(timeout=300)
     pt = at.session_state["kern.per_token"]
     assert pt["m"] == 8 and set(pt["errors"]) == {"w4a8_native", "w4a16_fallback"}
     assert all(len(v) == 8 for v in pt["errors"].values())
-    assert ui.plotly_count(at) == 4
+    assert ui.plotly_count(at) == 5
     labels = [b.label for b in at.get("download_button")]
     assert "Records as CSV" in labels and "latency.html" in labels
 
@@ -76,7 +91,7 @@ def test_uploaded_saved_results_are_plotted_with_their_crossover(ui):
     assert not ui.errors(at)
     shown = ui.text(at)
     assert "h200_bench.json: NVIDIA H200" in shown
-    assert "H200: w4a8 g128 over w4a16 g128: M = 64" in shown
+    assert "H200: w4a8 g128 over w4a16 g128 [N 256 x K 1024]: M = 64" in shown
     assert ui.plotly_count(at) == 2  # latency and speedup (no local run: no error figure)
 
 
@@ -98,3 +113,15 @@ def test_committed_h200_results_are_shown_by_default(ui):
     at.selectbox(key="w:kern.saved_shape").set_value("N 8192 x K 14784").run()
     assert at.session_state["kern.saved_shape"] == "N 8192 x K 14784"
     assert ui.plotly_count(at) == 2
+
+
+def test_timing_noise_flags_a_wide_band_or_a_loaded_machine():
+    from workbench.noise import timing_noise
+
+    quiet = timing_noise([{"path": "a", "m": 1, "p20_ms": 1.0, "p80_ms": 1.2}], [0.5], cores=2)
+    assert not quiet.noisy and quiet.worst_spread == 1.2
+    wide = timing_noise([{"path": "a", "m": 1, "p20_ms": 1.0, "p80_ms": 1.2},
+                         {"path": "b", "m": 4, "p20_ms": 1.0, "p80_ms": 1.6}], [0.5], cores=2)
+    assert wide.spread_high and (wide.worst_path, wide.worst_m) == ("b", 4)
+    loaded = timing_noise([{"path": "a", "m": 1, "p20_ms": 1.0, "p80_ms": 1.1}], [0.5, 2.5], cores=2)
+    assert loaded.overloaded and not loaded.spread_high and loaded.load == 2.5

@@ -7,6 +7,7 @@ it goes, so Stop (which interrupts the run) keeps what was measured.
 from __future__ import annotations
 
 import json
+from html import escape
 
 import streamlit as st
 
@@ -15,6 +16,42 @@ from workbench.ui.plain import plain
 
 DEFAULT_M = "1,4,16,64,256"
 MAX_M = 16384
+# Untimed calls before each point: the first calls of a path pay for allocation and packing.
+WARMUP = 2
+
+
+def _load() -> float | None:
+    import os
+
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+
+
+def _noise(meta: dict):
+    from workbench.noise import timing_noise
+
+    return timing_noise(st.session_state.get("kern.records", []),
+                        [meta["provenance"].get("loadavg_1m"), meta.get("load_end")])
+
+
+def _noise_text(noise) -> str:
+    spread = (f"p80/p20 up to {noise.worst_spread:.2f}x ({noise.worst_path} at M = {noise.worst_m})"
+              if noise.worst_spread else "no spread recorded")
+    load = f"load {noise.load:.1f}" if noise.load is not None else "load unknown"
+    return f"{spread}; {load} on {noise.cores} cores"
+
+
+def noise_view(meta: dict) -> None:
+    """The run's noise indicator, and a warning past the limits (`workbench.noise`)."""
+    from workbench.noise import SPREAD_LIMIT
+
+    noise = _noise(meta)
+    st.caption(f"Noise: {_noise_text(noise)}.")
+    why = ([f"a p80/p20 band above {SPREAD_LIMIT}x"] if noise.spread_high else []) + (
+        [f"a load above the {noise.cores} cores"] if noise.overloaded else [])
+    if why:
+        st.warning(f"These timings are noisy ({' and '.join(why)}): medians can move between runs. "
+                   "Raise Repeats, or re-run when the machine is quiet; the ratios between paths are "
+                   "still timed round-robin in one process.")
 
 
 def parse_ms(text: str) -> list[int]:
@@ -75,15 +112,24 @@ def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> No
                        "status": "running", "provenance": host_provenance()}
     total = len(ms) * len(paths)
     bar = st.progress(0.0, text="starting")
+    # The figures so far are redrawn after each M: the header's Stop (which ends the script
+    # with no rerun) then leaves them on the page, and the records stay in the session.
+    live = st.empty()
     for i, m in enumerate(ms):
         def progress(done: int, _total: int, msg: str, i: int = i) -> None:
             bar.progress(min(1.0, (i * len(paths) + done) / total), text=msg)
 
-        recs = bench_layer_weight(layer, paths, [m], repeats=reps, warmup=1, max_call_s=5.0,
+        recs = bench_layer_weight(layer, paths, [m], repeats=reps, warmup=WARMUP, max_call_s=5.0,
                                   error_rows=64, progress=progress)
         ss["kern.records"] = ss["kern.records"] + [r.to_dict() for r in recs]
         ss["kern.meta"]["done_m"] = m
+        ss["kern.meta"]["load_end"] = _load()
+        with live.container():
+            st.caption(f"Measured so far: M up to {m}.")
+            figures(runs.record_rows(ss["kern.records"]), [], ss["kern.meta"], f"{key}-live-{m}",
+                    export=False)
     ss["kern.meta"]["status"] = "done"
+    live.empty()
     bar.empty()
 
 
@@ -177,7 +223,7 @@ def _speedups(local: list[dict], saved: list[dict], meta: dict | None) -> tuple[
     fallback = "w4a16_fallback" if "w4a16_fallback" in paths else None
     if fallback:
         for p in sorted({r["path"] for r in local if r["computes"] == "w4a8"}):
-            series = f"{p} over {fallback}"
+            series = f"{p} over {fallback} [this machine, {_shapes(local)}]"
             s = runs.speedup_rows(local, p, fallback, series)
             pts += s
             cross[series] = runs.crossover_of(s)
@@ -185,7 +231,7 @@ def _speedups(local: list[dict], saved: list[dict], meta: dict | None) -> tuple[
     for fast in sorted(p for p in saved_paths if ": w4a8 g" in p):
         slow = fast.replace(": w4a8 g", ": w4a16 g")
         if slow in saved_paths:
-            series = f"{fast} over {slow.split(': ')[1]}"
+            series = f"{fast} over {slow.split(': ')[1]} [{_shapes(saved)}]"
             s = runs.speedup_rows(saved, fast, slow, series)
             pts += s
             cross[series] = runs.crossover_of(s)
@@ -210,26 +256,37 @@ def _export(fig, name: str, key: str) -> None:
                                key=f"{key}-{name}-png", on_click="ignore")
 
 
+def _shapes(rows: list[dict]) -> str:
+    return ", ".join(f"N {n} x K {k}" for n, k in sorted({(r["n"], r["k"]) for r in rows}))
+
+
 def figures(local: list[dict], saved: list[dict], meta: dict | None, key: str, *,
             export: bool = True) -> None:
+    """Latency (this machine and saved results apart), speedup and error; each title gives its shape."""
     from workbench import plots
 
-    lat = plots.latency_figure(local + saved)
-    st.plotly_chart(lat, key=f"{key}-latency")
-    if export:
-        _export(lat, "latency", key)
+    note = f"; {_noise_text(_noise(meta))}" if local and meta else ""
+    for rows, where, name in ((local, "this machine", "latency"), (saved, "saved results", "latency_saved")):
+        if rows:
+            lat = plots.latency_figure(rows, title=escape(f"Latency, {where}: {_shapes(rows)} "
+                                                          f"(bars p20-p80{note if rows is local else ''})"))
+            st.plotly_chart(lat, key=f"{key}-{name}")
+            if export:
+                _export(lat, name, key)
     pts, cross = _speedups(local, saved, meta)
     if pts:
-        sp = plots.speedup_figure(pts, crossovers=cross)
+        sp = plots.speedup_figure(pts, crossovers=cross, title=escape(
+            "W4A8 speedup over the W4A16 fallback: " + "; ".join(
+                f"{w} {_shapes(r)}" for w, r in (("this machine", local), ("saved", saved)) if r)))
         st.plotly_chart(sp, key=f"{key}-speedup")
-        st.caption("Measured crossover: " + "; ".join(
+        st.caption(plain("Measured crossover: " + "; ".join(
             f"{s}: {'M = ' + str(m) if m else 'never in the measured range'}" for s, m in cross.items())
-            + f". vLLM's INC XPU path switches W4A8 on at {plots.INC_TOKEN_THRESHOLD} tokens per call.")
+            + f". vLLM's INC XPU path switches W4A8 on at {plots.INC_TOKEN_THRESHOLD} tokens per call."))
         if export:
             _export(sp, "speedup", key)
     err_rows = [r for r in local if r.get("sqnr_db") is not None]
     if err_rows:
-        ef = plots.error_figure(err_rows)
+        ef = plots.error_figure(err_rows, title=f"Error against tokens (M), this machine: {_shapes(err_rows)}")
         st.plotly_chart(ef, key=f"{key}-error")
         if export:
             _export(ef, "error", key)
@@ -280,6 +337,7 @@ def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: boo
         st.caption(f"Results for {plain(meta['label'])}: M = {meta['ms']}, {meta['status']}; measured on "
                    f"{meta['provenance'].get('cpu')}, {meta['provenance'].get('threads')} threads, "
                    f"load {meta['provenance'].get('loadavg_1m') or 0:.1f} at the start.")
+        noise_view(meta)
     elif meta:
         st.info(f"The last results are for {plain(meta['label'])}; press Run for this layer.")
     if local:
@@ -334,6 +392,7 @@ def render() -> None:
                    f"{prov.get('threads')} threads, torch {prov.get('torch')}, load "
                    f"{prov.get('loadavg_1m') or 0:.1f} at the start. Ratios between paths are "
                    "what to read: they are timed round-robin in the same process.")
+        noise_view(meta)
     elif meta:
         st.info(f"The last results are for {plain(meta['label'])}; press Run for this layer.")
     st.subheader("Saved results")
