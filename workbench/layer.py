@@ -139,7 +139,7 @@ class LayerSpec:
         parallel = parallel or self.default_parallel
         if parallel not in ("column", "row"):
             raise InvalidInputError(f"parallel: {parallel!r}; accepted: 'column', 'row'")
-        if not isinstance(tp_size, int) or tp_size < 1:
+        if type(tp_size) is not int or tp_size < 1:  # bool is an int: True is not a TP size
             raise InvalidInputError(f"tp_size: {tp_size!r}; accepted: a positive integer")
         k, n = self.in_features, self.out_features
         dim, size = ("in_features", k) if parallel == "row" else ("out_features", n)
@@ -267,7 +267,11 @@ class QuantizedLayer(LayerSpec):
         or int8 [N, K]. Nibbles are unsigned (value + 8 when symmetric)."""
         from w4a8_kernels import packing
 
-        fmt = WeightPacking(fmt)
+        try:
+            fmt = WeightPacking(fmt)
+        except ValueError:
+            raise InvalidInputError(f"packing {fmt!r}; accepted: "
+                                    f"{', '.join(p.value for p in WeightPacking)}") from None
         if fmt is self.packing:
             return self.qweight
         if fmt is WeightPacking.INT8:
@@ -293,6 +297,9 @@ class QuantizedLayer(LayerSpec):
         from w4a8_kernels.quant import dequantize_groupwise
 
         dtype = torch.float32 if dtype is None else dtype
+        if dtype not in (torch.float32, torch.float64):
+            raise InvalidInputError(f"dequantize dtype {dtype!r}; accepted: torch.float32, "
+                                    "torch.float64 (the dequantized values are exact in both)")
         if self.num_bits == 4 and self.g_idx is None:
             # The kernels' own reference dequantization (it also checks value ranges).
             return dequantize_groupwise(self.int4_weight(), self.scales, self.group_size,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import (
     CorruptFileError, MissingTensorError, MissingWeightsError, PickleRefusedError,
+    UnsupportedLayerError,
 )
 from workbench.checkpoints.paths import open_file
 
@@ -239,6 +240,11 @@ def read_tensor(info: TensorInfo) -> torch.Tensor:
             f.seek(info.data_start + info.begin)
             raw = bytearray(info.nbytes)
             got = f.readinto(raw)
+    except MemoryError:
+        raise UnsupportedLayerError(
+            f"{info.file}: tensor {info.name!r} ({info.dtype} {list(info.shape)}) needs "
+            f"{info.nbytes / 2**30:.2f} GiB, which this process cannot allocate; accepted: "
+            "layers that fit in the memory available") from None
     except OSError as exc:
         raise CorruptFileError(f"{info.file}: tensor {info.name!r} cannot be read: "
                                f"{exc.strerror or exc}") from None
