@@ -193,6 +193,8 @@ def platform_from_json(data: dict) -> Platform:
         raise InvalidInputError(f"platform: expected a preset name or JSON object, got {data!r}")
     data = dict(data)
     preset = data.pop("preset", None)
+    if preset is not None and not isinstance(preset, str):
+        raise InvalidInputError(f"platform.preset: expected a preset name, got {preset!r}")
     unknown = sorted(set(data) - _JSON_FIELDS)
     if unknown:
         raise InvalidInputError(

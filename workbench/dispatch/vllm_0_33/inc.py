@@ -41,12 +41,15 @@ XPU_W4A16_OP = "torch.ops._xpu_C.int4_gemm_w4a16"
 
 # INCConfig's accepted values (inc/inc.py:30-47), as sets in vLLM's declaration order: vLLM
 # prints them with str(set), whose order follows string hashing (PYTHONHASHSEED).
-SUPPORTED_BITS = {2, 3, 4, 5, 6, 7, 8}
+INC_SUPPORTED_BITS = (2, 3, 4, 5, 6, 7, 8)
+INC_PACKING_FORMATS = ("auto_round:auto_gptq", "auto_round:auto_awq", "auto_round:fp8",
+                       "auto_round:llm_compressor")
+INC_BACKENDS = ("auto", "gptq", "gptq:marlin", "awq", "awq:marlin", "marlin")
+SUPPORTED_BITS = set(INC_SUPPORTED_BITS)
 DEFAULT_INT_PACKING_FORMAT = "auto_round:auto_gptq"
 SUPPORTED_DTYPES = {"int", "mx_fp", "fp"}
-SUPPORTED_FORMATS = {"auto_round:auto_gptq", "auto_round:auto_awq", "auto_round:fp8",
-                     "auto_round:llm_compressor"}
-SUPPORTED_BACKENDS = {"auto", "gptq", "gptq:marlin", "awq", "awq:marlin", "marlin"}
+SUPPORTED_FORMATS = set(INC_PACKING_FORMATS)
+SUPPORTED_BACKENDS = set(INC_BACKENDS)
 INT_PACKING_FORMATS = {DEFAULT_INT_PACKING_FORMAT, "auto_round:auto_awq"}
 FP8_BLOCK_PACKING_FORMAT = "auto_round:fp8"
 MXFP8_PACKING_FORMAT = "auto_round:llm_compressor"
@@ -112,6 +115,12 @@ def _group_size(value: Any, field: str) -> int | tuple[int, int]:
     return value
 
 
+def _string(value: Any, field: str) -> None:
+    """A config's text fields are JSON strings; anything else would crash the membership tests."""
+    if not isinstance(value, str):
+        raise InvalidInputError(f"{field}: expected a string, got {value!r}")
+
+
 def _config(layer: dict) -> INCConfig:
     """`INCConfig.from_config` then `__init__` (inc/inc.py:65-117, 280-318)."""
     for key in ("bits", "group_size"):  # get_from_keys: no default (base_config.py:185-192)
@@ -119,6 +128,7 @@ def _config(layer: dict) -> INCConfig:
             raise VllmError("ValueError", f"Cannot find any of {[key]} in the model's "
                             "quantization config.")
     data_type = layer.get("data_type", "int")
+    _string(data_type, "inc.data_type")
     data_type = "fp" if data_type == "fp8" else data_type  # _normalize_data_type: equality
     bits = layer["bits"]
     if isinstance(bits, bool) or not isinstance(bits, int):
@@ -133,6 +143,8 @@ def _config(layer: dict) -> INCConfig:
         else:
             packing = DEFAULT_INT_PACKING_FORMAT
     backend = layer.get("backend", layer.get("vllm_backend", "auto"))
+    _string(packing, "inc.packing_format")
+    _string(backend, "inc.backend")
     if bits not in SUPPORTED_BITS:
         raise VllmError("ValueError", f"Unsupported weight_bits: {bits}, currently only support "
                         f"{SUPPORTED_BITS}.")
@@ -146,6 +158,8 @@ def _config(layer: dict) -> INCConfig:
         raise VllmError("ValueError", f"Unsupported backend: {backend}, currently only support "
                         f"{SUPPORTED_BACKENDS}.")
     sym = layer.get("sym", True)
+    if not isinstance(sym, bool):
+        raise InvalidInputError(f"inc.sym: expected true or false, got {sym!r}")
     _validate(bits, group, sym, packing, backend, data_type)
     extra = layer.get("extra_config") or {}
     if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
