@@ -1,0 +1,200 @@
+"""Calibration on the results files: fitted wave models per (path, weight kind, M bucket).
+
+Reads the committed GPU results through `workbench.results` (a re-run of the bench is a
+re-calibration) and the launch geometry of this project's kernels through
+`workbench.perf.launch`. Library GEMMs (cuBLAS) have no tiling we can read: their tile is
+chosen from a few candidates by the same fit.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from workbench.perf.fit import Point, WaveFit, fit_waves
+from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_launch
+from workbench.results import ResultRecord, load_results
+
+__all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "GpuCalibration", "calibrate_gpu", "point_for", "key_for",
+           "bytes_moved", "H200_RESULTS"]
+
+H200_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200_bench.json"
+
+# path -> the Triton kernel it launches (w4a8_native includes its activation quantizer).
+TRITON_PATHS = {"w4a8_native": "w4a8", "w4a8_prequant": "w4a8", "w4a16_fallback": "w4a16"}
+# Library paths: one tile shape each, fitted from these candidates.
+LIBRARY_PATHS = ("bf16_dense", "int8_mm", "triton_int8_mm")
+_LIB_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+
+
+def bytes_moved(path: str, m: int, n: int, k: int, g: int, split: int = 1) -> float:
+    """Bytes a call reads and writes in DRAM: weights, scales, activations, output, and
+    split-K partials (fp32, written then read)."""
+    out = m * n * 2
+    partial = 2 * split * m * n * 4 if split > 1 else 0
+    if path in TRITON_PATHS or path in ("w4a16", "w4a8"):
+        groups = 1 if g in (-1, k) else -(-k // g)
+        w = n * k / 2 + 4 * n * groups
+        x = m * k * 2 + (m * k * 2 if path == "w4a8_native" else 0)  # bf16 in; int8 out + in
+        if path == "w4a8_prequant":
+            x = m * k + 4 * m
+        return w + x + out + partial
+    if path == "bf16_dense":
+        return n * k * 2 + m * k * 2 + out
+    if path in ("int8_mm", "triton_int8_mm"):
+        return n * k + m * k + m * n * (4 if path == "int8_mm" else 2)
+    if path == "quantizer":
+        return m * k * 3 + 4 * m
+    raise KeyError(path)
+
+
+def key_for(path: str, m: int, n: int, k: int, g: int) -> tuple:
+    """What one fit covers: a library path, or a Triton path with one weight kind and the
+    tile config its table picks for this M (block_k aside: it follows K and g, and the
+    fit takes K per program as a variable), so a re-tuned table regroups the records."""
+    if path in TRITON_PATHS:
+        cfg = triton_config(TRITON_PATHS[path], m, n, k, g)
+        ident = tuple((f, v) for f, v in sorted(asdict(cfg).items()) if f != "block_k")
+        return (path, "channel" if g in (-1, k) else "group", ident)
+    return (path, "small" if m <= 128 else "large")
+
+
+def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None) -> Launch:
+    if path in TRITON_PATHS:
+        return triton_launch(TRITON_PATHS[path], m, n, k, g, sms)
+    if path == "quantizer":
+        return Launch({}, -(-m // 1), 1, 1, 1)  # one program per token row
+    bm, bn = tile
+    return cublas_launch(m, n, k, bm, bn)
+
+
+def point_for(path: str, m: int, n: int, k: int, g: int, sms: int, us: float = 0.0,
+              tile=None) -> Point:
+    ln = _launch(path, m, n, k, g, sms, tile)
+    step_k = 2 * ln.config.get("block_k", 32) if path in TRITON_PATHS else ln.config.get("block_k", 1)
+    return Point(ln.programs, ln.programs_per_sm, ln.k_steps * step_k, ln.k_steps,
+                 bytes_moved(path, m, n, k, g, ln.split), us)
+
+
+@dataclass(frozen=True)
+class GpuCalibration:
+    """Fitted models of one GPU's results file."""
+
+    platform: str
+    sms: int
+    source: str  # the results file
+    digest: str  # sha256 of it: a different file is a different calibration
+    fits: dict  # key tuple -> WaveFit
+    tiles: dict  # library path -> (block_m, block_n)
+    spread: dict  # path -> (q_low, q_high) of leave-one-shape-out relative errors (validate)
+
+    def predict(self, path: str, m: int, n: int, k: int, g: int) -> float | None:
+        key = key_for(path, m, n, k, g)
+        fit = self.fits.get(key)
+        if fit is None:
+            return None
+        return fit.predict(point_for(path, m, n, k, g, self.sms, tile=self.tiles.get(path)))
+
+
+def _records(res, paths: Iterable[str]) -> list[ResultRecord]:
+    want = set(paths)
+    return [r for r in res.records if r.path in want and r.median_us > 0]
+
+
+def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple[dict, dict]:
+    """(fits by key, library tiles) from records; peak_bw in bytes per us."""
+    fits: dict = {}
+    tiles: dict = {}
+    groups: dict = {}
+    for r in recs:
+        groups.setdefault(key_for(r.path, r.m, r.n, r.k, r.group_size), []).append(r)
+    for key, rs in groups.items():
+        path = key[0]
+        if path in TRITON_PATHS or path == "quantizer":
+            pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us) for r in rs]
+            fits[key] = fit_waves(pts, sms, peak_bw, groups=[(r.n, r.k) for r in rs])
+            continue
+        best = None
+        for tile in _LIB_TILES:
+            pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us, tile) for r in rs]
+            f = fit_waves(pts, sms, peak_bw, groups=[(r.n, r.k) for r in rs])
+            if best is None or f.rms_log < best[0].rms_log:
+                best = (f, tile)
+        fits[key], tiles[path] = best
+    return fits, tiles
+
+
+_FITTED = tuple(TRITON_PATHS) + LIBRARY_PATHS + ("quantizer",)
+
+
+def _cache_dir() -> Path | None:
+    import os
+
+    root = os.environ.get("WORKBENCH_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "w4a8-workbench")
+    try:
+        d = Path(root) / "perf"
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+    except OSError:
+        return None  # read-only home: calibrate in memory every time
+
+
+def _tuplify(v):
+    return tuple(_tuplify(x) for x in v) if isinstance(v, list) else v
+
+
+def _from_json(doc: dict) -> GpuCalibration:
+    fits = {_tuplify(k): WaveFit(**f) for k, f in doc["fits"]}
+    return GpuCalibration(doc["platform"], doc["sms"], doc["source"], doc["digest"], fits,
+                          {p: tuple(t) for p, t in doc["tiles"].items()}, {})
+
+
+def _to_json(c: GpuCalibration) -> dict:
+    return {"platform": c.platform, "sms": c.sms, "source": c.source, "digest": c.digest,
+            "fits": [[k, f.to_dict()] for k, f in c.fits.items()], "tiles": c.tiles}
+
+
+def _tables_digest() -> str:
+    """The kernels' config tables: records are grouped by the config they pick now."""
+    from w4a8_kernels import triton_w4a8, triton_w4a16
+
+    text = repr(triton_w4a8.W4A8_CONFIGS) + repr(triton_w4a16.W4A16_CONFIGS)
+    return hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
+_FIT_VERSION = "3"  # bump when the fit changes: cached calibrations of older fits are ignored
+
+
+@lru_cache(maxsize=8)
+def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCalibration:
+    cache = _cache_dir()
+    name = f"gpu-{digest}-{_tables_digest()}-{sms}-{_FIT_VERSION}.json"
+    if cache is not None and (cache / name).is_file():
+        try:
+            return _from_json(json.loads((cache / name).read_text()))
+        except (ValueError, KeyError, TypeError):
+            pass  # a damaged cache entry: fit again
+    res = load_results(path)
+    fits, tiles = fit_records(_records(res, _FITTED), sms, peak_bw)
+    cal = GpuCalibration(res.platform or "sm90-h200", sms, Path(path).name, digest, fits, tiles, {})
+    if cache is not None:
+        try:
+            (cache / name).write_text(json.dumps(_to_json(cal)))
+        except OSError:
+            pass
+    return cal
+
+
+def calibrate_gpu(path: str | Path = H200_RESULTS) -> GpuCalibration:
+    """The calibration of a GPU results file (cached per file content, in memory and on disk)."""
+    from workbench.perf.hardware import hardware_for
+
+    p = Path(path)
+    digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
+    platform = load_results(p).platform or "sm90-h200"
+    hw = hardware_for(platform)
+    return _calibrate_cached(str(p), digest, hw.units, hw.mem_gbs * 1e3)

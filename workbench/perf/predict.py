@@ -1,0 +1,343 @@
+"""Predicted time of one GEMM call, per platform and execution path, with a band and its basis.
+
+Paths (as `python -m workbench predict --paths` names them):
+
+- `w4a8_native`: this project's native W4A8 (int8 x int4), its activation quantizer included;
+  on GPUs the Triton kernel (`kernels/triton_w4a8.py`), on CPUs the int8 engine.
+- `w4a16_fallback`: this project's W4A16 (Triton on GPUs; tinygemm or dequantize + GEMM on CPUs).
+- `bf16_dense`: the dense bf16 GEMM (cuBLAS `x @ w.t()` on NVIDIA GPUs).
+- `int8_mm`: int8 x int8 on pre-quantized inputs (cuBLAS `torch._int_mm`).
+- `quantizer`, `w4a8_prequant`: the per-token int8 quantizer alone, W4A8 on quantized input.
+- `selected`: what vLLM 0.33.0 selects for a W4A8 layer of this shape there, costed by what
+  that kernel runs (the trace's structured runtime value).
+
+Basis: "measured" (calibrated on this part's own results, or this machine's live bench),
+"scaled" (calibrated on a similar part, scaled by the two parts' datasheet figures),
+"published" (a family calibrated on published kernel timings), "roofline" (bytes and
+operations against the datasheet peaks only).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, replace
+from functools import lru_cache
+from typing import Sequence
+
+from workbench.errors import InvalidInputError
+from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved
+from workbench.perf.hardware import Hardware, hardware_for
+
+__all__ = ["Prediction", "predict", "predict_many", "PATHS", "BASES", "roofline_us"]
+
+PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
+         "selected")
+BASES = ("measured", "scaled", "published", "roofline")
+_DTYPE = {"w4a8_native": "int8", "w4a8_prequant": "int8", "int8_mm": "int8", "fp8_mm": "fp8",
+          "w4a16_fallback": "bf16", "bf16_dense": "bf16", "quantizer": "bf16"}
+# Extra log-width of a band per basis: a scaled or published model carries more than its
+# fit's own held-out error (another part, another kernel build).
+_WIDEN = {"measured": 0.03, "scaled": 0.35, "published": 0.35, "roofline": 0.0}
+
+
+@dataclass(frozen=True)
+class Prediction:
+    platform: str
+    path: str
+    m: int
+    n: int
+    k: int
+    group_size: int
+    predicted_us: float | None
+    low_us: float | None
+    high_us: float | None
+    basis: str
+    kernel: str  # what runs, e.g. "triton_w4a8", "cublas_bf16", "MarlinLinearKernel (w4a16)"
+    roofline_us: float | None = None
+    note: str = ""
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        for key in ("predicted_us", "low_us", "high_us", "roofline_us"):
+            if d[key] is not None:
+                d[key] = round(d[key], 3)
+        return d
+
+
+def _is_cuda_sm80(hw: Hardware) -> bool:
+    pre = hw.preset
+    return pre.startswith("sm") and pre[2:].split("-")[0].isdigit() and int(pre[2:].split("-")[0]) >= 80
+
+
+def roofline_us(hw: Hardware, path: str, m: int, n: int, k: int, g: int) -> float:
+    """max(bytes / bandwidth, operations / peak of the path's datatype)."""
+    dtype = _DTYPE.get(path, "bf16")
+    peak = hw.peak(dtype) or hw.peak("bf16") or hw.peak("fp32") or 1.0
+    base = "int8_mm" if path == "fp8_mm" else path
+    nbytes = bytes_moved(base if base in _DTYPE else "bf16_dense", m, n, k, g)
+    return max(nbytes / (hw.mem_gbs * 1e3), 2 * m * n * k / (peak * 1e6))
+
+
+def _band(us: float, lo: float, hi: float, basis: str) -> tuple[float, float]:
+    w = _WIDEN[basis]
+    return us * math.exp(min(lo, 0.0) - w), us * math.exp(max(hi, 0.0) + w)
+
+
+def _nearest_fit(cal, key: tuple):
+    """A re-tuned table can pick a config no record was timed with: take the fit of the
+    same path and weight kind whose tile is closest in block_m, block_n."""
+    if key in cal.fits or len(key) < 3:
+        return cal.fits.get(key), False
+    want = dict(key[2])
+    same = [(k2, f) for k2, f in cal.fits.items() if k2[:2] == key[:2]]
+    if not same:
+        return None, True
+
+    def dist(k2):
+        c = dict(k2[2])
+        return (abs(math.log2(c["block_m"] / want["block_m"])) + abs(math.log2(c["block_n"] / want["block_n"]))
+                + (c.get("split_k") != want.get("split_k")))
+
+    return min(same, key=lambda kf: dist(kf[0]))[1], True
+
+
+_GPU_KERNELS = {"w4a8_native": "triton_w4a8 + triton quantizer", "w4a8_prequant": "triton_w4a8",
+                "w4a16_fallback": "triton_w4a16", "bf16_dense": "cublas_bf16", "int8_mm": "cublas_int8",
+                "fp8_mm": "cublas_fp8", "quantizer": "triton_quant"}
+
+
+def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int):
+    """(fit, point, basis, note) of a GPU path on a part, or (None, None, "roofline", why)."""
+    cal = calibrate_gpu()
+    src = hardware_for(cal.platform)
+    scaled = hw.preset != src.preset
+    if scaled and not _is_cuda_sm80(hw):
+        return None, None, "roofline", "no measured part of this kind: bytes and operations against the datasheet"
+    if scaled and path in ("w4a8_native", "w4a8_prequant", "w4a16_fallback") and hw.peak("bf16") is None:
+        return None, None, "roofline", "this project's Triton kernels need bf16 tensor cores (SM 8.0+)"
+    base = "int8_mm" if path == "fp8_mm" else path
+    fit, approx = _nearest_fit(cal, key_for(base, m, n, k, g))
+    if fit is None:
+        return None, None, "roofline", f"no calibrated record of {base} on {src.preset}"
+    note = ""
+    if scaled:
+        dtype = _DTYPE[path]
+        ps, pt = src.peak(dtype) or src.peak("bf16"), hw.peak(dtype) or hw.peak("bf16")
+        r = (ps / src.units) / (pt / hw.units)  # per-SM datapath time ratio
+        fit = replace(fit, sms=hw.units, a=fit.a * r, b=fit.b * r, d=fit.d * r,
+                      bw=fit.bw * hw.mem_gbs / src.mem_gbs)
+        note = f"fitted on {src.preset}, scaled by {dtype} peak per SM and bandwidth"
+    elif path == "fp8_mm":
+        r = (src.peak("int8") or 1) / (src.peak("fp8") or src.peak("int8") or 1)
+        fit = replace(fit, a=fit.a * r, b=fit.b * r, d=fit.d * r)
+    if approx:
+        fit = replace(fit, err_lo=fit.err_lo - 0.1, err_hi=fit.err_hi + 0.1)
+        note = (note + "; " if note else "") + "config not in the results: nearest calibrated tile"
+    point = point_for(base, m, n, k, g, fit.sms, tile=cal.tiles.get(base))
+    return fit, point, "scaled" if scaled else "measured", note
+
+
+def _gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int) -> Prediction:
+    """This project's Triton kernels and the cuBLAS baselines on a GPU part."""
+    roof = roofline_us(hw, path, m, n, k, g)
+    kernel = _GPU_KERNELS[path]
+    fit, point, basis, note = _gpu_fit(hw, path, m, n, k, g)
+    if fit is None:
+        return Prediction(hw.preset, path, m, n, k, g, roof, roof, 3 * roof, "roofline", kernel, roof, note)
+    us = fit.predict(point)
+    lo, hi = _band(us, fit.err_lo, fit.err_hi, basis)
+    return Prediction(hw.preset, path, m, n, k, g, us, lo, hi, basis, kernel, roof, note)
+
+
+# --------------------------------------------------------------------------- CPU parts
+
+
+def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platform: str) -> Prediction:
+    """This machine's fitted CPU paths; on a CPU preset, scaled by its datasheet figures."""
+    from workbench.perf.cpu import host_calibration
+
+    cal = host_calibration()
+    base = {"w4a8_prequant": "int8_mm", "quantizer": "w4a8_native"}.get(path, path)
+    got = cal.predict(base, m, n, k)
+    kernel = {"w4a8_native": "cpu int8 engine", "w4a16_fallback": "tinygemm or dequant+GEMM",
+              "bf16_dense": "torch bf16 matmul", "int8_mm": "torch._int_mm",
+              "vllm_dynamic4bit": "aten._dyn_quant_matmul_4bit (reference loop)"}.get(base, base)
+    roof = roofline_us(hw, path, m, n, k, g) if hw is not None else None
+    if got is None:
+        if roof is None:
+            return Prediction(platform, path, m, n, k, g, None, None, None, "roofline", kernel, None,
+                              f"{base} did not run on this machine")
+        return Prediction(platform, path, m, n, k, g, roof, roof, 3 * roof, "roofline", kernel, roof,
+                          f"{base} did not run on this machine")
+    us, fit = got
+    if hw is None:  # this machine
+        lo, hi = _band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, "measured")
+        return Prediction(platform, path, m, n, k, g, us, lo, hi, "measured", kernel, None,
+                          f"fitted on this machine's bench ({cal.threads} threads)")
+    dtype = _DTYPE.get(base, "bf16")
+    host_peak = {"int8": cal.int8_tops or cal.fp32_tflops, "bf16": cal.bf16_tflops or cal.fp32_tflops}.get(
+        dtype, cal.fp32_tflops)
+    rc = host_peak / (hw.peak(dtype) or hw.peak("fp32"))
+    rm = cal.stream_gbs / hw.mem_gbs
+    c = fit.coef
+    scaled = (c[0], c[1] * rm, c[2] * rc, c[3] * rm, c[4] * rm)
+    from workbench.perf.cpu import features
+    import numpy as np
+
+    us = max(float(features(m, n, k) @ np.array(scaled)), roof or 0.0)
+    lo, hi = _band(us, fit.err_lo, fit.err_hi, "scaled")
+    return Prediction(platform, path, m, n, k, g, us, lo, hi, "scaled", kernel, roof,
+                      "fitted on this machine's bench, scaled by the part's datasheet peak and bandwidth")
+
+
+# --------------------------------------------------------------------------- what vLLM selects
+
+
+def _scheme(n: int, k: int, g: int) -> dict:
+    weights = {"num_bits": 4, "type": "int", "strategy": "channel" if g in (-1, k) else "group",
+               "group_size": None if g in (-1, k) else g, "symmetric": True}
+    return {"weights": weights, "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
+            "dynamic": True, "symmetric": True}, "format": "int-quantized", "in_features": k,
+            "out_features": n, "params_dtype": "bfloat16"}
+
+
+@lru_cache(maxsize=4096)
+def _runtime(platform: str, n: int, k: int, g: int):
+    from workbench.dispatch import trace_scheme
+
+    t = trace_scheme(_scheme(n, k, g), platform)
+    return t.selected, t.runtime_detail, t.error
+
+
+def _family_bytes(family: str, m: int, n: int, k: int, g: int) -> float:
+    from workbench.perf.families import FAMILIES
+
+    groups = 1 if g in (-1, k) else -(-k // g)
+    return n * k * FAMILIES[family].weight_bits / 8 + 2 * n * groups + m * k * 2 + m * n * 2
+
+
+def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: float) -> float | None:
+    """max(t0 + bytes / (eta BW), 2MNK at the rate the dense GEMM of the family's activation
+    type reaches on this N x K when compute-bound)."""
+    from workbench.perf.families import FAMILIES
+
+    big = max(m, 4096)
+    fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1)
+    here, _, _, _ = _gpu_fit(hw, FAMILIES[family].act, m, n, k, -1)
+    if fit is None or here is None:
+        return None
+    rate = 2 * big * n * k / fit.predict(point)  # operations per us
+    nbytes = _family_bytes(family, m, n, k, g)
+    return here.t0 + max(nbytes / (eta * hw.mem_gbs * 1e3), 2 * m * n * k / rate)
+
+
+def _eta_of_point(p: dict) -> float | None:
+    """The streaming efficiency a published point implies on its part."""
+    from workbench.perf.families import point_us
+
+    hw = hardware_for(p["part"])
+    t = point_us(p, lambda part, n, k, m: _gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
+    fit, _, _, _ = _gpu_fit(hw, "bf16_dense", p["m"], p["n"], p["k"], -1)
+    if fit is None or t <= fit.t0:
+        return None
+    return (_family_bytes(p["family"], p["m"], p["n"], p["k"], p["group_size"]) / (hw.mem_gbs * 1e3)) / (t - fit.t0)
+
+
+def _family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: dict | None = None
+            ) -> tuple[float, float, float] | None:
+    """(us, low, high) of a published family on a GPU part."""
+    from workbench.perf.families import family_eta
+
+    eta = family_eta(family, _eta_of_point, exclude)
+    us = None if eta is None else _family_us(hw, family, m, n, k, g, eta)
+    if us is None:
+        return None
+    lo, hi = _band(us, -0.1, 0.1, "published")
+    return us, lo, hi
+
+
+def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int) -> Prediction:
+    from workbench.perf.families import family_of
+
+    preset = hw.preset if hw is not None else None
+    if preset is None:
+        from workbench.platforms import detect_host
+
+        plat = detect_host()
+    else:
+        plat = preset
+    try:
+        selected, rt, error = _runtime(plat if isinstance(plat, str) else plat, n, k, g)
+    except TypeError:  # a detected Platform value is not hashable for the cache
+        from workbench.dispatch import trace_scheme
+
+        t = trace_scheme(_scheme(n, k, g), plat)
+        selected, rt, error = t.selected, t.runtime_detail, t.error
+    if rt is None or rt.fails_at is not None:
+        why = (rt.error if rt is not None else error) or "no kernel selected"
+        return Prediction(platform, "selected", m, n, k, g, None, None, None, "roofline",
+                          selected or "none", None, f"vLLM cannot run this layer here: {why}")
+    runs = f"{rt.method} ({rt.computes}, {rt.op})"
+    if hw is None or hw.kind == "cpu":
+        base = {"Dynamic4bitLinearKernel": "vllm_dynamic4bit" if rt.impl != "kleidiai" else None,
+                "CPUWNA16LinearKernel": "w4a16_fallback"}.get(rt.method,
+                                                              "w4a8_native" if rt.computes == "w4a8" else "w4a16_fallback")
+        if base is None:  # KleidiAI: int8 dot products at the part's int8 rate
+            roof = roofline_us(hw, "w4a8_native", m, n, k, g)
+            return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
+                              "KleidiAI kernels: no timing of them here; the int8 roofline")
+        p = _cpu(hw, base, m, n, k, g, platform)
+        return replace(p, path="selected", kernel=runs,
+                       note=f"runs as this workbench's {base} path; " + p.note)
+    if hw.preset == "xpu":
+        # INC / XPU W4A8: int8 GEMM from min_tokens tokens, the W4A16 op below (runtime value).
+        path = "w4a8_native" if (rt.min_tokens is None or m >= rt.min_tokens) else "w4a16_fallback"
+        roof = roofline_us(hw, path, m, n, k, g)
+        return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
+                          f"XPU: {path} roofline")
+    fam = family_of(rt.method, rt.activation)
+    if fam is None:
+        roof = roofline_us(hw, "w4a16_fallback", m, n, k, g)
+        return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
+                          f"no cost model for {rt.method}: the W4A16 roofline")
+    got = _family(hw, fam, m, n, k, g)
+    roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
+    if got is None:
+        return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
+                          f"no published figure for family {fam}")
+    us, lo, hi = got
+    return Prediction(platform, "selected", m, n, k, g, us, lo, hi, "published", runs, roof,
+                      f"family {fam}, calibrated on published timings (workbench/perf/published.json)")
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def _check(name: str, v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise InvalidInputError(f"{name} = {v!r}; accepted: an integer >= 1")
+    return v
+
+
+def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1) -> Prediction:
+    """One prediction. platform: a preset name (or alias), or "host" for this machine."""
+    m, n, k = _check("m", m), _check("n", n), _check("k", k)
+    g = group_size
+    if isinstance(g, bool) or not isinstance(g, int) or (g != -1 and (g < 1 or k % g)):
+        raise InvalidInputError(f"group_size = {g!r}; accepted: -1 (per-channel) or a divisor of K = {k}")
+    if path not in PATHS:
+        raise InvalidInputError(f"path {path!r}; accepted: {', '.join(PATHS)}")
+    if platform == "host":
+        if path == "selected":
+            return _selected(None, "host", m, n, k, g)
+        return _cpu(None, path, m, n, k, g, "host")
+    hw = hardware_for(platform)
+    if path == "selected":
+        return _selected(hw, hw.preset, m, n, k, g)
+    if hw.kind == "cpu":
+        return _cpu(hw, path, m, n, k, g, hw.preset)
+    return _gpu(hw, path, m, n, k, g)
+
+
+def predict_many(platform: str, paths: Sequence[str], ms: Sequence[int], n: int, k: int,
+                 group_size: int = -1) -> list[Prediction]:
+    return [predict(platform, p, m, n, k, group_size) for p in paths for m in ms]
