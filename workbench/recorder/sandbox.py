@@ -8,6 +8,7 @@ every call made into it, so the provenance can say whether the selection code re
 """
 from __future__ import annotations
 
+import copy
 import importlib.abc
 import importlib.machinery
 import sys
@@ -162,10 +163,11 @@ class Observer:
 
     def _profile(self, frame, event, arg):
         if frame.f_code is self.code:
-            if event == "call":
-                self.calls.append({"args": dict(frame.f_locals)})
+            if event == "call":  # a copy: vLLM may change its config after the call
+                self.calls.append({"args": {k: copy.copy(v) for k, v in frame.f_locals.items()}})
             elif event == "return":
                 self.calls[-1].update({n: frame.f_locals.get(n) for n in self.names})
+                self.calls[-1]["returned"] = arg  # None when it raised
 
     @contextmanager
     def watching(self) -> Iterator["Observer"]:

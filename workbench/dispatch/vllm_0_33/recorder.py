@@ -98,10 +98,28 @@ class Vllm:
         self.platforms = platforms
         platforms.current_platform = CpuPlatform()  # while the rest imports; replaced per case
         self.linear = importlib.import_module("vllm.model_executor.kernels.linear")
-        self.mod = lambda name: importlib.import_module(name)
+        self._init_parallel()
         self.observer = sandbox.Observer(self.linear.choose_mp_linear_kernel,
                                          ("failure_reasons", "platform_kernels"))
         self._gfx = None
+
+    @staticmethod
+    def mod(name: str) -> types.ModuleType:
+        return importlib.import_module(name)
+
+    def _init_parallel(self) -> None:
+        """A one-process tensor-parallel group (gloo), as a TP=1 vLLM run sets up: the weight
+        parameters read their rank from it."""
+        import tempfile
+        ps = self.mod("vllm.distributed.parallel_state")
+        if ps._WORLD is None:
+            init_file = Path(tempfile.mkdtemp(prefix="vllm-recorder-")) / "init"
+            from vllm.config import VllmConfig, set_current_vllm_config
+            with set_current_vllm_config(VllmConfig()):
+                ps.init_distributed_environment(world_size=1, rank=0, local_rank=0,
+                                                distributed_init_method=f"file://{init_file}",
+                                                backend="gloo")
+                ps.initialize_model_parallel(1, 1, backend="gloo")
 
     # -- provenance ---------------------------------------------------------------------
     def provenance(self) -> dict:
@@ -109,6 +127,10 @@ class Vllm:
                 "stubbed_compiled": sorted(STUBBED),
                 "stubbed_optional_packages": sorted(OPTIONAL),
                 "stubbed_hardware_queries": HARDWARE_QUERIES,
+                "stand_ins": ["VllmConfig.model_config: only `dtype` (no checkpoint is loaded)",
+                              "a one-process gloo tensor-parallel group (TP=1)"] +
+                             [f"{m}.{n} (scheme level: a non-MP scheme's own kernel choice)"
+                              for m, n in NON_MP_KERNEL_INITS.items()],
                 "stub_calls": sorted(set(sandbox.Stub.CALLS))}
 
     # -- the platform -------------------------------------------------------------------
@@ -145,7 +167,7 @@ class Vllm:
         return type(f"Simulated{base.__name__}", (base,), ns)()
 
     @contextmanager
-    def on(self, platform: dict, env: dict) -> Iterator[Any]:
+    def on(self, platform: dict, env: dict, dtype: str | None = None) -> Iterator[Any]:
         """vLLM sees `platform` (and `env`) for the duration."""
         import torch
         stack = ExitStack()
@@ -166,11 +188,11 @@ class Vllm:
             saved_amx = torch.cpu._is_amx_tile_supported
             torch.cpu._is_amx_tile_supported = lambda: amx
             stack.callback(setattr, torch.cpu, "_is_amx_tile_supported", saved_amx)
-            stack.enter_context(self._env(env))
+            stack.enter_context(self._env(env, dtype))
             yield obj
 
     @contextmanager
-    def _env(self, env: dict) -> Iterator[None]:
+    def _env(self, env: dict, dtype: str | None) -> Iterator[None]:
         envs = self.mod("vllm.envs")
         saved = {k: os.environ.get(k) for k in env if k.startswith("VLLM_")}
         for k, v in env.items():
@@ -180,12 +202,11 @@ class Vllm:
             envs.disable_envs_cache()
         config = self.mod("vllm.config")
         kernel = {k: env[k] for k in ("linear_backend", "linear_backend_per_quant") if k in env}
-        try:
-            if kernel:
-                vc = config.VllmConfig(kernel_config=config.KernelConfig(**kernel))
-                with config.set_current_vllm_config(vc):
-                    yield
-            else:
+        try:  # a model load always runs under a VllmConfig; its KernelConfig holds the backend
+            vc = config.VllmConfig(kernel_config=config.KernelConfig(**kernel))
+            if dtype is not None:  # no checkpoint is loaded: the model config says only its dtype
+                object.__setattr__(vc, "model_config", types.SimpleNamespace(dtype=self.dtype(dtype)))
+            with config.set_current_vllm_config(vc):
                 yield
         finally:
             for k, v in saved.items():
@@ -239,3 +260,101 @@ def record_mp(v: Vllm, case: dict) -> dict:
     if obs.calls:
         out["reasons"] = list(obs.calls[-1]["failure_reasons"] or [])
     return out
+
+
+CT = "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors"
+
+
+def _ct_config(case_input: dict) -> dict:
+    """The checkpoint's `quantization_config` for one compressed-tensors layer."""
+    group = {"targets": ["Linear"], "weights": case_input["weights"]}
+    for key in ("input_activations", "output_activations"):
+        if case_input.get(key) is not None:
+            group[key] = case_input[key]
+    return {"quant_method": "compressed-tensors", "format": case_input["format"],
+            "config_groups": {"group_0": group}, "ignore": []}
+
+
+def _kernel_stage(v: Vllm, obs: sandbox.Observer, error: dict | None) -> dict:
+    """The oracle's `kernel` object: the selection a scheme's weight creation ran."""
+    out = {"mp_config": None, "selected": None, "reasons": [], "error": None, "error_type": None}
+    if obs.calls:
+        call = obs.calls[-1]
+        out["mp_config"] = v.mp_config_json(call["args"]["config"])
+        out["selected"] = getattr(call.get("returned"), "__name__", None)
+        out["reasons"] = list(call.get("failure_reasons") or [])
+        out["candidates"] = [k.__name__ for k in call.get("platform_kernels") or []]
+    if error:
+        out.update(error)
+    return out
+
+
+def create_weights(v: Vllm, scheme: Any, case_input: dict) -> Any:
+    """`scheme.create_weights` as vLLM's linear layer calls it (one partition, no loader)."""
+    import torch
+    layer = torch.nn.Module()
+    in_f, out_f = case_input["in_features"], case_input["out_features"]
+    scheme.create_weights(
+        layer=layer, output_size=out_f, input_size=in_f,
+        output_partition_sizes=[case_input.get("output_size_per_partition", out_f)],
+        input_size_per_partition=case_input.get("input_size_per_partition", in_f),
+        params_dtype=v.dtype(case_input["params_dtype"]), weight_loader=lambda *a, **k: None)
+    return layer
+
+
+# Schemes outside the MP path pick their own kernel when constructed (NVFP4, MXFP4), through
+# selectors that probe compiled ops; that choice is not part of the scheme level, so those
+# init functions are stood in for (listed in the provenance).
+NON_MP_KERNEL_INITS = {
+    CT.rsplit(".", 1)[0] + ".schemes.compressed_tensors_w4a4_nvfp4": "init_nvfp4_linear_kernel",
+    CT.rsplit(".", 1)[0] + ".schemes.compressed_tensors_w4a4_mxfp4": "init_mxfp4_linear_kernel"}
+
+
+@contextmanager
+def _non_mp_kernel_inits(v: Vllm) -> Iterator[None]:
+    saved = []
+    for module, name in NON_MP_KERNEL_INITS.items():
+        m = v.mod(module)
+        saved.append((m, name, getattr(m, name)))
+        setattr(m, name, sandbox.Stub(f"{module}.{name}"))
+    try:
+        yield
+    finally:
+        for m, name, fn in saved:
+            setattr(m, name, fn)
+
+
+def record_scheme(v: Vllm, case: dict) -> dict:
+    """compressed-tensors: parse the config, resolve the layer's scheme, create its weights."""
+    import torch
+    out: dict[str, Any] = {"scheme": None, "selected": None, "reasons": [], "error": None,
+                           "error_type": None}
+    ct = v.mod(CT)
+    try:
+        with v.on(case["platform"], case["env"], case["input"].get("params_dtype")), \
+                _non_mp_kernel_inits(v):
+            config = ct.CompressedTensorsConfig.from_config(_ct_config(case["input"]))
+            scheme = config.get_scheme(torch.nn.Linear(1, 1, bias=False),
+                                       case["input"]["layer_name"])
+            out["scheme"] = type(scheme).__name__
+            if _uses_mp(scheme):
+                with v.observer.watching() as obs:
+                    try:
+                        create_weights(v, scheme, case["input"])
+                        err = None
+                    except Exception as exc:  # after the scheme was chosen
+                        err = error_fields(exc)
+                out["kernel"] = _kernel_stage(v, obs, err)
+    except Exception as exc:
+        out.update(error_fields(exc))
+    return out
+
+
+def _uses_mp(scheme: Any) -> bool:
+    """Schemes whose weight creation runs `choose_mp_linear_kernel` (facts §1.4)."""
+    return type(scheme).__name__ in MP_SCHEMES
+
+
+MP_SCHEMES = {"CompressedTensorsW4A8Int", "CompressedTensorsW4A8Fp8", "CompressedTensorsWNA16",
+              "CompressedTensorsWNA8Int", "CompressedTensorsWNA4Int",
+              "CompressedTensorsWNA8O8Int"}
