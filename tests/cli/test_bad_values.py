@@ -101,3 +101,58 @@ def test_no_bad_value_gives_a_traceback(slot, tmp_path, monkeypatch):
         if rc != 2 or len(lines) != 1 or not lines[0].startswith("error: "):
             failures.append(f"{name}: rc={rc} stderr={err[:300]!r}")
     assert not failures, "\n".join(failures)
+
+
+# Each field of each JSON input replaced by a value of the wrong type: a named error or a trace.
+FIELD_INPUTS = {
+    "--mp-config": {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128,
+                    "zero_points": False, "out_type": None, "full_weight_shape": [256, 256],
+                    "partition_weight_shape": [256, 256]},
+    "--scheme": {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128,
+                             "symmetric": True},
+                 "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
+                                       "dynamic": True, "symmetric": True},
+                 "format": "int-quantized", "in_features": 4096, "out_features": 4096,
+                 "params_dtype": "bfloat16", "layer_name": "l"},
+    "--inc": {"bits": 4, "group_size": 128, "sym": True, "in_features": 4096, "out_features": 4096,
+              "params_dtype": "bfloat16", "packing_format": "auto_round:auto_gptq",
+              "backend": "auto", "data_type": "int", "extra_config": {}},
+    "--gptq": {"bits": 4, "group_size": 128, "desc_act": False, "sym": True, "in_features": 4096,
+               "out_features": 4096, "params_dtype": "bfloat16"},
+    "--awq": {"bits": 4, "group_size": 128, "zero_point": True, "in_features": 4096,
+              "out_features": 4096, "params_dtype": "float16"},
+    "--platform": {"preset": "sm90-h200", "device": "cuda", "capability": 90,
+                   "packages": ["humming"], "torch_ops": [], "gfx": None},
+}
+WRONG_TYPES = ["x", 5, -1, None, True, [], {}, ["x"], 2**62]
+
+
+def _fields(data: dict, prefix: tuple = ()):
+    for key, value in data.items():
+        yield prefix + (key,)
+        if isinstance(value, dict):
+            yield from _fields(value, prefix + (key,))
+
+
+@pytest.mark.parametrize("option", list(FIELD_INPUTS))
+def test_wrong_field_types_give_a_named_error_or_a_trace(option):
+    import json
+
+    base = FIELD_INPUTS[option]
+    failures = []
+    for path in _fields(base):
+        for bad in WRONG_TYPES:
+            data = json.loads(json.dumps(base))
+            node = data
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = bad
+            if option == "--platform":
+                argv = ["trace", "--mp-config", json.dumps(FIELD_INPUTS["--mp-config"]),
+                        "--platform", json.dumps(data), "--json"]
+            else:
+                argv = ["trace", option, json.dumps(data), "--platform", "x86-avx512", "--json"]
+            rc, _, err = run_cli(argv)
+            if rc not in (0, 2) or (rc == 2 and len(err.splitlines()) != 1):
+                failures.append(f"{'.'.join(path)} = {bad!r}: rc={rc} {err[:200]!r}")
+    assert not failures, "\n".join(failures)
