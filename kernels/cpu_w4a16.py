@@ -1,6 +1,6 @@
 """W4A16 on the CPU: the fallback a W4A8 checkpoint meets when no int8 path is taken.
 
-Two paths, and a fallback that runs whichever is faster for the M at hand:
+Three paths, and a fallback that runs whichever is fastest for the M at hand:
 
 - `tinygemm`: torch's `_weight_int4pack_mm_for_cpu` on bfloat16 activations (its fast
   dtype). Weight packed once by `_convert_weight_to_int4pack_for_cpu` from unsigned
@@ -11,22 +11,26 @@ Two paths, and a fallback that runs whichever is faster for the M at hand:
   asymmetric layers also carry the bf16 rounding of the float zero (8 - z) * s.
 - `dequant`: dequantize a block of output rows to float32 per call, then a float32
   GEMM. Exact dequantization (int4 x bf16/fp16 scales fits float32), float32 error only.
+- `dequant_bf16`: the same blocks rounded to bfloat16 and a bf16 GEMM (float32
+  accumulation), only where the CPU has bf16 arithmetic (AVX512-BF16 or AMX-BF16):
+  elsewhere torch emulates bf16 and it is never faster. bf16 rounding of x and W (~2**-9).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 
 import torch
 
+from w4a8_kernels import _native_lib
+from w4a8_kernels._autotune import m_bucket, pick
 from w4a8_kernels._checks import (check_activations, check_float32_range, check_weight,
                                   memory_guard, scale_notes)
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.quant import center_int4
 
 __all__ = [
-    "W4A16Prepared", "prepare_w4a16", "w4a16_tinygemm", "w4a16_dequant", "w4a16_fallback",
-    "tinygemm_supports", "fallback_choice",
+    "W4A16Prepared", "prepare_w4a16", "w4a16_tinygemm", "w4a16_dequant", "w4a16_dequant_bf16",
+    "w4a16_fallback", "tinygemm_supports", "fallback_choice", "bf16_is_native",
 ]
 
 _TINYGEMM_GROUPS = (32, 64, 128, 256)
@@ -44,6 +48,15 @@ def tinygemm_supports(n: int, k: int, group_size: int) -> tuple[bool, str]:
         return False, (f"_weight_int4pack_mm_for_cpu takes group sizes {_TINYGEMM_GROUPS}; "
                        f"group {group_size} with K = {k} has no equivalent")
     return True, ""
+
+
+def bf16_is_native() -> tuple[bool, str]:
+    """(ok, why): whether this CPU has bf16 arithmetic (else torch emulates it, slowly)."""
+    flags = _native_lib.cpu_flags()
+    have = [f for f in ("avx512_bf16", "amx_bf16") if f in flags]
+    if have:
+        return True, f"bf16 in hardware ({', '.join(have)})"
+    return False, "no AVX512-BF16 or AMX-BF16 on this CPU: torch emulates bf16 GEMMs"
 
 
 def _tinygemm_group(k: int, group_size: int) -> int | None:
@@ -70,7 +83,7 @@ class W4A16Prepared:
     tg_weight: torch.Tensor | None = None
     tg_group: int = 0
     tg_scale_zeros: torch.Tensor | None = None
-    # fallback choice per M bucket (power of two): "tinygemm" or "dequant", and timings
+    # fallback choice per M bucket (power of two): "tinygemm", "dequant" or "dequant_bf16"
     choices: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # accepted but unusual inputs (e.g. negative scales)
@@ -160,51 +173,59 @@ def _dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     return out
 
 
-def _bucket(m: int) -> int:
-    return 1 << max(0, (m - 1).bit_length())
+def w4a16_dequant_bf16(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
+    """Dequantize W to bfloat16 block by block, then a bf16 GEMM -> float32 [M, N].
+
+    Only where bf16 is native (`bf16_is_native`); KernelUnavailableError elsewhere."""
+    _check(x, prepared)
+    ok, why = bf16_is_native()
+    if not ok:
+        raise KernelUnavailableError(f"w4a16_dequant_bf16 would be emulated here: {why}")
+    return _dequant_bf16(x, prepared)
 
 
-def _time_once(fn, x, prepared) -> float:
-    # One torch thread: the calling thread's CPU time, which leaves out the time other
-    # processes held the core (a loaded machine otherwise flips close choices). Several
-    # threads: wall time, since the work is spread over threads this clock cannot see.
-    clock = time.thread_time if torch.get_num_threads() == 1 else time.perf_counter
-    t0 = clock()
-    fn(x, prepared)
-    return clock() - t0
+def _dequant_bf16(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
+    m = x.shape[0]
+    out = torch.empty(m, prepared.n)
+    if m == 0:
+        return out
+    xb = x.to(torch.bfloat16)
+    g, groups = prepared.group_size, prepared.k // prepared.group_size
+    for r0 in range(0, prepared.n, _DEQUANT_BLOCK_ROWS):
+        r1 = min(r0 + _DEQUANT_BLOCK_ROWS, prepared.n)
+        w = prepared.w_centered[r0:r1].to(torch.float32).view(r1 - r0, groups, g)
+        w = w.mul_(prepared.scales[r0:r1].unsqueeze(-1)).to(torch.bfloat16)
+        out[:, r0:r1] = torch.matmul(xb, w.view(r1 - r0, prepared.k).t())
+    return out
+
+
+def _candidates(prepared: W4A16Prepared) -> dict:
+    fns = {"dequant": _dequant}
+    if prepared.tinygemm_ok:
+        fns["tinygemm"] = _tinygemm
+    if bf16_is_native()[0]:
+        fns["dequant_bf16"] = _dequant_bf16
+    return fns
 
 
 def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
-    """Whichever W4A16 path is faster for this M (float32 [M, N]).
+    """Whichever W4A16 path is fastest for this M (float32 [M, N]): tinygemm, dequant
+    + float32 GEMM, and dequant + bf16 GEMM where bf16 is native.
 
-    The first call in each power-of-two M bucket times both paths on this x, three
+    The first call in each power-of-two M bucket times the candidates on this x, three
     interleaved tries each (two when a call takes over half a second), and keeps the
-    faster by its minimum (CPU time with one torch thread, wall time with more); later
+    fastest by its minimum (CPU time with one torch thread, wall time with more); later
     calls in the bucket run it directly. `fallback_choice(prepared, m)` tells which path runs.
     """
     _check(x, prepared)
     m = x.shape[0]
     if m == 0:
         return torch.empty(0, prepared.n)
-    if not prepared.tinygemm_ok:
-        prepared.choices[_bucket(m)] = "dequant"
-        return _dequant(x, prepared)
-    b = _bucket(m)
-    if b not in prepared.choices:
-        t = {"tinygemm": float("inf"), "dequant": float("inf")}
-        for r in range(3):
-            t["tinygemm"] = min(t["tinygemm"], _time_once(_tinygemm, x, prepared))
-            t["dequant"] = min(t["dequant"], _time_once(_dequant, x, prepared))
-            if r == 1 and max(t.values()) > 0.5:
-                break  # slow calls: two interleaved tries each are enough
-        prepared.timings[b] = t
-        prepared.choices[b] = min(t, key=t.get)
+    fns = _candidates(prepared)
     # the chosen path without checking x a second time: the fallback adds only a lookup
-    if prepared.choices[b] == "tinygemm":
-        return _tinygemm(x, prepared)
-    return _dequant(x, prepared)
+    return fns[pick(prepared.choices, prepared.timings, fns, x, prepared)](x, prepared)
 
 
 def fallback_choice(prepared: W4A16Prepared, m: int) -> str | None:
     """The path the fallback runs for M (None until that M bucket has been tuned)."""
-    return prepared.choices.get(_bucket(m))
+    return prepared.choices.get(m_bucket(m))

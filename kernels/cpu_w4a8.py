@@ -302,7 +302,10 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
     if prepared.u4:
         lib = _c_lib(prepared.engine)
         g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups
-        a = (torch.zeros if gp != g else torch.empty)(m, groups * gp, dtype=torch.int8)
+        # rows 64 bytes longer than a multiple of 4 KiB: the kernel's MR rows then fall in
+        # different L1 sets instead of aliasing at 4 KiB strides
+        a = (torch.zeros if gp != g else torch.empty)(m, groups * gp + 64, dtype=torch.int8)
+        a = a[:, :groups * gp]
         asum = torch.empty(m, groups, dtype=torch.int32)
         x_scale = torch.empty(m, dtype=torch.float32)
         rc = lib.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, prepared.k, x.stride(0), g, gp,

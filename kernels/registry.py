@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import torch
 
-from w4a8_kernels import cpu_w4a8, cpu_w4a16, engine_paths
+from w4a8_kernels import cpu_dense, cpu_w4a8, cpu_w4a16, engine_paths
 from w4a8_kernels._checks import check_weight
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.cpu_w4a8 import rank_engines
@@ -191,6 +191,14 @@ def _int_mm_probe() -> tuple[bool, str]:
                   "on VNNI hosts (int8_fbgemm is this CPU's int8 bound)")
 
 
+def _dequant_bf16_probe() -> tuple[bool, str]:
+    return cpu_w4a16.bf16_is_native()
+
+
+def _prep_fastest_dense(w: Int4Weight) -> cpu_dense.DensePrepared:
+    return cpu_dense.prepare_dense(dequantize_groupwise(w.w_q, w.scales, w.group_size, w.zeros))
+
+
 def _prep_dense(w: Int4Weight) -> torch.Tensor:
     return dequantize_groupwise(w.w_q, w.scales, w.group_size, w.zeros).to(torch.bfloat16)
 
@@ -289,19 +297,25 @@ PATHS: dict[str, KernelPath] = {p.name: p for p in (
                "w4a8", _prep_native, cpu_w4a8.w4a8_native, tags=("w4a8",)),
     KernelPath("w4a8_group_loop", "naive grouped W4A8: one integer GEMM per group, scaled and summed",
                "w4a8", _prep_group_loop, cpu_w4a8.w4a8_native, tags=("w4a8",)),
-    KernelPath("w4a16_fallback", "W4A16: tinygemm or dequantize+GEMM, whichever is faster for M",
+    KernelPath("w4a16_fallback", "W4A16: the fastest for M of tinygemm, dequant + fp32 GEMM, "
+               "dequant + bf16 GEMM (native bf16 only)",
                "w4a16", _prep_w4a16, cpu_w4a16.w4a16_fallback, tags=("w4a16",)),
     KernelPath("w4a16_tinygemm", "torch _weight_int4pack_mm_for_cpu on bf16 activations",
                "w4a16", _prep_w4a16, cpu_w4a16.w4a16_tinygemm, probe=_tinygemm_probe,
                supports=_tinygemm_supports, activation_dtype=torch.bfloat16, tags=("w4a16",)),
     KernelPath("w4a16_dequant", "dequantize W to float32 per call, then a float32 GEMM",
                "w4a16", _prep_w4a16, cpu_w4a16.w4a16_dequant, tags=("w4a16",)),
+    KernelPath("w4a16_dequant_bf16", "dequantize W to bf16 per call, then a bf16 GEMM (native bf16 only)",
+               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_dequant_bf16, probe=_dequant_bf16_probe,
+               tags=("w4a16",)),
     KernelPath("int8_mm", "torch._int_mm alone on already-quantized int8 inputs (int8 bound)",
                "int8", _prep_int8_mm, _run_int8_mm, probe=_int_mm_probe,
                make_input=_quantized_input, finish=_finish_int8, tags=("baseline",)),
     KernelPath("int8_fbgemm", "FBGEMM u8 x s8 alone on already-quantized inputs (this CPU's int8 bound)",
                "int8", _prep_int8_fbgemm, _run_int8_fbgemm, probe=_fbgemm_probe,
                make_input=_quantized_input_f32, finish=_finish_int8, tags=("baseline",)),
+    KernelPath("dense", "the fastest dense float GEMM here (fp32, or bf16 where native), per M",
+               "dense", _prep_fastest_dense, cpu_dense.dense, tags=("baseline",)),
     KernelPath("bf16_dense", "plain bf16 GEMM on the dequantized weight",
                "dense", _prep_dense, _run_dense, make_input=_bf16_input,
                activation_dtype=torch.bfloat16, tags=("baseline",)),

@@ -30,7 +30,7 @@
 
 #if defined(W4A8_VNNI512)
 #define NR 16
-#define MR 6
+#define MR 10
 typedef __m512i vi;
 typedef __m512 vf;
 #define LOADU(p) _mm512_loadu_si512((const void*)(p))
@@ -92,17 +92,24 @@ static inline __attribute__((always_inline)) void tile(
     vi acc[MR];
     for (int r = 0; r < MR; ++r) acc[r] = ZERO();
 #if defined(W4A8_VNNI512)
-    vi acc2[MR];
-    for (int r = 0; r < MR; ++r) acc2[r] = ZERO();
+    /* one or two rows: a second accumulator per row hides vpdpbusd's latency; more rows
+       are independent chains already, and their registers are better spent on rows */
+    vi acc2[2] = {ZERO(), ZERO()};
     for (int64_t s = 0; s < g8; ++s, bp += NR * 4, a += 8) {
       const vi p = LOADU(bp);
       const vi lo = AND(p, mask), hi = AND(SRL16(p, 4), mask);
       for (int r = 0; r < rows; ++r) {
-        acc[r] = DOT(acc[r], lo, SET1_32(load4(a + r * lda)));
-        acc2[r] = DOT(acc2[r], hi, SET1_32(load4(a + r * lda + 4)));
+        const vi a0 = SET1_32(load4(a + r * lda)), a1 = SET1_32(load4(a + r * lda + 4));
+        if (rows <= 2) {
+          acc[r] = DOT(acc[r], lo, a0);
+          acc2[r] = DOT(acc2[r], hi, a1);
+        } else {
+          acc[r] = DOT(DOT(acc[r], lo, a0), hi, a1);
+        }
       }
     }
-    for (int r = 0; r < rows; ++r) acc[r] = ADD32(acc[r], acc2[r]);
+    if (rows <= 2)
+      for (int r = 0; r < rows; ++r) acc[r] = ADD32(acc[r], acc2[r]);
 #else
     const vi ones = _mm256_set1_epi16(1);
     for (int64_t s0 = 0; s0 < g8; s0 += 4) {
@@ -157,6 +164,12 @@ static void run_job(const job_t* j) {
         float* C = j->C + m * j->ldc + n0;
         const float* xs = j->xs + m;
         switch (rows) { /* constant row counts let the compiler unroll each case */
+#if MR >= 10
+          case 10: tile(A, j->lda, 10, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 9: tile(A, j->lda, 9, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 8: tile(A, j->lda, 8, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 7: tile(A, j->lda, 7, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+#endif
 #if MR >= 6
           case 6: tile(A, j->lda, 6, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
           case 5: tile(A, j->lda, 5, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
