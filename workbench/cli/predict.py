@@ -1,0 +1,60 @@
+"""`python -m workbench predict`: predicted time per (path, M) on a platform, with its band.
+
+    python -m workbench predict --platform sm90-h200 --n 4096 --k 4096 --group 128 \\
+        --m 1,16,256 --paths w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected --json
+
+`--platform host` predicts this machine (its calibration runs once, in seconds, and is cached).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+
+from workbench.errors import InvalidInputError
+
+_DEFAULT_PATHS = "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected"
+
+
+def _ints(text: str, name: str) -> list[int]:
+    try:
+        vals = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise InvalidInputError(f"--{name} {text!r}: accepted: comma-separated integers >= 1") from None
+    if not vals or any(v < 1 for v in vals):
+        raise InvalidInputError(f"--{name} {text!r}: accepted: comma-separated integers >= 1")
+    return vals
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("predict", help="predicted GEMM time per path and M on a platform")
+    p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, or 'host'")
+    p.add_argument("--n", type=int, required=True, help="output features (N)")
+    p.add_argument("--k", type=int, required=True, help="input features (K)")
+    p.add_argument("--group", type=int, default=128, help="group size, -1 per-channel (default 128)")
+    p.add_argument("--m", default="1,16,256", help="token counts, comma-separated")
+    p.add_argument("--paths", default=_DEFAULT_PATHS,
+                   help=f"comma-separated, from: {', '.join(__import__('workbench.perf.predict', fromlist=['PATHS']).PATHS)}")
+    p.add_argument("--json", action="store_true", help="one JSON record per line")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.perf import predict
+
+    ms = _ints(args.m, "m")
+    paths = [s.strip() for s in args.paths.split(",") if s.strip()]
+    if not paths:
+        raise InvalidInputError("--paths is empty; accepted: comma-separated path names")
+    preds = [predict(args.platform, path, m, args.n, args.k, args.group) for path in paths for m in ms]
+    if args.json:
+        for pr in preds:
+            print(json.dumps(pr.to_json()))
+        return 0
+    print(f"{'path':15s} {'M':>6s} {'predicted us':>13s} {'band us':>21s}  basis     kernel")
+    for pr in preds:
+        if pr.predicted_us is None:
+            print(f"{pr.path:15s} {pr.m:6d} {'-':>13s} {'-':>21s}  {pr.basis:9s} {pr.kernel}: {pr.note}")
+            continue
+        band = f"{pr.low_us:.1f}-{pr.high_us:.1f}"
+        print(f"{pr.path:15s} {pr.m:6d} {pr.predicted_us:13.1f} {band:>21s}  {pr.basis:9s} {pr.kernel}")
+    return 0
