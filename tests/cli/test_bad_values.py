@@ -156,3 +156,33 @@ def test_wrong_field_types_give_a_named_error_or_a_trace(option):
             if rc not in (0, 2) or (rc == 2 and len(err.splitlines()) != 1):
                 failures.append(f"{'.'.join(path)} = {bad!r}: rc={rc} {err[:200]!r}")
     assert not failures, "\n".join(failures)
+
+
+def _commands() -> dict:
+    from workbench.__main__ import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    return dict(sub.choices)
+
+
+# Values that are no valid number, name or file anywhere, so that no command starts real work.
+NEVER_VALID = {k: v for k, v in BAD_VALUES.items() if k not in ("huge", "negative", "json-number")}
+
+
+@pytest.mark.parametrize("command", list(_commands()))
+def test_every_option_of_every_command_refuses_bad_values_in_one_line(command, tmp_path, monkeypatch):
+    """Found from the parser itself, so a command added later is walked too."""
+    monkeypatch.chdir(tmp_path)
+    parser = _commands()[command]
+    takes_value = [a for a in parser._actions if a.option_strings and a.nargs != 0
+                   and a.dest != "help"]
+    positional = any(not a.option_strings for a in parser._actions)
+    argvs = [[command, a.option_strings[0], v] for a in takes_value for v in NEVER_VALID.values()]
+    argvs += [[command, v] for v in NEVER_VALID.values()] if positional else []
+    failures = []
+    for argv in argvs:
+        rc, _, err = run_cli(argv)
+        lines = err.splitlines()
+        if rc != 2 or len(lines) != 1 or not lines[0].startswith("error: "):
+            failures.append(f"{argv[1:]!r:.80}: rc={rc} {err[:200]!r}")
+    assert not failures, "\n".join(failures)
