@@ -90,3 +90,35 @@ def test_invalid_regex_and_long_name():
         compile_pattern("(ab")
     with pytest.raises(PatternRefusedError, match=f"at most {MAX_NAME_CHARS}"):
         compile_pattern("a").match("a" * (MAX_NAME_CHARS + 1))
+
+
+# --- the readers use it as vLLM orders its rules ------------------------------------------
+
+AR = "autoround-w4a16-g128"
+DOWN = "model.layers.0.mlp.down_proj"
+
+
+def test_inc_regex_key_quantizes_a_layer_outside_the_blocks(tools, tmp_path):
+    # inc/config_parser.py: outside block_name_to_quantize a layer is unquantized, yet a regex
+    # key of extra_config still gives it bits (what the key leaves out takes 16-bit defaults).
+    from workbench.checkpoints import open_checkpoint
+
+    path = tools.copy_sample(AR, tmp_path)
+    tools.edit_config(path, lambda c: c["quantization_config"].update(
+        block_name_to_quantize="model.layers.1", extra_config={r".*mlp\.down_proj": {"bits": 4, "group_size": 128}}))
+    assert open_checkpoint(path).layer_names() == [DOWN]
+
+
+def test_inc_key_only_the_regex_package_accepts_is_refused(tools, tmp_path):
+    from workbench.checkpoints import open_checkpoint
+
+    pytest.importorskip("regex")
+    path = tools.copy_sample(AR, tmp_path)
+    # A variable-width look-behind: the `regex` package (vLLM's INC parser) accepts it, re does not.
+    tools.edit_config(path, lambda c: c["quantization_config"].update(
+        extra_config={r"(?<=layers\.\d+)\.mlp.*": {"bits": 16}}))
+    with pytest.raises(PatternRefusedError, match="only the `regex` package"):
+        open_checkpoint(path)
+    # A key neither accepts is skipped, as vLLM skips it.
+    tools.edit_config(path, lambda c: c["quantization_config"].update(extra_config={"(mlp": {"bits": 16}}))
+    assert len(open_checkpoint(path).layers) == 7

@@ -28,16 +28,16 @@ from workbench.checkpoints.errors import (
 )
 from workbench.checkpoints.patterns import Pattern, compile_pattern
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_tensor
+from workbench.dispatch.versions import rules
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
 
 __all__ = ["GPTQFamilyConfig", "parse_gptq_config", "parse_inc_config", "parse_awq_config",
            "gptq_layer_specs", "load_gptq_layer", "INC_PACKING_FORMATS", "INC_BACKENDS"]
 
-# vLLM 0.33.0 INCConfig accepted values.
-INC_SUPPORTED_BITS = (2, 3, 4, 5, 6, 7, 8)
-INC_PACKING_FORMATS = ("auto_round:auto_gptq", "auto_round:auto_awq", "auto_round:fp8",
-                       "auto_round:llm_compressor")
-INC_BACKENDS = ("auto", "gptq", "gptq:marlin", "awq", "awq:marlin", "marlin")
+# INCConfig's accepted values, from the dispatch rule set.
+INC_SUPPORTED_BITS = rules().INC_SUPPORTED_BITS
+INC_PACKING_FORMATS = rules().INC_PACKING_FORMATS
+INC_BACKENDS = rules().INC_BACKENDS
 GPTQ_CHECKPOINT_FORMATS = ("gptq", "gptq_v2")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
 _REGEX_CHARS = set(r"*+?^$()[]{}|\\")
@@ -180,16 +180,29 @@ def _dynamic_body(key: str) -> str:
 
 
 def _inc_regex(key: str) -> Pattern | None:
-    """An extra_config key vLLM treats as a regex (inc/config_parser.py:85-103: it holds a
-    special character and compiles; one that does not compile is skipped)."""
+    """An extra_config key vLLM treats as a regex (inc/config_parser.py:85-103 and 128-139:
+    a key holding a special character; one that does not compile is skipped)."""
     if not any(ch in _REGEX_CHARS for ch in key):
         return None
     try:
-        return compile_pattern(key, "extra_config")
+        return compile_pattern(key, f"extra_config key {key!r}")
     except PatternRefusedError:
         raise
     except InvalidConfigError:
+        pass
+    # vLLM compiles these keys with the `regex` package (inc/config_parser.py:7), whose syntax
+    # is a superset of re's: a key re rejects is skipped only when `regex` rejects it too.
+    try:
+        import regex
+    except ImportError:
         return None
+    try:
+        regex.compile(key)
+    except (regex.error, RecursionError, OverflowError, ValueError):
+        return None
+    raise PatternRefusedError(f"extra_config key {key!r} uses syntax that only the `regex` package "
+                              "(which vLLM's INC parser uses) accepts; the workbench matches "
+                              "Python re syntax")
 
 
 def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | None:
@@ -208,25 +221,32 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
         return base
     if cfg.method is CheckpointFormat.AWQ:
         return None if any(s in name for s in cfg.skip_modules) else base
-    # INC: vLLM's INCConfigParser order: exact key, suffix key, block list, regex keys.
+    # INC: INCConfigParser._resolve_raw (inc/config_parser.py:152-229): an exact key, then a
+    # key the name ends with (".key"), are used with the base defaults; otherwise the layer
+    # is quantized when inside block_name_to_quantize (and not lm_head, ParallelLMHead in
+    # vLLM), and get_config (:104-151) applies the first regex key that re.search-es the
+    # name, with 16-bit defaults for a layer that is not quantized.
     extra = cfg.extra_config
 
-    def from_cfg(c: dict) -> tuple[int, int, bool] | None:
-        bits = c.get("bits", cfg.bits)
-        return None if type(bits) is int and bits >= 16 else (bits, c.get("group_size", cfg.group_size), c.get("sym", cfg.sym))
+    def from_cfg(c: dict, quantized: bool = True) -> tuple[int, int, bool] | None:
+        bits = c.get("bits", cfg.bits if quantized else 16)
+        group = c.get("group_size", cfg.group_size if quantized else -1)
+        sym = c.get("sym", cfg.sym if quantized else True)
+        return None if type(bits) is int and bits >= 16 else (bits, group, sym)
 
     if name in extra:
         return from_cfg(extra[name])
     for key in extra:
         if name.endswith(f".{key}"):
             return from_cfg(extra[key])
-    if cfg.block_names and not any(name.startswith(b) for b in cfg.block_names):
-        return None
+    quantized = name.rsplit(".", 1)[-1] != "lm_head"
+    if cfg.block_names:
+        quantized = any(name.startswith(b) for b in cfg.block_names)
     for key, c in extra.items():
         pattern = _inc_regex(key)
         if pattern is not None and pattern.search(name):
-            return from_cfg(c)
-    return base
+            return from_cfg(c, quantized)
+    return base if quantized else None
 
 
 def _check_override(quant: tuple, layer: str) -> tuple[int, int, bool]:
