@@ -5,7 +5,8 @@ GPTQModel `dynamic` keys, INC `extra_config` keys) and the names they are matche
 against. vLLM matches them with Python's backtracking `re`
 (vllm/model_executor/layers/quantization/utils/config_utils.py:445 `re.match` in
 `is_equal_or_regex_match`; utils/gptq_utils.py:94 and :98 `re.match` in
-`get_dynamic_override`; inc/config_parser.py:100 and :137 `re.search`), where
+`get_dynamic_override`; inc/config_parser.py:100 and :137 `re.search`, with the `regex`
+package imported as `re` at :7, whose syntax is a superset of re's), where
 `re:(a|aa)+$` against 40 characters takes tens of seconds and 60 would take days.
 
 Here a pattern is parsed by `re`'s own parser (so syntax, escapes, classes and inline
