@@ -1,0 +1,175 @@
+"""Validate the performance model; writes benchmarks/results/perf_validation.json.
+
+    python benchmarks/validate_perf.py [--skip-host] [--results path/to/h200_bench.json]
+
+1. Leave-one-shape-out on the H200 records: for each (N, K), calibrate on the other shapes'
+   records, predict the held-out shape's points for the four paths (w4a8_native,
+   w4a16_fallback, bf16_dense, int8_mm); |predicted / measured - 1| and band coverage.
+2. This CPU: calibrate (workbench.perf.cpu) at its calibration shapes, then time
+   `workbench.bench` at other shapes in the same run and compare with `predict --platform host`.
+3. Published kernel figures (workbench/perf/published.json) against the model, each point
+   left out of its family's calibration.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from workbench.perf.calibrate import H200_RESULTS, _records, fit_records, key_for, point_for  # noqa: E402
+from workbench.perf.hardware import hardware_for  # noqa: E402
+from workbench.perf.predict import _band  # noqa: E402
+from workbench.results import load_results  # noqa: E402
+
+FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
+# Host shapes the calibration never times (its own are workbench.perf.cpu.CALIBRATION_SHAPES).
+HOST_SHAPES = ((3072, 2048), (2048, 4096))
+HOST_MS = (1, 8, 32, 128)
+HOST_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense")
+
+
+def _stats(errs: list[float]) -> dict:
+    a = sorted(abs(e) for e in errs)
+    if not a:
+        return {"n": 0}
+    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
+    return {"n": len(a), "median_abs_err": round(statistics.median(a), 4), "p90_abs_err": round(p90, 4),
+            "max_abs_err": round(a[-1], 4)}
+
+
+def h200_loso(path: Path) -> dict:
+    res = load_results(path)
+    hw = hardware_for(res.platform or "sm90-h200")
+    recs = _records(res, ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm",
+                          "triton_int8_mm", "quantizer"))
+    shapes = sorted({(r.n, r.k) for r in recs})
+    points = []
+    for shape in shapes:
+        fits, tiles = fit_records([r for r in recs if (r.n, r.k) != shape], hw.units, hw.mem_gbs * 1e3)
+        for r in recs:
+            if (r.n, r.k) != shape or r.path not in FOUR:
+                continue
+            fit = fits.get(key_for(r.path, r.m, r.n, r.k, r.group_size))
+            if fit is None:
+                points.append({"path": r.path, "n": r.n, "k": r.k, "group_size": r.group_size, "m": r.m,
+                               "measured_us": r.median_us, "predicted_us": None})
+                continue
+            us = fit.predict(point_for(r.path, r.m, r.n, r.k, r.group_size, hw.units, tile=tiles.get(r.path)))
+            lo, hi = _band(us, fit.err_lo, fit.err_hi, "measured")
+            points.append({"path": r.path, "n": r.n, "k": r.k, "group_size": r.group_size, "m": r.m,
+                           "measured_us": r.median_us, "predicted_us": round(us, 3), "low_us": round(lo, 3),
+                           "high_us": round(hi, 3), "err": round(us / r.median_us - 1, 4),
+                           "in_band": lo <= r.median_us <= hi})
+    done = [p for p in points if p["predicted_us"] is not None]
+    out = {"results": path.name, "results_provenance": res.provenance, "shapes": shapes,
+           "all": {**_stats([p["err"] for p in done]),
+                   "band_coverage": round(sum(p["in_band"] for p in done) / max(len(done), 1), 4)},
+           "by_path": {}, "unpredicted": len(points) - len(done), "points": points}
+    for path_name in FOUR:
+        ps = [p for p in done if p["path"] == path_name]
+        out["by_path"][path_name] = {**_stats([p["err"] for p in ps]),
+                                     "band_coverage": round(sum(p["in_band"] for p in ps) / max(len(ps), 1), 4)}
+    return out
+
+
+def host_check() -> dict:
+    from workbench.bench import bench_weight, host_provenance, int4_weight_of, synthetic_bench_layer
+    from workbench.perf import predict
+    from workbench.perf.cpu import CALIBRATION_SHAPES, host_calibration
+
+    t0 = time.perf_counter()
+    cal = host_calibration(refresh=True)
+    t_cal = time.perf_counter() - t0
+    points = []
+    for n, k in HOST_SHAPES:
+        w = int4_weight_of(synthetic_bench_layer(n, k, 128))
+        for r in bench_weight(w, None, list(HOST_PATHS), HOST_MS, repeats=5, error_rows=1):
+            if r.median_ms is None:
+                continue
+            p = predict("host", r.path, r.m, n, k, 128)
+            meas = r.median_ms * 1e3
+            points.append({"path": r.path, "n": n, "k": k, "m": r.m, "measured_us": round(meas, 2),
+                           "predicted_us": round(p.predicted_us, 2), "err": round(p.predicted_us / meas - 1, 4),
+                           "in_band": p.low_us <= meas <= p.high_us})
+    return {"calibration_shapes": CALIBRATION_SHAPES, "validation_shapes": HOST_SHAPES,
+            "calibration_s": round(t_cal, 1), "measured": {"stream_gbs": round(cal.stream_gbs, 2),
+            "fp32_tflops": round(cal.fp32_tflops, 4), "bf16_tflops": round(cal.bf16_tflops, 4),
+            "int8_tops": round(cal.int8_tops, 4)},
+            "provenance": host_provenance(), **_stats([p["err"] for p in points]),
+            "band_coverage": round(sum(p["in_band"] for p in points) / max(len(points), 1), 4),
+            "points": points}
+
+
+def published_table() -> dict:
+    from workbench.perf.families import FAMILIES, published_points
+    from workbench.perf.predict import _eta_of_point, _family, _gpu, _gpu_fit
+
+    rows = []
+    for p in published_points():
+        hw = hardware_for(p["part"])
+        from workbench.perf.families import point_us
+
+        meas = point_us(p, lambda part, n, k, m: _gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
+        fam = p["family"]
+        if fam.startswith("dense"):
+            act = FAMILIES[fam].act
+            fit, point, basis, _ = _gpu_fit(hw, act, p["m"], p["n"], p["k"], -1)
+            pred = fit.predict(point) if fit else None
+            how = f"{act} model ({basis} from the H200 results)"
+        else:
+            got = _family(hw, fam, p["m"], p["n"], p["k"], p["group_size"], exclude=p)
+            pred = got[0] if got else None
+            how = f"family {fam}, this point left out of its calibration"
+        rows.append({**p, "measured_us": round(meas, 2), "predicted_us": None if pred is None else round(pred, 2),
+                     "err": None if pred is None else round(pred / meas - 1, 4), "model": how,
+                     "implied_eta": None if fam.startswith("dense") else _eta_of_point(p)})
+    errs = [r["err"] for r in rows if r["err"] is not None]
+    return {"n_points": len(rows), "n_sources": len({r["source"] for r in rows}), **_stats(errs), "rows": rows}
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=H200_RESULTS)
+    ap.add_argument("--skip-host", action="store_true", help="leave out the CPU check (CI)")
+    ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perf_validation.json")
+    args = ap.parse_args()
+    t = time.perf_counter()
+    doc = {"provenance": {"script": "benchmarks/validate_perf.py", "commit": _commit(),
+                          "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                          "loadavg_1m": os.getloadavg()[0]},
+           "h200_leave_one_shape_out": h200_loso(args.results), "published": published_table()}
+    if not args.skip_host:
+        doc["host"] = host_check()
+    doc["provenance"]["seconds"] = round(time.perf_counter() - t, 1)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    h = doc["h200_leave_one_shape_out"]
+    print("H200 leave-one-shape-out:", json.dumps(h["all"]))
+    for name, s in h["by_path"].items():
+        print(f"  {name}: {json.dumps(s)}")
+    pub = doc["published"]
+    print(f"published: {pub['n_points']} points, {pub['n_sources']} sources, median {pub.get('median_abs_err')}"
+          f" p90 {pub.get('p90_abs_err')}")
+    if "host" in doc:
+        print(f"host: median {doc['host'].get('median_abs_err')} p90 {doc['host'].get('p90_abs_err')} "
+              f"band {doc['host']['band_coverage']}")
+
+
+if __name__ == "__main__":
+    main()
