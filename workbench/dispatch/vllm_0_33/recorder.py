@@ -24,7 +24,7 @@ VLLM_VERSION = "0.33.0"
 # Compiled extensions of vLLM, and compiled packages imported at module level by code the
 # selection path imports but never calls (structured-output grammar backends).
 STUBBED = {"vllm._C", "vllm._rocm_C", "vllm._moe_C", "vllm._C_stable_libtorch",
-           "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm.cumem_allocator",
+           "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm.third_party.flashmla", "vllm.cumem_allocator",
            "vllm_xpu_kernels", "xgrammar", "llguidance"}
 # Optional packages whose presence is a platform field.
 OPTIONAL = {"humming", "conch", "zentorch", "auto_round_kernel", "aiter"}
@@ -33,9 +33,19 @@ SIMULATED_OPS = {"aten._dyn_quant_matmul_4bit", "_rocm_C.gptq_gemm_rdna3",
                  "_xpu_C.int4_gemm_w4a8", "_xpu_C.int4_gemm_w4a16",
                  "zentorch.zentorch_dynamic_qlinear", "zentorch.zentorch_woq_linear",
                  "zentorch.zentorch_woq_repack_weight"}
+# Capability queries of the compiled `_C` extension, answered as its source does for a CUDA
+# 12.8 build with every SM compiled in (csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu:147,
+# csrc/quantization/fp4/nvfp4_scaled_mm_entry.cu:71).
+C_QUERIES = {
+    "cutlass_scaled_mm_supports_fp8": lambda cc: cc >= 89,
+    "cutlass_scaled_mm_supports_fp4": lambda cc: 100 <= cc < 130,
+}
+
 HARDWARE_QUERIES = ["Platform.get_device_capability", "Platform.get_device_name",
                     "Platform.get_cpu_architecture", "amdsmi (ROCm GCN arch)",
-                    "torch.cpu._is_amx_tile_supported", "torch.ops presence of " +
+                    "torch.cpu._is_amx_tile_supported",
+                    "torch.ops._C." + ", torch.ops._C.".join(sorted(C_QUERIES)),
+                    "torch.ops presence of " +
                     ", ".join(sorted(SIMULATED_OPS))]
 
 _CPU_ARCH = {"x86": "X86", "arm": "ARM", "powerpc": "POWERPC", "riscv": "RISCV",
@@ -184,6 +194,10 @@ class Vllm:
                     if "current_platform" in getattr(mod, "__dict__", {}):
                         mod.current_platform = obj
             stack.enter_context(sandbox.torch_ops(SIMULATED_OPS, set(platform.get("torch_ops", []))))
+            saved_c = torch.ops.__dict__.get("_C")
+            torch.ops._C = types.SimpleNamespace(**C_QUERIES)
+            stack.callback(lambda: torch.ops.__dict__.pop("_C", None) if saved_c is None
+                           else setattr(torch.ops, "_C", saved_c))
             amx = bool(platform.get("amx"))
             saved_amx = torch.cpu._is_amx_tile_supported
             torch.cpu._is_amx_tile_supported = lambda: amx
@@ -358,3 +372,105 @@ def _uses_mp(scheme: Any) -> bool:
 MP_SCHEMES = {"CompressedTensorsW4A8Int", "CompressedTensorsW4A8Fp8", "CompressedTensorsWNA16",
               "CompressedTensorsWNA8Int", "CompressedTensorsWNA4Int",
               "CompressedTensorsWNA8O8Int"}
+
+
+# -- the quant-method levels: gptq, awq, inc ------------------------------------------------
+# Input: {"quantization_config": <the checkpoint's dict>, "layer_name", "in_features",
+# "out_features", "params_dtype", optional "input_size_per_partition" /
+# "output_size_per_partition"}. Expected: {"method": the linear method vLLM's
+# `get_quant_method` returns (class name) or None, "error", "error_type", "kernel": the
+# selection its `create_weights` ran (the scheme level's shape) or None}.
+QUANT_METHOD = {"gptq": "auto_gptq", "awq": "auto_awq", "inc": "inc"}
+
+
+def _carrier_layer(v: Vllm, case_input: dict) -> Any:
+    """A real vLLM linear layer for `get_quant_method` to inspect (built unquantized)."""
+    linear = v.mod("vllm.model_executor.layers.linear")
+    return linear.ReplicatedLinear(case_input["in_features"], case_input["out_features"],
+                                   bias=False, params_dtype=v.dtype(case_input["params_dtype"]),
+                                   quant_config=None, prefix=case_input["layer_name"])
+
+
+def record_quant_method(v: Vllm, case: dict) -> dict:
+    """`<Config>.from_config`, `get_quant_method(layer, prefix)`, then `create_weights`."""
+    registry = v.mod("vllm.model_executor.layers.quantization")
+    i = case["input"]
+    out: dict[str, Any] = {"method": None, "error": None, "error_type": None, "kernel": None}
+    try:
+        with v.on(case["platform"], case["env"], i["params_dtype"]):
+            cls = registry.get_quantization_config(QUANT_METHOD[case["level"]])
+            config = cls.from_config(dict(i["quantization_config"]))
+            layer = _carrier_layer(v, i)
+            method = config.get_quant_method(layer, prefix=i["layer_name"])
+            out["method"] = None if method is None else type(method).__name__
+            if method is not None:
+                with v.observer.watching() as obs:
+                    try:
+                        method.create_weights(
+                            layer, i.get("input_size_per_partition", i["in_features"]),
+                            [i.get("output_size_per_partition", i["out_features"])],
+                            i["in_features"], i["out_features"], v.dtype(i["params_dtype"]),
+                            weight_loader=lambda *a, **k: None)
+                        err = None
+                    except Exception as exc:
+                        err = error_fields(exc)
+                out["kernel"] = _kernel_stage(v, obs, err)
+    except Exception as exc:
+        out.update(error_fields(exc))
+    return out
+
+
+# -- the config gate -------------------------------------------------------------------------
+# Input: {"quantization": the method name vLLM resolved, "quantization_config": the dict,
+# "dtype": the model dtype}. Expected: {"error", "error_type"} of
+# `VllmConfig._get_quantization_config` (None when the gate passes).
+def record_config_gate(v: Vllm, case: dict) -> dict:
+    import tempfile
+    i = case["input"]
+    out = {"error": None, "error_type": None}
+    try:
+        with v.on(case["platform"], case["env"], i["dtype"]):
+            config = v.mod("vllm.config")
+            model = types.SimpleNamespace(  # the fields the gate reads off a ModelConfig
+                quantization=i["quantization"], dtype=v.dtype(i["dtype"]), quantization_config=None,
+                hf_config=types.SimpleNamespace(quantization_config=dict(i["quantization_config"])),
+                hf_text_config=None, model=tempfile.gettempdir(), revision=None,
+                model_arch_config=types.SimpleNamespace(total_num_attention_heads=32,
+                                                        total_num_kv_heads=8),
+                quantization_param_path=None)
+            load = config.LoadConfig()
+            qc = v.mod("vllm.model_executor.layers.quantization")
+            cls = qc.get_quantization_config(i["quantization"])
+            with _gate_only(v, cls):
+                config.VllmConfig._get_quantization_config(model, load)
+    except _GatePassed:
+        pass
+    except Exception as exc:
+        out.update(error_fields(exc))
+    return out
+
+
+class _GatePassed(Exception):
+    """Raised from `maybe_update_config`, which the gate calls once both checks passed."""
+
+
+@contextmanager
+def _gate_only(v: Vllm, cls: type) -> Iterator[None]:
+    """Stop after the gate: `maybe_update_config` reads checkpoint files, which do not exist."""
+    saved = cls.__dict__.get("maybe_update_config")
+
+    def stop(self, *a, **k):
+        raise _GatePassed
+    cls.maybe_update_config = stop
+    try:
+        yield
+    finally:
+        if saved is None:
+            del cls.maybe_update_config
+        else:
+            cls.maybe_update_config = saved
+
+
+RECORDERS: dict[str, Callable[[Vllm, dict], dict]] = {
+    "mp": record_mp, "scheme": record_scheme, "gptq": record_quant_method,
+    "awq": record_quant_method, "inc": record_quant_method, "config-gate": record_config_gate}
