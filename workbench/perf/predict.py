@@ -27,7 +27,7 @@ from workbench.errors import InvalidInputError
 from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved
 from workbench.perf.hardware import Hardware, hardware_for
 
-__all__ = ["Prediction", "predict", "predict_many", "PATHS", "BASES", "roofline_us"]
+__all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "PATHS", "BASES", "roofline_us"]
 
 PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
          "selected")
@@ -222,7 +222,7 @@ def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: f
 
     big = max(m, 4096)
     fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1)
-    here, _, _, _ = _gpu_fit(hw, FAMILIES[family].act, m, n, k, -1)
+    here, _, _, _ = _gpu_fit(hw, FAMILIES[family].act, 1, n, k, -1)  # the launch-latency floor
     if fit is None or here is None:
         return None
     rate = 2 * big * n * k / fit.predict(point)  # operations per us
@@ -236,7 +236,7 @@ def _eta_of_point(p: dict) -> float | None:
 
     hw = hardware_for(p["part"])
     t = point_us(p, lambda part, n, k, m: _gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
-    fit, _, _, _ = _gpu_fit(hw, "bf16_dense", p["m"], p["n"], p["k"], -1)
+    fit, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, p["n"], p["k"], -1)
     if fit is None or t <= fit.t0:
         return None
     return (_family_bytes(p["family"], p["m"], p["n"], p["k"], p["group_size"]) / (hw.mem_gbs * 1e3)) / (t - fit.t0)
@@ -256,54 +256,51 @@ def _family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: 
 
 
 def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int) -> Prediction:
-    from workbench.perf.families import family_of
-
-    preset = hw.preset if hw is not None else None
-    if preset is None:
+    """What vLLM selects for a W4A8 (int4 weights, int8 dynamic tokens) layer of this shape."""
+    if hw is None:
+        from workbench.dispatch import trace_scheme
         from workbench.platforms import detect_host
 
-        plat = detect_host()
-    else:
-        plat = preset
-    try:
-        selected, rt, error = _runtime(plat if isinstance(plat, str) else plat, n, k, g)
-    except TypeError:  # a detected Platform value is not hashable for the cache
-        from workbench.dispatch import trace_scheme
-
-        t = trace_scheme(_scheme(n, k, g), plat)
+        t = trace_scheme(_scheme(n, k, g), detect_host())
         selected, rt, error = t.selected, t.runtime_detail, t.error
+    else:
+        selected, rt, error = _runtime(hw.preset, n, k, g)
+    return cost_of_runtime(platform, rt, m, n, k, g, selected=selected, error=error)
+
+
+def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, selected: str | None = None,
+                    error: str | None = None) -> Prediction:
+    """The cost of what a selected kernel runs (a `workbench.dispatch.Runtime`) on a platform,
+    keyed by that value: activation precision, the op and its implementation."""
+    from workbench.perf.families import family_of
+
+    hw = None if platform == "host" else hardware_for(platform)
     if rt is None or rt.fails_at is not None:
         why = (rt.error if rt is not None else error) or "no kernel selected"
         return Prediction(platform, "selected", m, n, k, g, None, None, None, "roofline",
                           selected or "none", None, f"vLLM cannot run this layer here: {why}")
     runs = f"{rt.method} ({rt.computes}, {rt.op})"
     if hw is None or hw.kind == "cpu":
-        base = {"Dynamic4bitLinearKernel": "vllm_dynamic4bit" if rt.impl != "kleidiai" else None,
-                "CPUWNA16LinearKernel": "w4a16_fallback"}.get(rt.method,
-                                                              "w4a8_native" if rt.computes == "w4a8" else "w4a16_fallback")
-        if base is None:  # KleidiAI: int8 dot products at the part's int8 rate
-            roof = roofline_us(hw, "w4a8_native", m, n, k, g)
-            return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
-                              "KleidiAI kernels: no timing of them here; the int8 roofline")
+        if rt.method == "Dynamic4bitLinearKernel" and rt.impl == "kleidiai":
+            roof = roofline_us(hw, "w4a8_native", m, n, k, g) if hw else None
+            return Prediction(platform, "selected", m, n, k, g, roof, roof, roof and 3 * roof, "roofline",
+                              runs, roof, "KleidiAI kernels: no timing of them here; the int8 roofline")
+        base = ("vllm_dynamic4bit" if rt.method == "Dynamic4bitLinearKernel" else
+                "w4a8_native" if rt.computes == "w4a8" else "w4a16_fallback")
         p = _cpu(hw, base, m, n, k, g, platform)
-        return replace(p, path="selected", kernel=runs,
-                       note=f"runs as this workbench's {base} path; " + p.note)
+        return replace(p, path="selected", kernel=runs, note=f"runs as this workbench's {base} path; {p.note}")
     if hw.preset == "xpu":
-        # INC / XPU W4A8: int8 GEMM from min_tokens tokens, the W4A16 op below (runtime value).
+        # int4_gemm_w4a8 from min_tokens tokens, the W4A16 op below (the runtime value says which).
         path = "w4a8_native" if (rt.min_tokens is None or m >= rt.min_tokens) else "w4a16_fallback"
         roof = roofline_us(hw, path, m, n, k, g)
         return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
-                          f"XPU: {path} roofline")
+                          f"XPU: the {path} roofline")
     fam = family_of(rt.method, rt.activation)
-    if fam is None:
-        roof = roofline_us(hw, "w4a16_fallback", m, n, k, g)
-        return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
-                          f"no cost model for {rt.method}: the W4A16 roofline")
-    got = _family(hw, fam, m, n, k, g)
     roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
+    got = _family(hw, fam, m, n, k, g) if fam else None
     if got is None:
         return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
-                          f"no published figure for family {fam}")
+                          f"no cost model for {rt.method} on this part: the roofline")
     us, lo, hi = got
     return Prediction(platform, "selected", m, n, k, g, us, lo, hi, "published", runs, roof,
                       f"family {fam}, calibrated on published timings (workbench/perf/published.json)")

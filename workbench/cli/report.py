@@ -1,0 +1,57 @@
+"""`python -m workbench report SOURCE --platform P --tp T`: every linear layer of a model
+preset or checkpoint, what vLLM runs for it and its predicted time at a decode and a prefill M."""
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="whole-model report: each layer's kernel, runtime and predicted time")
+    p.add_argument("source", help="a model preset (see workbench/models.py) or a checkpoint directory")
+    p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, or 'host'")
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
+    p.add_argument("--decode-m", type=int, default=1, help="decode tokens per call (default 1)")
+    p.add_argument("--prefill-m", type=int, default=2048, help="prefill tokens per call (default 2048)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--csv", action="store_true", help="print the layer rows as CSV")
+    p.set_defaults(func=run)
+
+
+def _us(v) -> str:
+    return "-" if v is None else f"{v:.1f}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from workbench.perf.report import model_report
+
+    rep = model_report(args.source, args.platform, args.tp, decode_m=args.decode_m, prefill_m=args.prefill_m)
+    if args.json:
+        print(json.dumps(rep.to_json(), indent=1))
+        return 0
+    if args.csv:
+        print(rep.to_csv(), end="")
+        return 0
+    print(f"{rep.source} on {rep.platform}, TP {rep.tp}: decode M = {rep.decode_m}, prefill M = {rep.prefill_m} "
+          "(per rank, us per call)")
+    for note in rep.notes:
+        print(f"note: {note}")
+    head = ["layer", "x", "K", "N", "g", "kernel", "computes", f"M={rep.decode_m}", f"M={rep.prefill_m}",
+            "basis", "native W4A8"]
+    rows = [[r.layer, str(r.count), str(r.k), str(r.n), str(r.group_size), r.kernel or "-", r.computes,
+             _us(r.decode_us), _us(r.prefill_us), r.basis,
+             f"{_us(r.native_decode_us)} / {_us(r.native_prefill_us)}"] for r in rep.layers]
+    widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for x in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(x, widths)))
+    t = rep.totals()
+    print(f"total per forward (layers x count): decode {t['decode_us']:.1f} us "
+          f"[{t['decode_low_us']:.1f}-{t['decode_high_us']:.1f}], prefill {t['prefill_us']:.1f} us "
+          f"[{t['prefill_low_us']:.1f}-{t['prefill_high_us']:.1f}]; native W4A8 {t['native_decode_us']:.1f} / "
+          f"{t['native_prefill_us']:.1f} us")
+    for r in rep.layers:
+        if r.error:  # vLLM's reason list is multi-line: one line per layer here, all of it in --json
+            text = " ".join(r.error.split())
+            print(f"{r.layer}: {text[:300]}{'...' if len(text) > 300 else ''}")
+    return 0

@@ -1,0 +1,186 @@
+"""The whole-model report: every linear layer's scheme, kernel, what runs, and its predicted
+time at a decode M and a prefill M on a platform and TP size, with totals.
+
+A source is a model preset (`workbench.models`, quantized as llm-compressor's W4A8 preset:
+int4 weights in groups of 128, int8 dynamic per-token activations) or a checkpoint folder
+(each layer's own scheme, read from its headers). Per-rank shapes: TP splits N of column-
+parallel layers and K of row-parallel ones, as vLLM builds them.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from workbench.errors import InvalidInputError
+
+__all__ = ["LayerCost", "ModelReport", "model_report", "DECODE_M", "PREFILL_M"]
+
+DECODE_M = 1
+PREFILL_M = 2048
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    layer: str
+    count: int  # how many times the model runs this GEMM per forward (decoder layers, experts)
+    k: int  # per rank
+    n: int
+    group_size: int
+    parallel: str
+    scheme: str | None
+    kernel: str | None
+    runtime: str  # the trace's runtime sentence (rendered from the structured value)
+    computes: str  # "w4a8", "w4a16", "w4a8-fp8", "none"
+    decode_us: float | None
+    decode_low_us: float | None
+    decode_high_us: float | None
+    prefill_us: float | None
+    prefill_low_us: float | None
+    prefill_high_us: float | None
+    basis: str
+    native_decode_us: float | None  # this project's native W4A8 at the same shapes
+    native_prefill_us: float | None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelReport:
+    source: str
+    platform: str
+    tp: int
+    decode_m: int
+    prefill_m: int
+    layers: tuple[LayerCost, ...]
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def totals(self) -> dict:
+        """Sum over layers x count (per rank, one forward), of what can be predicted."""
+        out = {}
+        for key in ("decode_us", "decode_low_us", "decode_high_us", "prefill_us", "prefill_low_us",
+                    "prefill_high_us", "native_decode_us", "native_prefill_us"):
+            vals = [(getattr(r, key), r.count) for r in self.layers]
+            out[key] = round(sum(v * c for v, c in vals if v is not None), 3)
+        out["unpredicted_layers"] = sum(1 for r in self.layers if r.decode_us is None)
+        return out
+
+    def to_json(self) -> dict:
+        return {"source": self.source, "platform": self.platform, "tp": self.tp, "decode_m": self.decode_m,
+                "prefill_m": self.prefill_m, "layers": [asdict(r) for r in self.layers],
+                "totals": self.totals(), "notes": list(self.notes)}
+
+    def to_csv(self) -> str:
+        rows = [asdict(r) for r in self.layers]
+        if not rows:
+            return ""
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+        return buf.getvalue()
+
+
+def _cost(platform: str, trace, m_decode: int, m_prefill: int, n: int, k: int, g: int):
+    from workbench.perf.predict import cost_of_runtime, predict
+
+    rt = trace.runtime_detail
+    d = cost_of_runtime(platform, rt, m_decode, n, k, g, selected=trace.selected, error=trace.error)
+    p = cost_of_runtime(platform, rt, m_prefill, n, k, g, selected=trace.selected, error=trace.error)
+    gg = g if g in (-1, 32, 64, 128, 256) else -1
+    try:
+        nd = predict(platform, "w4a8_native", m_decode, n, k, gg).predicted_us
+        npf = predict(platform, "w4a8_native", m_prefill, n, k, gg).predicted_us
+    except InvalidInputError:
+        nd = npf = None
+    return d, p, nd, npf
+
+
+def _row(name: str, count: int, k: int, n: int, g: int, parallel: str, trace, platform: str,
+         m_decode: int, m_prefill: int) -> LayerCost:
+    d, p, nd, npf = _cost(platform, trace, m_decode, m_prefill, n, k, g)
+    rt = trace.runtime_detail
+    return LayerCost(name, count, k, n, g, parallel, trace.scheme, trace.selected, trace.runtime or "",
+                     rt.computes if rt is not None else "none", d.predicted_us, d.low_us, d.high_us,
+                     p.predicted_us, p.low_us, p.high_us, d.basis, nd, npf,
+                     trace.error or (d.note if d.predicted_us is None else None))
+
+
+def _w4a8_scheme(k: int, n: int, g: int) -> dict:
+    from workbench.perf.predict import _scheme
+
+    return _scheme(n, k, g)
+
+
+def model_report(source: str, platform: str = "sm90-h200", tp: int = 1, *, decode_m: int = DECODE_M,
+                 prefill_m: int = PREFILL_M, group_size: int = 128) -> ModelReport:
+    """The report of a model preset name or a checkpoint directory."""
+    from workbench.models import MODELS
+
+    if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
+        raise InvalidInputError(f"tp = {tp!r}; accepted: an integer >= 1")
+    for name, m in (("decode_m", decode_m), ("prefill_m", prefill_m)):
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise InvalidInputError(f"{name} = {m!r}; accepted: an integer >= 1")
+    plat = "host" if platform == "host" else platform
+    if plat != "host":
+        from workbench.perf.hardware import hardware_for
+
+        plat = hardware_for(platform).preset
+    if source in MODELS:
+        return _preset_report(source, plat, tp, decode_m, prefill_m, group_size)
+    if os.path.isdir(source):
+        return _checkpoint_report(source, plat, tp, decode_m, prefill_m)
+    raise InvalidInputError(f"report source {source!r}: neither a model preset ({', '.join(MODELS)}) "
+                            "nor a checkpoint directory")
+
+
+def _trace_platform(plat: str):
+    if plat == "host":
+        from workbench.platforms import detect_host
+
+        return detect_host()
+    return plat
+
+
+def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int) -> ModelReport:
+    from workbench.dispatch import trace_scheme
+    from workbench.models import get_model, partitions
+
+    model = get_model(name)
+    rows = []
+    tplat = _trace_platform(plat)
+    for part in partitions(model, tp):
+        gg = g if part.k % g == 0 else -1
+        trace = trace_scheme(_w4a8_scheme(part.k, part.n, gg), tplat)
+        count = model.layers * (model.experts if part.layer.startswith("experts.") else 1)
+        rows.append(_row(part.layer, count, part.k, part.n, gg, part.parallel, trace, plat, dm, pm))
+    notes = (f"{name} as llm-compressor's W4A8 preset (int4 g{g}, int8 dynamic per-token activations); "
+             f"{model.layers} decoder layers; per rank at TP {tp}",)
+    if model.experts:
+        notes += (f"expert GEMMs counted once per expert (all {model.experts}): routed tokens per "
+                  "expert are fewer than M, so the MoE rows bound the cost from above",)
+    return ModelReport(name, plat, tp, dm, pm, tuple(rows), notes)
+
+
+def _checkpoint_report(path: str, plat: str, tp: int, dm: int, pm: int) -> ModelReport:
+    from workbench.checkpoints import open_checkpoint
+    from workbench.checkpoints.listing import trace_layer
+
+    ck = open_checkpoint(path)
+    tplat = _trace_platform(plat)
+    rows = []
+    for spec in ck.layers:
+        parallel = spec.default_parallel
+        try:
+            k, n = spec.partition_shape(tp, parallel)
+        except InvalidInputError as exc:
+            rows.append(LayerCost(spec.name, 1, spec.in_features, spec.out_features, spec.group_size, parallel,
+                                  None, None, "", "none", None, None, None, None, None, None, "roofline",
+                                  None, None, str(exc)))
+            continue
+        trace = trace_layer(spec, tplat, tp_size=tp, parallel=parallel)
+        rows.append(_row(spec.name, 1, k, n, spec.group_size, parallel, trace, plat, dm, pm))
+    return ModelReport(str(Path(path)), plat, tp, dm, pm, tuple(rows),
+                       (f"{len(ck.layers)} quantized layers of the checkpoint, each once",))
