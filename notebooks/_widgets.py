@@ -253,10 +253,10 @@ def checkbox(value: bool, description: str) -> Any:
 
 
 def _mp_kernel_names() -> tuple[str, ...]:
-    from workbench.dispatch.vllm_0_33.selector import POSSIBLE_KERNELS
+    from workbench.dispatch.versions import rules
 
     seen: dict[str, None] = {}
-    for kernels in POSSIBLE_KERNELS.values():
+    for kernels in rules().POSSIBLE_KERNELS.values():
         for k in kernels:
             seen.setdefault(k.__name__, None)
     return tuple(seen)
@@ -271,7 +271,7 @@ def dispatch_controls(preset: str = "sm90-h200", layers: Iterable[str] = (),
 
     Choosing a preset resets packages, ops and AMX to that preset's values (see `link_preset`).
     """
-    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
+    from workbench.dispatch.env import LINEAR_BACKENDS
     from workbench.platforms import KNOWN_PACKAGES, KNOWN_TORCH_OPS, PRESETS
 
     base = PRESETS[preset]

@@ -1,13 +1,11 @@
 """Tensor-parallel alignment: what every candidate kernel says about a shard, and padding cost.
 
-Shared by the app's Alignment page and notebook 03. `marlin_padded_nk` models vLLM 0.33.0's
-function of that name (`vllm/model_executor/layers/quantization/utils/marlin_utils.py`):
+Shared by the app's Alignment page and notebook 03. `marlin_padded_nk` is the rule set's model
+of vLLM's function of that name (`vllm/model_executor/layers/quantization/utils/marlin_utils.py`):
 Marlin no longer rejects a tile-misaligned shard, it zero-pads it to the cheaper of its two
 thread-tile families.
 """
 from __future__ import annotations
-
-import math
 
 
 def _disabled(env: dict[str, str], extra: list[str]) -> dict[str, str]:
@@ -40,10 +38,23 @@ def kernel_verdicts(t, platform, env: dict[str, str]) -> dict:
     return verdicts
 
 
-# Tile rules that force zero-padding, as (label, K multiple, N multiple); Marlin picks the
-# cheaper of its two families itself (`marlin_padded_nk`).
-PAD_RULES = (("Machete (K % 64, N % 128)", 64, 128), ("Cutlass W4A8 (K, N % 128)", 128, 128),
-             ("torch CPU int4pack (N % 16)", 1, 16), ("XPU / INC W4A8 (K, N % 8)", 8, 8))
+def _pad_rules() -> tuple[tuple[str, int, int], ...]:
+    """Tile rules that force zero-padding, as (label, K multiple, N multiple), read from the
+    rule set's kernels; Marlin picks the cheaper of its two families itself."""
+    from workbench.dispatch.versions import rules
+    from workbench.models import TORCH_INT4PACK, rule_name
+
+    r = rules()
+    machete = r.KERNELS_BY_NAME["MacheteLinearKernel"].shape_multiples
+    cutlass = r.KERNELS_BY_NAME["CutlassW4A8LinearKernel"].shape_multiples
+    xpu = r.KERNELS_BY_NAME["XPUW4A8IntLinearKernel"].shape_multiples
+    return ((f"Machete ({rule_name(*machete)})", *machete),
+            (f"Cutlass W4A8 ({rule_name(*cutlass)})", *cutlass),
+            (f"torch CPU int4pack ({rule_name(*TORCH_INT4PACK[1:])})", *TORCH_INT4PACK[1:]),
+            (f"XPU / INC W4A8 ({rule_name(*xpu)})", *xpu))
+
+
+PAD_RULES = _pad_rules()
 
 
 def _round_up(x: int, m: int) -> int:
@@ -51,11 +62,10 @@ def _round_up(x: int, m: int) -> int:
 
 
 def marlin_padded_nk(n: int, k: int, group_size: int) -> tuple[int, int]:
-    """vLLM 0.33.0 `marlin_padded_nk`: the cheaper of (n % 64, k % lcm(128, g)) and (n % 128, k % lcm(64, g))."""
-    g = group_size if group_size > 0 else 1
-    cands = ((_round_up(n, 64), _round_up(k, math.lcm(128, g))),
-             (_round_up(n, 128), _round_up(k, math.lcm(64, g))))
-    return min(cands, key=lambda nk: (nk[0] * nk[1], nk[0] + nk[1]))
+    """The rule set's `marlin_padded_nk`: the cheaper of Marlin's two padded tile families."""
+    from workbench.dispatch.versions import rules
+
+    return rules().marlin_padded_nk(n, k, group_size)
 
 
 def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size: int) -> list[dict]:

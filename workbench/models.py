@@ -13,8 +13,9 @@ shapes the way vLLM shards them:
 - MoE experts shard their own intermediate size the same way; MLA projections
   (DeepSeek-V2) are listed with their own widths.
 
-`ALIGNMENT_RULES` are the divisibility rules vLLM 0.33.0's kernels (and torch's CPU
-int4 kernel) check; `partition_table` says which ones each shard breaks.
+`ALIGNMENT_RULES` are the divisibility rules the dispatch rule set's kernels (and torch's CPU
+int4 kernel) check, read from the kernel classes; `partition_table` says which ones each
+shard breaks.
 """
 from __future__ import annotations
 
@@ -175,17 +176,34 @@ class AlignmentRule:
         return self.test(k, n, g)
 
 
-ALIGNMENT_RULES: tuple[AlignmentRule, ...] = (
-    AlignmentRule("group divides K", "verify_group_size_divides_partition (every scheme)",
-                  lambda k, n, g: k % g == 0),
-    AlignmentRule("K, N % 8", "XPUW4A8Int; INC w4a8 on XPU", lambda k, n, g: k % 8 == 0 and n % 8 == 0),
-    AlignmentRule("N % 8", "TritonW4A16; Exllama (int4)", lambda k, n, g: n % 8 == 0),
-    AlignmentRule("N % 16", "torch _convert_weight_to_int4pack_for_cpu", lambda k, n, g: n % 16 == 0),
-    AlignmentRule("K % 16", "RDNAHybridW4A16", lambda k, n, g: k % 16 == 0),
-    AlignmentRule("K, N % 32", "CPUWNA16", lambda k, n, g: k % 32 == 0 and n % 32 == 0),
-    AlignmentRule("K % 64, N % 128", "Machete", lambda k, n, g: k % 64 == 0 and n % 128 == 0),
-    AlignmentRule("K, N % 128", "CutlassW4A8", lambda k, n, g: k % 128 == 0 and n % 128 == 0),
-)
+def rule_name(k: int, n: int) -> str:
+    """"K, N % 8", "N % 16", "K % 64, N % 128": the label of a (K, N) multiple rule."""
+    if k == n:
+        return f"K, N % {k}"
+    if k == 1 or n == 1:
+        return f"N % {n}" if k == 1 else f"K % {k}"
+    return f"K % {k}, N % {n}"
+
+
+def _alignment_rules() -> tuple[AlignmentRule, ...]:
+    """The rule set's partition multiples, one rule per (K, N) pair naming every checker."""
+    from workbench.dispatch.versions import rules
+
+    multiples = [*rules().SHAPE_MULTIPLES, TORCH_INT4PACK]
+    who: dict[tuple[int, int], list[str]] = {}
+    for name, k, n in multiples:
+        who.setdefault((k, n), []).append(name)
+    out = [AlignmentRule("group divides K", "verify_group_size_divides_partition (every scheme)",
+                         lambda k, n, g: k % g == 0)]
+    for (mk, mn), names in sorted(who.items(), key=lambda kv: (max(kv[0]), kv[0][0] * kv[0][1])):
+        out.append(AlignmentRule(rule_name(mk, mn), "; ".join(names),
+                                 lambda k, n, g, mk=mk, mn=mn: k % mk == 0 and n % mn == 0))
+    return tuple(out)
+
+
+# torch's `_convert_weight_to_int4pack_for_cpu` (the W4A16 fallback here), not a vLLM rule.
+TORCH_INT4PACK = ("torch _convert_weight_to_int4pack_for_cpu", 1, 16)
+ALIGNMENT_RULES: tuple[AlignmentRule, ...] = _alignment_rules()
 
 
 def broken_rules(k: int, n: int, group_size: int = 128) -> list[str]:

@@ -5,8 +5,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from workbench.dispatch import trace_mp
-from workbench.dispatch.vllm_0_33.selector import ERROR_HEADER
+from workbench.dispatch.versions import rules
 from workbench.platforms import PRESETS
+
+ERROR_HEADER = rules().ERROR_HEADER
 
 configs = st.fixed_dictionaries({
     "weight_type": st.sampled_from(["int4", "uint4b8", "uint4", "uint8b128", "uint8", "int8",

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from workbench.dispatch import trace_mp, trace_scheme
-from workbench.dispatch.vllm_0_33.selector import ERROR_HEADER
+from workbench.dispatch.versions import rules
+
+ERROR_HEADER = rules().ERROR_HEADER
 
 C1 = {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": False,
       "out_type": None, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}

@@ -2,7 +2,8 @@
 
 Parsed as `vllm/envs.py` and `vllm/config/kernel.py` parse them, so a value vLLM would refuse
 is refused here with the same words, and a value vLLM takes literally (no whitespace
-stripping in `VLLM_DISABLED_KERNELS`) is taken literally here too.
+stripping in `VLLM_DISABLED_KERNELS`) is taken literally here too. The accepted keys and
+values are the rule set's (`env_rules` of a version package, through the registry).
 """
 from __future__ import annotations
 
@@ -12,13 +13,20 @@ from typing import Any, Mapping
 
 from workbench.errors import InvalidInputError
 
-XPU_INC_BACKENDS = ["auto", "ark", "w4a16", "w4a8"]
-MARLIN_INPUT_DTYPES = ["int8", "fp8"]
-KNOWN_KEYS = (
-    "VLLM_DISABLED_KERNELS", "VLLM_CPU_INT4_W4A8", "VLLM_XPU_INC_WNA16_BACKEND",
-    "VLLM_MARLIN_INPUT_DTYPE", "VLLM_BATCH_INVARIANT", "linear_backend",
-    "linear_backend_per_quant",
-)
+
+
+def _pinned():
+    """The default rule set's env values (read lazily: the rule set imports this module)."""
+    from workbench.dispatch.versions import rule_module
+
+    return rule_module("env_rules")
+
+
+def __getattr__(name: str):
+    """`XPU_INC_BACKENDS`, `MARLIN_INPUT_DTYPES`, `KNOWN_KEYS`: the default rule set's."""
+    if name in ("XPU_INC_BACKENDS", "MARLIN_INPUT_DTYPES", "KNOWN_KEYS", "LINEAR_BACKENDS"):
+        return getattr(_pinned(), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class EnvChoiceError(InvalidInputError):
@@ -35,16 +43,12 @@ class KernelConfigValidationError(InvalidInputError):
     error_type = "ValidationError"
 
 
-_PYDANTIC_URL = "https://errors.pydantic.dev/2.14/v/"
-
-
 def _literal_error(loc: str, value: Any) -> str:
-    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
-
-    choices = ", ".join(repr(b) for b in LINEAR_BACKENDS[:-1]) + f" or {LINEAR_BACKENDS[-1]!r}"
+    backends = _pinned().LINEAR_BACKENDS
+    choices = ", ".join(repr(b) for b in backends[:-1]) + f" or {backends[-1]!r}"
     return (f"{loc}\n  Input should be {choices} [type=literal_error, input_value={value!r}, "
             f"input_type={type(value).__name__}]\n    For further information visit "
-            f"{_PYDANTIC_URL}literal_error")
+            f"{_pinned().PYDANTIC_URL}literal_error")
 
 
 def _validation_error(errors: list[str]) -> KernelConfigValidationError:
@@ -77,12 +81,12 @@ class Env:
     def xpu_inc_wna16_backend(self) -> str:
         """Validated lazily, as vLLM's `env_with_choices` does on first read."""
         return _choice("VLLM_XPU_INC_WNA16_BACKEND", self.xpu_inc_wna16_backend_raw, "auto",
-                       XPU_INC_BACKENDS)
+                       _pinned().XPU_INC_BACKENDS)
 
     @property
     def marlin_input_dtype(self) -> str | None:
         return _choice("VLLM_MARLIN_INPUT_DTYPE", self.marlin_input_dtype_raw, None,
-                       MARLIN_INPUT_DTYPES)
+                       _pinned().MARLIN_INPUT_DTYPES)
 
     def to_json(self) -> dict:
         return dict(self.raw)
@@ -115,11 +119,12 @@ def parse_env(env: Mapping[str, Any] | None) -> Env:
     if not isinstance(env, Mapping):
         raise InvalidInputError(f"env: expected a JSON object of KEY: VALUE, got {env!r}")
     values: dict[str, Any] = {}
+    known_keys = _pinned().KNOWN_KEYS
     for key, value in env.items():
-        if key not in KNOWN_KEYS:
+        if key not in known_keys:
             if isinstance(key, str) and key.startswith("VLLM_"):
                 continue  # a real vLLM variable that does not touch this dispatch: kept in raw only
-            raise InvalidInputError(f"env: unknown key {key!r}; accepted: {', '.join(KNOWN_KEYS)} "
+            raise InvalidInputError(f"env: unknown key {key!r}; accepted: {', '.join(known_keys)} "
                                     "or any other VLLM_* variable (no effect on dispatch)")
         if key == "VLLM_DISABLED_KERNELS":
             if isinstance(value, (list, tuple)):
@@ -161,20 +166,19 @@ def parse_env(env: Mapping[str, Any] | None) -> Env:
 def _validate_kernel_config(values: dict) -> None:
     """What `KernelConfig` validation refuses, in its field order (values are not normalized in
     `linear_backend_per_quant`)."""
-    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
-
+    backends = _pinned().LINEAR_BACKENDS
     errors = []
     backend = values.get("linear_backend", "auto")
-    if backend not in LINEAR_BACKENDS:
+    if backend not in backends:
         errors.append(_literal_error("linear_backend", backend))
     per_quant = values.get("linear_backend_per_quant")
     if per_quant is not None:
         if not per_quant:
             errors.append("linear_backend_per_quant\n  Dictionary should have at least 1 item after "
                           "validation, not 0 [type=too_short, input_value={}, input_type=dict]\n"
-                          f"    For further information visit {_PYDANTIC_URL}too_short")
+                          f"    For further information visit {_pinned().PYDANTIC_URL}too_short")
         for scheme, value in per_quant:
-            if value not in LINEAR_BACKENDS:
+            if value not in backends:
                 errors.append(_literal_error(f"linear_backend_per_quant.{scheme}", value))
     if errors:
         raise _validation_error(errors)

@@ -33,3 +33,8 @@ def check_version(version: str | None) -> str:
 def rules(version: str | None = None) -> ModuleType:
     """The `rules` module of a version's package (the default version when None)."""
     return importlib.import_module(RULE_SETS[check_version(version)] + ".rules")
+
+
+def rule_module(name: str, version: str | None = None) -> ModuleType:
+    """One module of a version's package, e.g. `rule_module("env_rules")`."""
+    return importlib.import_module(f"{RULE_SETS[check_version(version)]}.{name}")

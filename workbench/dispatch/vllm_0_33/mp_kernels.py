@@ -10,6 +10,7 @@ ZeroDivisionError (a group size of 0 crashes vLLM's Dynamic4bit check; so does o
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import ClassVar
 
@@ -40,6 +41,9 @@ class MPKernel:
     # The op `apply_weights` calls and where (file:line under `vllm/`), for weight-only kernels.
     op: ClassVar[str] = ""
     op_source: ClassVar[str] = ""
+    # (K, N) the partition must be multiples of, where the class checks it: the one copy of
+    # the rule that can_implement, the alignment tables and the models read.
+    shape_multiples: ClassVar[tuple[int, int] | None] = None
 
     @classmethod
     def can_implement(cls, c: MPConfig, p: Platform) -> Result:  # pragma: no cover - abstract
@@ -68,6 +72,7 @@ def _fmt(types) -> str:
 class CutlassW4A8LinearKernel(MPKernel):
     vllm_file = "cutlass.py"
     min_capability = 90
+    shape_multiples = (128, 128)
     op = "ops.cutlass_w4a8_mm"
     op_source = KERNELS_DIR + "cutlass.py:116"
 
@@ -86,8 +91,9 @@ class CutlassW4A8LinearKernel(MPKernel):
         if c.group_size != 128:
             return False, "Only group_size 128 is supported"
         k, n = c.partition_weight_shape
-        if k % 128 or n % 128:
-            return False, f"K and N must be divisible by 128, got {c.partition_weight_shape}"
+        mk, mn = cls.shape_multiples
+        if k % mk or n % mn:
+            return False, f"K and N must be divisible by {mk}, got {c.partition_weight_shape}"
         if c.out_type != BF16:
             return False, f"Only bfloat16 output type currently supportedgot c.out_type={c.out_type}"
         return True, None
@@ -110,6 +116,7 @@ def machete_group_sizes(act_type) -> list[int]:
 class MacheteLinearKernel(MPKernel):
     vllm_file = "machete.py"
     min_capability = 90
+    shape_multiples = (64, 128)  # check_machete_supports_shape: prepacked block [64, 128]
     op = "ops.machete_mm"
     op_source = KERNELS_DIR + "machete.py:114"
 
@@ -127,14 +134,24 @@ class MacheteLinearKernel(MPKernel):
             return False, f"Group size ({c.group_size}) not supported by Machete, supported group sizes are: {groups}"
         # check_machete_supports_shape: prepacked block shape [64, 128].
         k, n = c.partition_weight_shape
-        if k % 64 != 0:
-            return False, "Input features size must be divisible by 64"
-        if n % 128 != 0:
-            return False, "Output features size must be divisible by 128"
+        mk, mn = cls.shape_multiples
+        if k % mk != 0:
+            return False, f"Input features size must be divisible by {mk}"
+        if n % mn != 0:
+            return False, f"Output features size must be divisible by {mn}"
         return True, None
 
 
 MARLIN_SUPPORTED_GROUP_SIZES = [-1, 32, 64, 128]
+
+
+def marlin_padded_nk(n: int, k: int, group_size: int) -> tuple[int, int]:
+    """`marlin_padded_nk` (layers/quantization/utils/marlin_utils.py): a tile-misaligned shard
+    is zero-padded to the cheaper of (n % 64, k % lcm(128, g)) and (n % 128, k % lcm(64, g))."""
+    g = group_size if group_size > 0 else 1
+    cands = ((-(-n // 64) * 64, -(-k // math.lcm(128, g)) * math.lcm(128, g)),
+             (-(-n // 128) * 128, -(-k // math.lcm(64, g)) * math.lcm(64, g)))
+    return min(cands, key=lambda nk: (nk[0] * nk[1], nk[0] + nk[1]))
 
 
 def marlin_types(zero_points: bool, p: Platform) -> list:
@@ -231,6 +248,7 @@ _EXLLAMA_TYPES = [ST["uint4b8"], ST["uint8b128"]]
 class ExllamaLinearKernel(MPKernel):
     vllm_file = "exllama.py"
     min_capability = 60
+    shape_multiples = (1, 8)  # for int4: N % (32 // num_bits)
     op = "ops.gptq_gemm"
     op_source = KERNELS_DIR + "exllama.py:140"
 
@@ -260,6 +278,7 @@ _TRITON_GROUPS = [-1, 32, 64, 128, 256]
 class TritonW4A16LinearKernel(MPKernel):
     vllm_file = "triton_w4a16.py"
     min_capability = 0
+    shape_multiples = (1, 8)
     op = "torch.ops.vllm.triton_w4a16_gemm"
     op_source = KERNELS_DIR + "triton_w4a16.py:299"
 
@@ -272,8 +291,9 @@ class TritonW4A16LinearKernel(MPKernel):
         if c.act_type not in (FP16, BF16):
             return False, "Only float16/bfloat16 activations are supported"
         n = c.partition_weight_shape[1]
-        if n % 8 != 0:
-            return False, f"Output features ({n}) must be divisible by 8 (8 int4 values packed per int32)"
+        mn = cls.shape_multiples[1]
+        if n % mn != 0:
+            return False, f"Output features ({n}) must be divisible by {mn} ({mn} int4 values packed per int32)"
         gs = c.group_size
         if gs not in _TRITON_GROUPS and gs != c.full_weight_shape[0]:
             return False, (f"Group size {gs} not supported; supported: {_TRITON_GROUPS} "
@@ -321,6 +341,7 @@ class HummingLinearKernel(MPKernel):
 class RDNA3W4A16LinearKernel(MPKernel):
     vllm_file = "rdna3_w4a16.py"
     min_capability = 60
+    shape_multiples = (1, 8)
     op = "ops.gptq_gemm_rdna3"
     op_source = KERNELS_DIR + "rdna3_w4a16.py:158"
     _types = [ST["uint4b8"]]
@@ -341,8 +362,9 @@ class RDNA3W4A16LinearKernel(MPKernel):
             return False, "RDNA3 W4A16 kernel does not support channelwise quantization"
         if c.full_weight_shape[0] % c.group_size != 0:
             return False, f"Group size ({c.group_size}) does not evenly divide K ({c.full_weight_shape[0]})"
-        if c.partition_weight_shape[1] % 8 != 0:
-            return False, "Output features must be a multiple of 8 for the RDNA3 W4A16 kernel (qzeros packing)"
+        mn = cls.shape_multiples[1]
+        if c.partition_weight_shape[1] % mn != 0:
+            return False, f"Output features must be a multiple of {mn} for the RDNA3 W4A16 kernel (qzeros packing)"
         return True, None
 
 
@@ -357,6 +379,7 @@ def on_gfx1x(p: Platform) -> bool:
 class RDNAHybridW4A16LinearKernel(MPKernel):
     vllm_file = "rdna_hybrid_w4a16.py"
     min_capability = 0
+    shape_multiples = (16, 1)
     op = "torch.ops.vllm.rdna_hybrid_w4a16_apply"
     op_source = KERNELS_DIR + "rdna_hybrid_w4a16.py:759"
     _types = [ST["uint4b8"], ST["uint4"]]
@@ -375,9 +398,9 @@ class RDNAHybridW4A16LinearKernel(MPKernel):
         gs = c.group_size
         if gs not in cls._groups:
             return False, f"Group size {gs} not supported; supported: {cls._groups}"
-        k = c.partition_weight_shape[0]
-        if k % 16 != 0:
-            return False, f"K={k} must be divisible by 16"
+        k, mk = c.partition_weight_shape[0], cls.shape_multiples[0]
+        if k % mk != 0:
+            return False, f"K={k} must be divisible by {mk}"
         if k % gs != 0:
             return False, f"K={k} must be divisible by group_size={gs}"
         return True, None
@@ -389,6 +412,7 @@ class RDNAHybridW4A16LinearKernel(MPKernel):
 class XPUW4A8IntLinearKernel(MPKernel):
     vllm_file = "xpu.py"
     min_capability = -1
+    shape_multiples = (8, 8)
     op = "torch.ops._xpu_C.int4_gemm_w4a8"
     op_source = KERNELS_DIR + "xpu.py:203"
 
@@ -405,8 +429,9 @@ class XPUW4A8IntLinearKernel(MPKernel):
         if c.group_size != -1 and c.group_size % 32 != 0:
             return False, f"Group size ({c.group_size}) not supported by XPUW4A8Int, must be a multiple of 32"
         k, n = c.partition_weight_shape
-        if k % 8 != 0 or n % 8 != 0:
-            return False, f"in/out sizes ({k}, {n}) must be multiples of 8"
+        mk, mn = cls.shape_multiples
+        if k % mk != 0 or n % mn != 0:
+            return False, f"in/out sizes ({k}, {n}) must be multiples of {mk}"
         return True, None
 
     @classmethod
@@ -427,6 +452,7 @@ _XPU_WNA16_TYPES = (ST["uint4"], ST["uint4b8"])
 class XPUwNa16LinearKernel(MPKernel):
     vllm_file = "xpu.py"
     min_capability = -1
+    shape_multiples = (32, 1)
     op = "torch.ops._xpu_C.int4_gemm_w4a16"
     op_source = KERNELS_DIR + "xpu.py:97"
 
@@ -440,8 +466,9 @@ class XPUwNa16LinearKernel(MPKernel):
             return False, f"Quant type ({c.weight_type}) not supported by XPUwNa16, supported types are: {_fmt(_XPU_WNA16_TYPES)}"
         if c.group_size != -1 and c.group_size % 32 != 0:
             return False, f"Group size ({c.group_size}) not supported by XPUwNa16, supported group sizes are multiples of 32"
-        if c.partition_weight_shape[0] % 32 != 0:
-            return False, f"Input size ({c.partition_weight_shape[0]}) not supported by XPUwNa16, supported sizes are multiples of 32"
+        mk = cls.shape_multiples[0]
+        if c.partition_weight_shape[0] % mk != 0:
+            return False, f"Input size ({c.partition_weight_shape[0]}) not supported by XPUwNa16, supported sizes are multiples of {mk}"
         return True, None
 
 
@@ -532,6 +559,7 @@ class ZentorchWNA16LinearKernel(MPKernel):
 class CPUWNA16LinearKernel(MPKernel):
     vllm_file = "cpu.py"
     min_capability = -1
+    shape_multiples = (32, 32)
     op = "ops.cpu_gemm_wna16"
     op_source = KERNELS_DIR + "cpu.py:200"
 
@@ -544,10 +572,11 @@ class CPUWNA16LinearKernel(MPKernel):
         if c.group_size != -1 and c.group_size % 2 != 0:
             return False, f"Group size ({c.group_size}) not supported by CPUWNA16, supported group sizes are multiples of 2"
         k, n = c.partition_weight_shape
-        if k % 32 != 0:
-            return False, f"Input size ({k}) not supported by CPUWNA16, supported sizes are multiples of 32"
-        if n % 32 != 0:
-            return False, f"Output size ({n}) not supported by CPUWNA16, supported sizes are multiples of 32"
+        mk, mn = cls.shape_multiples
+        if k % mk != 0:
+            return False, f"Input size ({k}) not supported by CPUWNA16, supported sizes are multiples of {mk}"
+        if n % mn != 0:
+            return False, f"Output size ({n}) not supported by CPUWNA16, supported sizes are multiples of {mn}"
         return True, None
 
     @classmethod

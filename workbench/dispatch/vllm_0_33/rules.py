@@ -1,12 +1,32 @@
-"""The entry points of this rule set, as `workbench.dispatch.versions.rules()` hands them out."""
+"""The entry points and pinned values of this rule set, as `versions.rules()` hands them out.
+
+Everything outside the version package reads 0.33-pinned facts from here: the candidate lists,
+backend names, INC's accepted values and token threshold, the compressed-tensors formats, and
+the partition multiples each kernel (or INC method) checks.
+"""
 from workbench.dispatch.vllm_0_33 import VLLM_VERSION
-from workbench.dispatch.vllm_0_33.compressed_tensors import (SchemeError, SchemeInput,
+from workbench.dispatch.vllm_0_33.compressed_tensors import (ACT_QUANT_FORMATS, FORMATS,
+                                                            SchemeError, SchemeInput,
                                                             trace_compressed_tensors)
 from workbench.dispatch.vllm_0_33.gptq_awq import trace_awq_layer, trace_gptq_layer
-from workbench.dispatch.vllm_0_33.inc import trace_inc_layer
+from workbench.dispatch.vllm_0_33.inc import (DIM_ALIGNMENT, INC_BACKENDS, INC_PACKING_FORMATS,
+                                              INC_SUPPORTED_BITS, MIN_TOKENS_FOR_INT8,
+                                              trace_inc_layer)
+from workbench.dispatch.vllm_0_33.mp_kernels import ALL_KERNELS, KERNELS_BY_NAME, marlin_padded_nk
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
-from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
+from workbench.dispatch.vllm_0_33.selector import (ERROR_HEADER, LINEAR_BACKENDS,
+                                                   POSSIBLE_KERNELS, choose_mp_linear_kernel)
+
+# (who checks it, K multiple, N multiple) for every partition-shape rule of this version.
+SHAPE_MULTIPLES = tuple(
+    [(k.__name__.removesuffix("LinearKernel") + (" (int4)" if k.__name__.startswith("Exllama")
+                                                 else ""), *k.shape_multiples)
+     for k in ALL_KERNELS if k.shape_multiples]
+    + [("INC w4a8 on XPU", DIM_ALIGNMENT, DIM_ALIGNMENT)])
 
 __all__ = ["VLLM_VERSION", "SchemeError", "SchemeInput", "trace_compressed_tensors",
            "trace_inc_layer", "trace_gptq_layer", "trace_awq_layer", "kernel_runtime",
-           "choose_mp_linear_kernel"]
+           "choose_mp_linear_kernel", "ACT_QUANT_FORMATS", "FORMATS", "INC_BACKENDS",
+           "INC_PACKING_FORMATS", "INC_SUPPORTED_BITS", "MIN_TOKENS_FOR_INT8", "DIM_ALIGNMENT",
+           "ERROR_HEADER", "LINEAR_BACKENDS", "POSSIBLE_KERNELS", "SHAPE_MULTIPLES",
+           "ALL_KERNELS", "KERNELS_BY_NAME", "marlin_padded_nk"]
