@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 
 import plotly.graph_objects as go
 
-from workbench.dispatch.vllm_0_33.inc import MIN_TOKENS_FOR_INT8
+from workbench.dispatch.versions import rules
 
 __all__ = [
     "int4_histogram", "scale_histogram", "docs_matrix_figure", "alignment_figure",
@@ -20,15 +20,16 @@ __all__ = [
 ]
 
 # vLLM's INC XPU W4A8 path falls back to W4A16 per call below this many tokens (facts §5).
-INC_TOKEN_THRESHOLD = MIN_TOKENS_FOR_INT8
+INC_TOKEN_THRESHOLD = rules().MIN_TOKENS_FOR_INT8
 
 _OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"
 
 
 def _layout(fig: go.Figure, title: str, **kwargs: Any) -> go.Figure:
     # The legend goes under the plot: above it, a long title and the legend overlap.
-    fig.update_layout(title=dict(text=title, x=0.01), template="plotly_white",
-                      margin=dict(l=60, r=20, t=60, b=60),
+    # A title of several lines (<br>) gets the room it needs: one line is about 22 px.
+    fig.update_layout(title=dict(text=title, x=0.01, font=dict(size=15)), template="plotly_white",
+                      margin=dict(l=60, r=20, t=38 + 22 * (title.count("<br>") + 1), b=60),
                       legend=dict(orientation="h", yanchor="top", y=-0.2, x=0), **kwargs)
     return fig
 
@@ -90,11 +91,18 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
     colorscale = [[0.0, _REJECT], [0.16, _REJECT], [0.17, "#e4efe8"], [0.5, "#e4efe8"],
                   [0.51, _OK], [0.83, _OK], [0.84, "#f2f2f2"], [1.0, "#f2f2f2"]]
     fig = go.Figure(go.Heatmap(z=z, x=hardware, y=names, text=text, texttemplate="%{text}",
-                               customdata=hover, hovertemplate="%{y} on %{x}<br>%{customdata}<extra></extra>",
+                               textfont=dict(size=12), customdata=hover,
+                               hovertemplate="%{y} on %{x}<br>%{customdata}<extra></extra>",
                                colorscale=colorscale, zmin=-1, zmax=2, showscale=False, xgap=2, ygap=2))
+    # The colour legend: a colour scale bar would read as a continuous value.
+    for color, label in ((_REJECT, "docs and code disagree"), (_OK, "both YES"),
+                         ("#e4efe8", "both NO"), ("#f2f2f2", "docs only (not modelled)")):
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=label, hoverinfo="skip",
+                                 marker=dict(size=14, symbol="square", color=color,
+                                             line=dict(color="#999", width=1))))
     fig.update_yaxes(autorange="reversed")
     return _layout(fig, "vLLM docs (Supported Hardware) against what the 0.33.0 code selects; "
-                        "red: they disagree", height=120 + 48 * len(names))
+                        "red: they disagree", height=170 + 52 * len(names))
 
 
 def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:

@@ -170,69 +170,227 @@ def test_cold_start_within_budget():
         "down by stage")
 
 
-def test_browser_walkthrough(server):
+# ----------------------------------------------------------------------------- the walk
+
+SCREENS = ARTIFACTS / "screens"
+# Every figure's x-axis, read from the rendered plot: numeric axes only (heatmaps are categorical).
+_AXES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(el => {
+  const L = el._fullLayout, ax = L && L.xaxis;
+  if (!ax) return null;
+  const xs = [];
+  (el._fullData || []).forEach(t => { if (t.visible !== false) (t.x || []).forEach(v => {
+    if (typeof v === 'number' && isFinite(v)) xs.push(v); }); });
+  return {title: (L.title && L.title.text) || '', type: ax.type, range: ax.range, xs: xs};
+})"""
+
+
+def _check_axes(page, where: str) -> int:
+    """Issue 13.1: each figure's x-axis lies within its data (a little padding allowed)."""
+    import math
+
+    checked = 0
+    for fig in page.evaluate(_AXES_JS):
+        if not fig or fig["type"] not in ("linear", "log") or not fig["xs"]:
+            continue
+        xs = [math.log10(x) for x in fig["xs"] if x > 0] if fig["type"] == "log" else fig["xs"]
+        lo, hi = min(xs), max(xs)
+        pad = 0.25 * (hi - lo) + (0.5 if fig["type"] == "log" else 1.0)
+        r0, r1 = fig["range"]
+        assert lo - pad <= r0 <= lo + 1e-9 + pad and hi - pad <= r1 <= hi + pad, (
+            f"{where}: x-axis {fig['range']} of {fig['title']!r} runs past its data [{lo}, {hi}]")
+        checked += 1
+    return checked
+
+
+def _no_traceback(page, where: str) -> None:
+    assert page.locator('[data-testid="stException"]').count() == 0, f"a traceback on {where}"
+    assert "Traceback (most recent call last)" not in page.locator("body").inner_text(), where
+
+
+def _screen(page, name: str) -> None:
+    """A screenshot of the whole page for docs/screenshots, in 64 colours (a third of the size)."""
+    import io
+
+    from PIL import Image  # streamlit's own dependency
+
+    SCREENS.mkdir(parents=True, exist_ok=True)
+    shot = Image.open(io.BytesIO(page.screenshot(full_page=True)))
+    shot.convert("RGB").quantize(64).save(SCREENS / f"{name}.png", optimize=True)
+
+
+def _sidebar_select(page, option: str) -> None:
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
+    box.click()
+    page.keyboard.type(option)
+    page.keyboard.press("Enter")
+    _idle(page)
+
+
+def _stepper(page, main, name: str) -> None:
+    """Issue 13.2/13.3: a new trace shows every candidate; the buttons match the position shown."""
+    caption = main.get_by_text(re.compile(r"showing \d+ of \d+ candidate")).first
+    shown, n = map(int, re.search(r"showing (\d+) of (\d+)", caption.inner_text()).groups())
+    assert shown == n, f"{name}: a new trace opens at {shown} of {n}"
+    button = lambda label: main.get_by_role("button", name=label, exact=True).first
+    assert button("Next").is_disabled() and button("All").is_disabled()
+    if n > 1:
+        button("First").click()
+        _idle(page)
+        main.get_by_text(f"showing 1 of {n} candidate(s) tried").wait_for()
+        assert button("Back").is_disabled() and not button("Next").is_disabled()
+        button("Next").click()
+        _idle(page)
+        main.get_by_text(f"showing 2 of {n} candidate(s) tried").wait_for()
+        assert not button("Back").is_disabled()
+        button("All").click()
+        _idle(page)
+        main.get_by_text(f"showing {n} of {n} candidate(s) tried").wait_for()
+        assert button("Next").is_disabled()
+
+
+def _hostile_upload(page, tmp_path) -> None:
+    """Issue 11.3 in the browser: tensor names that are Markdown render as text, fetch nothing."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conftest import IMAGE, hostile_checkpoint
+
+    folder, image, _ = hostile_checkpoint(tmp_path)
+    fetched = []
+    page.on("request", lambda r: fetched.append(r.url) if "127.0.0.1:8600" in r.url else None)
+    page.locator('[data-testid="stRadio"]').get_by_text("Upload (safetensors)").click()
+    _idle(page)
+    page.get_by_text("Nothing uploaded yet").first.wait_for()
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 0  # no red before input
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
+        [str(folder / "config.json"), str(folder / "model.safetensors")])
+    page.get_by_text("Uploaded: model.safetensors").first.wait_for(timeout=60_000)
+    _idle(page)
+    _select(page, "Layer", IMAGE[:6])
+    main = page.locator('[data-testid="stMain"]')
+    main.get_by_text(f"Loaded model.safetensors / {image}").first.wait_for()
+    assert page.locator('img[src*="127.0.0.1:8600"]').count() == 0
+    assert page.locator('a[href^="javascript"]').count() == 0
+    assert not fetched, fetched
+    _screen(page, "02b-layer-hostile-names")
+
+
+def test_browser_walkthrough(server, tmp_path):
+    """Layer, Platform (three platforms, stepped), Kernels (sweep, Stop, restart), Alignment
+    (TP 1/2/4/8, a model preset), Docs, every Tour step, a bad link: no traceback anywhere,
+    every figure's x-axis within its data."""
     main = None
     with sync_api.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1800})
-            # 1. The landing page: the trace of the bundled sample on this machine.
-            page.goto(server["url"])
+            # 0. A bad link: a warning and the defaults, then the landing trace as usual.
+            page.goto(server["url"] + "/?platform=bogus&pf=%7B%22capability%22%3A%22x%22%7D")
             page.get_by_text("The code picks").first.wait_for(timeout=120_000)
             _idle(page)
+            side = page.locator('[data-testid="stSidebar"]').inner_text()
+            assert "link parameter platform='bogus' ignored" in side and "link parameter pf=" in side
             main = page.locator('[data-testid="stMain"]')
             assert "vLLM 0.33.0 selects" in main.inner_text()
+            _no_traceback(page, "a bad link")
             _shot(page, "01-landing-trace")
+            _screen(page, "01-trace-landing")
 
-            # 2. Load: the Layer page, another layer of the sample; its histograms render.
+            # 1. Layer: another layer of the sample (histograms), then an upload with hostile names.
             _nav(page, "Layer")
             page.get_by_text("Loaded").first.wait_for()
             _select(page, "Layer", "model.layers.0.mlp.gate_proj")
             page.get_by_text("Loaded ct-w4a8-int-g128 / model.layers.0.mlp.gate_proj").first.wait_for()
             assert _plots(page, 2) >= 2
+            _check_axes(page, "Layer")
+            _no_traceback(page, "Layer")
             _shot(page, "02-layer")
+            _screen(page, "02-layer")
+            _hostile_upload(page, tmp_path)
+            _no_traceback(page, "Layer (upload)")
+            page.locator('[data-testid="stRadio"]').get_by_text("Bundled sample").click()
+            _idle(page)
+            page.get_by_text("Loaded ct-w4a8-int-g128").first.wait_for()
 
-            # 3. Platform: the choice survives the page switch; pick the H200 preset.
+            # 2. Platform and trace: three platforms, the stepper walked on each.
             _nav(page, "Platform and trace")
-            assert "model.layers.0.mlp.gate_proj" in main.inner_text()
-            page.get_by_text("edit every field").first.click()
-            _select(page, "Platform preset", "sm90-h200")
+            for preset in ("x86-avx512", "sm90-h200", "rocm-mi300x"):
+                _sidebar_select(page, preset)
+                page.get_by_text(re.compile(r"The code (picks|finds no kernel)")).first.wait_for()
+                _stepper(page, main, preset)
+                _no_traceback(page, f"trace on {preset}")
+                _screen(page, f"03-trace-{preset}")
+            _sidebar_select(page, "sm90-h200")
             page.get_by_text("The code picks HummingLinearKernel").first.wait_for()
-            # 4. Trace: without Humming every candidate rejects; vLLM's error is shown verbatim.
+            page.get_by_text("edit every field").first.click()
             _fill(page, "VLLM_DISABLED_KERNELS", "HummingLinearKernel")
             page.get_by_text("Failed to find a kernel that can implement the WNA16 linear layer").first.wait_for()
-            main.get_by_role("button", name="First", exact=True).click()
-            _idle(page)
-            page.get_by_text("showing 1 of 7 candidate(s) tried").wait_for()
-            main.get_by_role("button", name="Next", exact=True).click()
-            _idle(page)
-            page.get_by_text("showing 2 of 7 candidate(s) tried").wait_for()
             _shot(page, "03-trace-h200")
             _fill(page, "VLLM_DISABLED_KERNELS", "")
+            _sidebar_select(page, "this machine")
 
-            # 5. Run: a long sweep stopped after its first token counts keeps what it measured...
+            # 3. Kernels: a long sweep stopped with the header's Stop keeps its figures; then a
+            # small sweep runs to the end (issue 13.4).
             _nav(page, "Kernels")
             _fill(page, "Token counts M", "1,2,4,8,16,32,64,128,256,512,1024,2048,4096")
             main.get_by_role("button", name="Run", exact=True).click()
-            page.get_by_text(re.compile(r"M = \d+: ")).first.wait_for(timeout=60_000)  # the progress bar
-            main.get_by_role("button", name="Stop", exact=True).click()
-            _idle(page)
-            page.get_by_text("stopped after M =").first.wait_for()
+            page.get_by_text("Measured so far: M up to 2.").first.wait_for(timeout=120_000)
+            page.locator('[data-testid="stStatusWidget"]').get_by_role("button", name="Stop").click()
+            page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=60_000)
+            time.sleep(1.0)
+            assert main.get_by_text(re.compile(r"Measured so far: M up to \d+")).count() >= 1
+            assert _plots(page, 2) >= 2  # the figures measured so far stay on the page
             _shot(page, "04a-kernels-stopped")
-            # ...then a small sweep runs to the end and draws its plots.
+            _screen(page, "04a-kernels-header-stop")
             _fill(page, "Token counts M", "1,8")
+            page.get_by_text("stopped after M =").first.wait_for()
             main.get_by_role("button", name="Run", exact=True).click()
-            page.get_by_text("Results: M = [1, 8], done").first.wait_for(timeout=120_000)
+            page.get_by_text("Results: M = [1, 8], done").first.wait_for(timeout=180_000)
             _idle(page)
-            assert _plots(page, 3) >= 3  # latency, speedup, error
-            assert "Measured crossover" in main.inner_text()
+            assert _plots(page, 4) >= 4  # latency here, saved latency, speedup, error
+            assert "Measured crossover" in main.inner_text() and "Noise: p80/p20" in main.inner_text()
+            assert _check_axes(page, "Kernels") >= 3
+            _no_traceback(page, "Kernels")
             _shot(page, "04-kernels")
+            _screen(page, "04-kernels")
 
-            # 6. Plots elsewhere: the docs-versus-code matrix.
+            # 4. Alignment: TP 1, 2, 4, 8, then a model preset.
+            _nav(page, "Alignment")
+            for tp in (1, 2, 4, 8):
+                field = main.locator('[data-testid="stNumberInput"]').filter(
+                    has_text="tensor-parallel size").locator("input").first
+                field.fill(str(tp))
+                field.press("Enter")
+                _idle(page)
+                page.get_by_text(f"at TP {tp} on").first.wait_for()
+                _plots(page, 2)
+                _check_axes(page, f"Alignment TP {tp}")
+                _no_traceback(page, f"Alignment TP {tp}")
+            _screen(page, "05-alignment-tp8")
+            _select(page, "Shapes", "Llama-3.1-8B")
+            page.get_by_text("Llama-3.1-8B per-rank shapes").first.wait_for()
+            _check_axes(page, "Alignment Llama-3.1-8B")
+            _no_traceback(page, "Alignment model preset")
+            _screen(page, "05-alignment-llama-8b")
+
+            # 5. Docs versus code.
             _nav(page, "Docs versus code")
             page.get_by_text("disagreement(s), each explained by its trace").wait_for()
             assert _plots(page, 1) >= 1
+            _no_traceback(page, "Docs")
             _shot(page, "05-docs")
+            _screen(page, "06-docs")
+
+            # 6. Every Tour step, by its one "Next step" button.
+            _nav(page, "Tour")
+            for i in range(1, 7):
+                page.get_by_role("heading", name=re.compile(rf"^{i}\. ")).first.wait_for(timeout=180_000)
+                _idle(page, timeout_ms=180_000)
+                _plots(page, 1, timeout_ms=5_000)
+                _check_axes(page, f"Tour step {i}")
+                _no_traceback(page, f"Tour step {i}")
+                _screen(page, f"07-tour-step-{i}")
+                assert main.get_by_role("button", name="Next", exact=True).count() <= 1  # the stepper's only
+                if i < 6:
+                    main.get_by_role("button", name="Next step", exact=True).click()
         except Exception:
             if main is not None:
                 _shot(page, "failure")

@@ -25,6 +25,7 @@ PAGES = (
     ("trace.py", "Platform and trace", "trace", ":material/route:"),
     ("kernels.py", "Kernels", "kernels", ":material/speed:"),
     ("alignment.py", "Alignment", "alignment", ":material/grid_on:"),
+    ("report.py", "Model report", "report", ":material/summarize:"),
     ("docs.py", "Docs versus code", "docs", ":material/fact_check:"),
     ("tour.py", "Tour", "tour", ":material/school:"),
 )
@@ -34,7 +35,7 @@ RAISE_ENV = "WORKBENCH_UI_RAISE"
 _log = logging.getLogger(__name__)
 
 
-def _sidebar() -> None:
+def _sidebar(page: str) -> None:
     from workbench.errors import USER_ERRORS
     from workbench.ui import loaders
     from workbench.ui.widgets import platform_picker
@@ -48,13 +49,16 @@ def _sidebar() -> None:
         except USER_ERRORS:
             # The page that needs the layer says why; an error is shown once, there.
             st.markdown("**Layer:** not loaded (the Layer page says why)")
-        platform_picker("Platform", key_suffix="sidebar")
+        platform_picker("Platform", key_suffix="sidebar", compact=True)
         tp = ss["tp.size"]
         env = state.env_mapping()
         st.caption(plain(f"TP {tp} · env: " + (", ".join(f"{k}={v}" for k, v in env.items())
                                                 or "vLLM defaults")))
-        for problem in ss.get("_query_problems", []):
-            st.warning(plain(problem))
+        # A refused link parameter is said on the page the link opened, not on every page after.
+        ss.setdefault("_query_page", page)
+        if ss["_query_page"] == page:
+            for problem in ss.get("_query_problems", []):
+                st.warning(plain(problem))
 
 
 @contextmanager
@@ -96,7 +100,7 @@ def main() -> None:
     if not state.ready():
         return
     with boundary("in the sidebar"):
-        _sidebar()
+        _sidebar(page.url_path)
     with boundary("in a control of this page"):
         _raise_callback_error()
     with boundary("on this page"):

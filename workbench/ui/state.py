@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import functools
 import json
-from pathlib import Path
 from typing import Any, Callable
 
 import streamlit as st
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-SAMPLE_ROOT = REPO_ROOT / "sample_models"
+from workbench.paths import REPO_ROOT, SAMPLE_ROOT  # noqa: F401 - the pages read them from here
+
 DEFAULT_SAMPLE = "ct-w4a8-int-g128"
 DEFAULT_LAYER = "model.layers.0.mlp.down_proj"
 

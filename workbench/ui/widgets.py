@@ -45,8 +45,12 @@ def _on_preset() -> None:
     state.set_preset(st.session_state["pf.preset"])
 
 
-def platform_picker(label: str = "Platform preset", *, key_suffix: str = "") -> str:
-    """The preset selectbox; picking one resets every editable field to that preset."""
+def platform_picker(label: str = "Platform preset", *, key_suffix: str = "", compact: bool = False) -> str:
+    """The preset selectbox; picking one resets every editable field to that preset.
+
+    `compact` (the sidebar): the box shows the preset's name and a caption below it its
+    description in full, which a narrow box would cut off.
+    """
     names = loaders.preset_names()
     ss = st.session_state
     if ss["pf.preset"] not in names:
@@ -60,7 +64,11 @@ def platform_picker(label: str = "Platform preset", *, key_suffix: str = "") -> 
         ss[key] = ss[wkey]
         _on_preset()
 
-    st.selectbox(label, names, key=wkey, on_change=guarded(_changed), format_func=loaders.preset_label)
+    st.selectbox(label, names, key=wkey, on_change=guarded(_changed),
+                 format_func=(lambda n: "this machine" if n == "host" else n) if compact
+                 else loaders.preset_label)
+    if compact:
+        st.caption(plain(loaders.preset_label(ss[key])))
     return ss[key]
 
 
@@ -120,7 +128,7 @@ def platform_editor() -> None:
 def env_editor(*, columns: int = 3) -> None:
     """vLLM's dispatch knobs, as the env variables and kernel config name them."""
     from workbench.dispatch.env import MARLIN_INPUT_DTYPES, XPU_INC_BACKENDS
-    from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
+    from workbench.dispatch.env import LINEAR_BACKENDS
 
     cols = st.columns(columns)
     with cols[0]:

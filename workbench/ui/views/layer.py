@@ -152,8 +152,9 @@ def _summary(layer, ckpt=None) -> None:
     left, right = st.columns(2)
     with left:
         st.markdown("**Layer**")
+        # Tall enough for every row: a table clipped inside its own scroll area hides fields.
         st.dataframe([{"field": k, "value": str(v)} for k, v in info.items()], hide_index=True,
-                     width="stretch")
+                     width="stretch", height=36 * (len(info) + 1) + 4)
     with right:
         st.markdown("**Quantization args**")
         st.json({"weights": layer.weight_args, "input_activations": layer.input_args,
