@@ -40,6 +40,7 @@ print(json.dumps({
     "w4a8_kernels": w4a8_kernels.__file__, "kernels": kernels.__file__,
     "hf_get_kernel": hasattr(kernels, "get_kernel"), "src": str(_native_lib._SRC),
     "why": _native_lib.why_unavailable(), "lib_dir": str(_native_lib.cache_dir()),
+    "variants": {v: _native_lib.why_unavailable(v) for v in _native_lib.VARIANTS},
     "rel": float(((out.double() - ref).norm() / ref.norm()).item())}))
 """
 
@@ -93,4 +94,6 @@ def test_wheel_runs_c_engine_beside_hf_kernels(tmp_path):
     assert got["kernels"].startswith(str(target)) and got["hf_get_kernel"], got
     assert got["src"].startswith(str(target)) and got["why"] == "", got
     assert got["lib_dir"] == str(tmp_path / "cache")
+    # every C variant this checkout builds (AVX2, AVX-512 VNNI) builds from the wheel too
+    assert got["variants"] == {v: _native_lib.why_unavailable(v) for v in _native_lib.VARIANTS}
     assert got["rel"] < 1e-6, got

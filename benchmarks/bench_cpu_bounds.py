@@ -1,0 +1,223 @@
+"""The CPU kernels against this machine's own bounds and fair baselines, in one process.
+
+    python benchmarks/bench_cpu_bounds.py [--quick] [--out benchmarks/results]
+
+N = K = 4096, float32 activations, RTN int4 of normal(0, 0.02) weights, every thread
+torch is given (the C kernels and ggml get the same count). Measured in this one run:
+
+- streaming read bandwidth (a float32 sum over a buffer): "hot" at the int4 weight's
+  size (8 MiB, read again and again as a benchmark loop reads one layer's weight: it
+  stays in L2/L3) and "cold" over 1 GiB (from DRAM where the last-level cache is smaller);
+- decode (M = 1), per-channel and group 128, against the int4 weight-streaming bound
+  (N * K / 2 bytes at that bandwidth), hot (one weight) and cold (rotating over copies
+  that together exceed the last-level cache), beside ggml's Q4_0 x Q8_0 where it imports;
+- M = 16, 128, 512: group 128 over per-channel, per-channel over FBGEMM's W8A8 dynamic
+  linear (`quantized.linear_dynamic`, per-channel int8 weight), the W4A16 fallback over
+  the best of its candidates, and the `dense` path (fastest float GEMM) beside them.
+
+Timing: round-robin rounds in a fresh random order; p20 / p50 / p80 of wall time per
+call; the load average at start and end is in the provenance (the machine is shared).
+Results: cpu_bounds.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+N = K = 4096
+
+
+def synthetic_weight(n: int, k: int, seed: int = 0):
+    """(float weight, (w_q, scales) per-channel, (w_q, scales) group 128): RTN int4."""
+    w = torch.randn(n, k, generator=torch.Generator().manual_seed(seed)) * 0.02
+    out = [w]
+    for g in (k, 128):
+        wg = w.view(n, k // g, g)
+        s = wg.abs().amax(-1) / 7.0
+        q = torch.clamp(torch.round(wg / s.unsqueeze(-1)), -8, 7).to(torch.int8).view(n, k)
+        out.append((q, s.to(torch.bfloat16).to(torch.float32)))
+    return tuple(out)
+
+
+def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
+    return float((out.double() - ref).norm() / ref.norm())
+
+
+def round_robin(fns: dict, rounds: int, seed: int = 0) -> dict:
+    """{name: {p20_ms, p50_ms, p80_ms, rounds}}: each round calls every fn once, in a fresh order."""
+    for fn in fns.values():
+        fn()  # warm-up: library loads, per-M tuning, first-touch of buffers
+    samples = {name: [] for name in fns}
+    items = list(fns.items())
+    rng = random.Random(seed)
+    for _ in range(rounds):
+        rng.shuffle(items)
+        for name, fn in items:
+            t0 = time.perf_counter()
+            fn()
+            samples[name].append((time.perf_counter() - t0) * 1e3)
+    out = {}
+    for name, s in samples.items():
+        q = statistics.quantiles(s, n=10, method="inclusive") if len(s) > 1 else [s[0]] * 9
+        out[name] = {"p20_ms": q[1], "p50_ms": statistics.median(s), "p80_ms": q[7], "rounds": len(s)}
+    return out
+
+
+def stream_gbs(nbytes: int, rounds: int) -> dict:
+    buf = torch.ones(nbytes // 4, dtype=torch.float32)
+    t = round_robin({"sum": buf.sum, "amax": buf.amax}, rounds)
+    best = min(t.values(), key=lambda v: v["p50_ms"])
+    return {"bytes": nbytes, "gbs_p50": nbytes / best["p50_ms"] / 1e6,
+            "gbs_p20_p80": [nbytes / best["p80_ms"] / 1e6, nbytes / best["p20_ms"] / 1e6]}
+
+
+def fbgemm_w8a8_dynamic(w_q: torch.Tensor, scales: torch.Tensor):
+    """FBGEMM's own W8A8 dynamic linear on an int8 per-channel weight (the int4 values)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        qw = torch._make_per_channel_quantized_tensor(
+            w_q.contiguous(), scales.reshape(-1).double(), torch.zeros(w_q.shape[0], dtype=torch.int64), 0)
+    torch.backends.quantized.engine = "fbgemm" if "fbgemm" in torch.backends.quantized.supported_engines else "x86"
+    packed = torch.ops.quantized.linear_prepack(qw, None)
+    return lambda x: torch.ops.quantized.linear_dynamic(x, packed, False)
+
+
+def main() -> int:
+    from bench_ggml import GgmlQ4Matmul, ggml_module  # noqa: PLC0415
+    from w4a8_kernels import _native_lib  # noqa: PLC0415
+    from w4a8_kernels.cpu_dense import dense, dense_choice, prepare_dense  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a8 import prepare_w4a8, rank_engines, w4a8_native  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a16 import (  # noqa: PLC0415
+        _candidates, fallback_choice, prepare_w4a16, w4a16_fallback)
+    from workbench.bench import host_provenance  # noqa: PLC0415
+
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="fewer rounds and M (a smoke run)")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
+    args = ap.parse_args()
+    rounds = 10 if args.quick else 40
+    threads = torch.get_num_threads()
+    prov = host_provenance({"script": "benchmarks/bench_cpu_bounds.py", "n": N, "k": K,
+                            "activations": "float32", "weights": "RTN int4 of normal(0, 0.02)",
+                            "threads": threads,
+                            "c_variants": {v: (_native_lib.why_unavailable(v) or "built")
+                                           for v in _native_lib.VARIANTS}})
+    prov["int8_engines_per_channel"] = [list(e) for e in rank_engines(False)]
+    prov["int8_engines_grouped"] = [list(e) for e in rank_engines(True)]
+    ggml, ggml_why = ggml_module()
+    prov["ggml"] = "ggml-python 0.0.45" if ggml else f"skipped: {ggml_why}"
+    t_start = time.time()
+    result: dict = {"provenance": prov, "bandwidth": {}, "decode": {}, "m": {}, "ratios": {}}
+
+    w_float, pc_w, g_w = synthetic_weight(N, K)
+    int4_bytes = N * K // 2
+    result["bandwidth"]["hot_weight_size"] = stream_gbs(8 << 20, rounds * 3)
+    result["bandwidth"]["cold_1gib"] = stream_gbs(1 << 30, 5 if args.quick else 10)
+    bw = result["bandwidth"]
+    print(f"stream: hot {bw['hot_weight_size']['gbs_p50']:.1f} GB/s, cold {bw['cold_1gib']['gbs_p50']:.1f} GB/s",
+          flush=True)
+
+    pc = prepare_w4a8(*pc_w, -1)
+    g128 = prepare_w4a8(*g_w, 128)
+    prov["engines"] = {"per_channel": pc.engine.value, "g128": g128.engine.value}
+    w16 = prepare_w4a16(*g_w, 128)
+    dn = prepare_dense(w_float)
+    w8a8 = fbgemm_w8a8_dynamic(*pc_w)
+
+    # decode, hot: one weight read again and again
+    x1 = torch.randn(1, K, generator=torch.Generator().manual_seed(1))
+    fns = {"w4a8_per_channel": lambda: w4a8_native(x1, pc), "w4a8_g128": lambda: w4a8_native(x1, g128),
+           "w4a16_fallback": lambda: w4a16_fallback(x1, w16), "fbgemm_w8a8_dynamic": lambda: w8a8(x1),
+           "dense": lambda: dense(x1, dn)}
+    g1 = None
+    if ggml:
+        g1 = GgmlQ4Matmul(ggml, w_float, 1, threads)
+        g1.set_input(x1)
+        fns["ggml_q4_0"] = g1.run
+    hot = round_robin(fns, rounds * 5)
+    bound_hot = int4_bytes / bw["hot_weight_size"]["gbs_p50"] / 1e6
+    # decode, cold: rotate over copies whose packed weights together exceed the caches
+    copies = 8 if args.quick else 48
+    pcs = [prepare_w4a8(*pc_w, -1) for _ in range(copies)]
+    gs = [prepare_w4a8(*g_w, 128) for _ in range(copies)]
+    state = {"i": 0}
+
+    def rotate(preps):
+        def call():
+            state["i"] += 1
+            w4a8_native(x1, preps[state["i"] % len(preps)])
+        return call
+    cold = round_robin({"w4a8_per_channel": rotate(pcs), "w4a8_g128": rotate(gs)}, rounds * 5)
+    del pcs, gs
+    bound_cold = int4_bytes / bw["cold_1gib"]["gbs_p50"] / 1e6
+    result["decode"] = {"hot": hot, "cold": cold, "int4_bound_hot_ms": bound_hot,
+                        "int4_bound_cold_ms": bound_cold, "cold_copies": copies,
+                        "w4a16_choice": fallback_choice(w16, 1), "dense_choice": dense_choice(dn, 1)}
+    r = result["ratios"]
+    r["decode_over_int4_bound_hot"] = {k: hot[k]["p50_ms"] / bound_hot for k in ("w4a8_per_channel", "w4a8_g128")}
+    r["decode_over_int4_bound_cold"] = {k: cold[k]["p50_ms"] / bound_cold for k in cold}
+    if g1:
+        r["decode_over_ggml_q4_0"] = {k: hot[k]["p50_ms"] / hot["ggml_q4_0"]["p50_ms"]
+                                      for k in ("w4a8_per_channel", "w4a8_g128")}
+        g1.close()
+    print(f"[decode] hot: {({k: round(v['p50_ms'], 3) for k, v in hot.items()})} ms; int4 bound "
+          f"{bound_hot:.3f} ms -> {({k: round(v, 2) for k, v in r['decode_over_int4_bound_hot'].items()})}",
+          flush=True)
+    print(f"[decode] cold: {({k: round(v['p50_ms'], 3) for k, v in cold.items()})} ms; int4 bound "
+          f"{bound_cold:.3f} ms -> {({k: round(v, 2) for k, v in r['decode_over_int4_bound_cold'].items()})}",
+          flush=True)
+
+    for m in ([16, 128] if args.quick else [16, 128, 512]):
+        x = torch.randn(m, K, generator=torch.Generator().manual_seed(m))
+        cands = _candidates(w16)
+        fns = {"w4a8_per_channel": lambda: w4a8_native(x, pc), "w4a8_g128": lambda: w4a8_native(x, g128),
+               "fbgemm_w8a8_dynamic": lambda: w8a8(x), "w4a16_fallback": lambda: w4a16_fallback(x, w16),
+               "dense": lambda: dense(x, dn)}
+        for name, fn in cands.items():
+            fns[f"w4a16_{name}"] = (lambda fn=fn: fn(x, w16))
+        gm = None
+        if ggml:
+            gm = GgmlQ4Matmul(ggml, w_float, m, threads)
+            gm.set_input(x)
+            fns["ggml_q4_0"] = gm.run
+        t = round_robin(fns, max(5, rounds // (1 if m <= 16 else 4 if m <= 128 else 8)), seed=m)
+        if gm:
+            gm.close()
+        best16 = min(t[f"w4a16_{name}"]["p50_ms"] for name in cands)
+        row = {"timings": t, "w4a16_choice": fallback_choice(w16, m), "dense_choice": dense_choice(dn, m),
+               "g128_over_per_channel": t["w4a8_g128"]["p50_ms"] / t["w4a8_per_channel"]["p50_ms"],
+               "per_channel_over_fbgemm_w8a8": t["w4a8_per_channel"]["p50_ms"] / t["fbgemm_w8a8_dynamic"]["p50_ms"],
+               "w4a16_fallback_over_best": t["w4a16_fallback"]["p50_ms"] / best16,
+               "w4a16_fallback_over_w4a8_g128": t["w4a16_fallback"]["p50_ms"] / t["w4a8_g128"]["p50_ms"],
+               "dense_over_w4a8_g128": t["dense"]["p50_ms"] / t["w4a8_g128"]["p50_ms"]}
+        if gm:
+            row["w4a8_g128_over_ggml_q4_0"] = t["w4a8_g128"]["p50_ms"] / t["ggml_q4_0"]["p50_ms"]
+        result["m"][m] = row
+        print(f"[M={m}] {({k: round(v['p50_ms'], 2) for k, v in t.items()})} ms; g128/pc "
+              f"{row['g128_over_per_channel']:.2f}, pc/FBGEMM W8A8 {row['per_channel_over_fbgemm_w8a8']:.2f}, "
+              f"W4A16 fallback/best {row['w4a16_fallback_over_best']:.2f} (ran {row['w4a16_choice']}), "
+              f"dense ran {row['dense_choice']}", flush=True)
+    result["seconds"] = round(time.time() - t_start, 1)
+    prov["loadavg_1m_end"] = os.getloadavg()[0]
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / ("cpu_bounds_quick.json" if args.quick else "cpu_bounds.json")
+    path.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(f"wrote {path} in {result['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
