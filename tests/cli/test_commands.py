@@ -179,9 +179,12 @@ def test_bench_size_guard_states_the_need_and_the_limit():
     assert re.search(r"needs about [\d.]+ GiB; the limit here is [\d.]+ GiB", err)
 
 
-def test_bench_working_memory_estimate_is_not_below_a_measured_peak():
+@pytest.mark.parametrize("n,k,m,paths,measured", [
+    # peak RSS above the idle interpreter (GNU time %M), torch 2.13 CPU
+    (8192, 4096, 1, 2, 1.084e9), (8192, 4096, 1, 6, 1.432e9),
+    (1024, 2048, 16384, 2, 0.420e9), (1024, 2048, 16384, 6, 0.831e9),
+    (1024, 1024, 32768, 2, 0.624e9),
+])
+def test_bench_working_memory_estimate_is_not_below_a_measured_peak(n, k, m, paths, measured):
     from workbench.cli.bench import working_bytes
-    # measured peak RSS above the idle interpreter, 2 paths: 8192x4096 layer 1.02 GB,
-    # 32768 tokens of a 1024x1024 layer 0.58 GB
-    assert working_bytes(8192, 4096, 1, 2) >= 1.0e9
-    assert working_bytes(1024, 1024, 32768, 2) >= 0.58e9
+    assert measured <= working_bytes(n, k, m, paths) <= 1.6 * measured
