@@ -63,19 +63,24 @@ __all__ = [
 _OUT_DTYPES = (torch.bfloat16, torch.float16)
 
 T = TileConfig
+S0 = {"split_k": 0, "num_warps": 4, "num_stages": 4, "swap_ab": True}  # split K to fill the SMs
 # "channel" | "group" -> M buckets (m_max, config). Grouped launches use block_k = group size.
-# Tuned on an H200 over a dense M grid (benchmarks/results/h200_sweep.json): the best
-# geometric mean over the benchmark shapes at each M, merged into buckets.
+# Tuned on an H200 over a dense M grid, 6 shapes (benchmarks/results/h200_sweep.json): the
+# best geometric mean over the shapes at each M, adjacent winners within a few percent
+# merged by hand into buckets (h200_NOTES.md). Split-K up to M = 1024: a 64- or 128-row
+# tile grid leaves most of the 132 SMs idle on N = 4096 (the old M = 16 -> 32 cliff).
 W4A8_CONFIGS: dict[str, ConfigTable] = {
     "channel": (
-        (16, T(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True)),
-        (512, T(64, 128, 128, num_warps=4, num_stages=4, swap_ab=True)),
+        (8, T(16, 64, 128, **S0)),
+        (96, T(32, 64, 128, **S0)),
+        (128, T(64, 64, 128, **S0)),
+        (1024, T(64, 128, 128, **S0)),
         (None, T(256, 128, 128, num_warps=8, num_stages=3, swap_ab=True)),
     ),
     "group": (
-        (16, T(16, 64, 128, split_k=0, num_warps=4, num_stages=4, swap_ab=True, variant=2,
-               programs_per_sm=4)),
-        (512, T(32, 128, 128, num_warps=4, num_stages=4, swap_ab=True, variant=2)),
+        (16, T(16, 64, 128, **S0, variant=2, programs_per_sm=4)),
+        (32, T(32, 64, 128, **S0, variant=2)),
+        (256, T(64, 64, 128, **S0, variant=2)),
         (None, T(128, 128, 128, num_warps=8, num_stages=3, swap_ab=True, variant=2)),
     ),
 }
