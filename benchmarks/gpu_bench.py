@@ -1069,9 +1069,8 @@ def main() -> None:
     meta = {"provenance": provenance(args.commit)}
     log(f"provenance: {json.dumps(meta['provenance'])}")
 
-    if "compile" in phases:
-        kinds_cfgs = [(kind, c) for kind, cs in CANDIDATES.items() for _, _, c in cs] \
-            if "sweep" in phases else []
+    if "compile" in phases and "sweep" in phases:
+        kinds_cfgs = [(kind, c) for kind, cs in CANDIDATES.items() for _, _, c in cs]
         kinds_cfgs += table_entries()
         groups_k = [(-1, 4096), (128, 4096)]
         jobs = compile_jobs(kinds_cfgs, groups_k)
@@ -1099,12 +1098,14 @@ def main() -> None:
                                          for k, t in TABLES.items()}))
     meta["tables"] = tables_doc(TABLES)
 
-    if "compile" in phases and "sweep" in phases:
-        # The new tables' configs on the unaligned shard (masked K tail) and at g32 / g64.
+    if "compile" in phases:
+        # The tables' configs on the unaligned shard (masked K tail) and at g32 / g64.
         tail_k = 1024 + 14784 % 1024
-        guarded("compile tables", run_compile,
-                compile_jobs(table_entries(), [(-1, 4096), (128, 4096), (-1, tail_k), (64, tail_k),
-                                               (32, 4096), (64, 4096)]), args.workers)
+        jobs = compile_jobs(table_entries(), [(-1, 4096), (128, 4096), (-1, tail_k), (64, tail_k),
+                                              (32, 4096), (64, 4096)])
+        jobs += [{"kind": "quant", "cfg": asdict(T(16, 16, 16)), "g": -1, "k": k, "split": None, "m": 2}
+                 for k in (4096, 8192)]
+        guarded("compile tables", run_compile, jobs, args.workers)
 
     check_state = guarded("check", run_check, shapes, deadline) if "check" in phases else None
 
