@@ -61,6 +61,7 @@ class Trace:
     kernel_stage: bool = False  # a scheme's weight creation ran (the oracle's `kernel` object)
     selection_ran: bool = False  # choose_mp_linear_kernel was called
     vllm_version: str | None = None  # the rule set that produced it
+    method: str | None = None  # the linear method `get_quant_method` returned (gptq/awq/inc)
 
     @property
     def ok(self) -> bool:
@@ -97,6 +98,8 @@ class Trace:
             out["kernel"] = self.kernel_json() if self.kernel_stage else None
             out["predicates"] = [p.to_json() for p in self.predicates]
             out["gates"] = list(self.gates)
+            if self.level in ("gptq", "awq", "inc"):
+                out["method"] = self.method
         else:
             out["mp_config"] = None if self.mp_config is None else self.mp_config.to_json()
             out["candidates"] = list(self.candidates)

@@ -9,6 +9,7 @@ itself (`inc/schemes/inc_wna16_linear.py`), so it shares them but never reads
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +108,26 @@ def _bool(data: dict, key: str, default: bool, where: str) -> bool:
     return value
 
 
+def get_from_keys(config: dict, keys: list[str], *default: Any) -> Any:
+    """`QuantizationConfig.get_from_keys` / `get_from_keys_or` (base_config.py:185-200)."""
+    for key in keys:
+        if key in config:
+            return config[key]
+    if default:
+        return default[0]
+    raise VllmError("ValueError", f"Cannot find any of {keys} in the model's quantization config.")
+
+
+def quant_config(data: dict, where: str) -> dict:
+    """The checkpoint's quantization config: `quantization_config` (the recorder's form), or
+    the layer object itself carrying its fields (the short form)."""
+    qc = data.get("quantization_config", data)
+    if not isinstance(qc, dict):
+        raise InvalidInputError(f"{where}.quantization_config: expected a JSON object, got "
+                                f"{type(qc).__name__}")
+    return qc
+
+
 def _env_input_dtype(env: Env, p: Platform) -> DType | None:
     """`get_marlin_input_dtype` as `get_quant_method` calls it; vLLM's ValueErrors."""
     try:
@@ -125,48 +146,108 @@ def _select(t: Trace, layer: Layer, config: MPConfig, p: Platform, env: Env, pac
 
 
 def gptq_linear(bits: int, sym: bool, group: int, layer: Layer, p: Platform, env: Env, t: Trace,
-                *, reads_env: bool) -> None:
+                *, reads_env: bool, method: str = "AutoGPTQLinearMethod") -> None:
     """`AutoGPTQLinearMethod(...)` then `create_weights` (auto_gptq.py:311-349).
 
     `reads_env`: the method came from `AutoGPTQConfig.get_quant_method`, which sets
     `input_dtype` from `VLLM_MARLIN_INPUT_DTYPE` after construction (auto_gptq.py:264).
+    `method`: what `get_quant_method` hands back (INC wraps it in its `INCLinearMethod`).
     """
     quant_type = ST[GPTQ_TYPES[(bits, sym)]]
     verify_marlin_supported(quant_type, group, False, p)  # __init__, auto_gptq.py:317
-    t.scheme = "AutoGPTQLinearMethod"
+    t.scheme, t.method = "AutoGPTQLinearMethod", method
     input_dtype = _env_input_dtype(env, p) if reads_env else None
     act = input_dtype or dtype(layer.params_dtype)
     _select(t, layer, layer.mp_config(str(quant_type), act, group, False), p, env, "gptq")
 
 
-def trace_gptq_layer(data: Any, p: Platform, env: Env) -> Trace:
+def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
     """A GPTQ checkpoint's Linear layer (`quant_method: gptq`, loaded as `auto_gptq`).
 
-    Input: `bits`, `group_size`, `sym`, `desc_act` (the quantize config) and the layer's
-    `in_features`, `out_features`, `input/output_size_per_partition`, `params_dtype`,
-    `layer_name`.
+    Input: the layer's `in_features`, `out_features`, `input/output_size_per_partition`,
+    `params_dtype`, `layer_name`, and the checkpoint's `quantization_config` (`bits`,
+    `group_size`, `desc_act`, `sym`, optional `dynamic`, `modules_in_block_to_quantize`); the
+    short form puts those fields on the layer object itself (defaults 4, 128, false, true).
+    `gate=False` skips the VllmConfig gate (traced on its own at the config-gate level).
     """
     where = "gptq"
     if not isinstance(data, dict):
         raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    bits, group = _int(data, "bits", 4, where), _int(data, "group_size", 128, where)
-    sym, desc_act = _bool(data, "sym", True, where), _bool(data, "desc_act", False, where)
     layer = Layer.from_json(data, where)
+    qc = quant_config(data, where)
+    short = "quantization_config" not in data
     t = Trace(level="gptq")
     try:
-        # AutoGPTQConfig.__init__ (auto_gptq.py:116-155), inside get_quant_config.
-        if desc_act and group != -1:  # utils/gptq_utils.py:29-37
-            raise VllmError("ValueError", (
-                "GPTQ group activation ordering (desc_act=True) is no longer supported. Use a "
-                "checkpoint with static activation ordering or desc_act=False."))
+        # AutoGPTQConfig.from_config and __init__ (auto_gptq.py:116-211).
+        dynamic = get_from_keys(qc, ["dynamic"], {}) or {}
+        bits = get_from_keys(qc, ["bits"], *([4] if short else []))
+        group = get_from_keys(qc, ["group_size"], *([128] if short else []))
+        desc_act = get_from_keys(qc, ["desc_act"], *([False] if short else []))
+        sym = get_from_keys(qc, ["sym"], *([True] if short else []))
+        _desc_act(desc_act, group, dynamic)
         if (bits, sym) not in GPTQ_TYPES:
             raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
-        config_gate("auto_gptq", p, layer.params_dtype)
-        t.gates.append("auto_gptq: min capability 60, dtypes float16/bfloat16 pass")
+        if gate:
+            config_gate("auto_gptq", p, layer.params_dtype)
+        # get_linear_quant_method (utils/gptq_utils.py:172-201).
+        blocks = _flatten(get_from_keys(qc, ["modules_in_block_to_quantize"], None) or [])
+        name = layer.layer_name
+        if _dynamic(dynamic, name) is False or (blocks and not any(b in name for b in blocks)):
+            t.selected = t.scheme = t.method = "UnquantizedLinearMethod"
+            t.runtime_detail = unquantized_runtime(layer)
+            return t
+        bits, group, desc_act, sym = (_dynamic(dynamic, name, "bits", bits),
+                                      _dynamic(dynamic, name, "group_size", group),
+                                      _dynamic(dynamic, name, "desc_act", desc_act),
+                                      _dynamic(dynamic, name, "sym", sym))
+        if (bits, sym) not in GPTQ_TYPES:  # override_config
+            raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
         gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
     except VllmError as exc:
         t.error, t.error_type = exc.message, exc.error_type
     return t
+
+
+def _desc_act(desc_act: Any, group: Any, dynamic: dict) -> None:
+    """`normalize_and_validate_gptq_desc_act` (utils/gptq_utils.py:23-50)."""
+    base = desc_act
+    if desc_act and group == -1:
+        desc_act = False
+    if desc_act:
+        raise VllmError("ValueError", (
+            "GPTQ group activation ordering (desc_act=True) is no longer supported. Use a "
+            "checkpoint with static activation ordering or desc_act=False."))
+    for pattern, overrides in dynamic.items():
+        if pattern.startswith("-:") or not isinstance(overrides, dict):
+            continue
+        if overrides.get("desc_act", base) and overrides.get("group_size", group) != -1:
+            raise VllmError("ValueError", (
+                "GPTQ group activation ordering (desc_act=True) is no longer supported, but is "
+                f"enabled by dynamic rule {pattern!r}. Use a checkpoint with static activation "
+                "ordering or desc_act=False."))
+
+
+def _dynamic(dynamic: dict, name: str, key: str | None = None, default: Any = None) -> Any:
+    """`get_dynamic_override` (utils/gptq_utils.py:80-95): False skips the layer."""
+    for pattern, values in dynamic.items():
+        if pattern.startswith("-:"):
+            if re.match(pattern.removeprefix("-:"), name):
+                return False
+        elif re.match(pattern.removeprefix("+:"), name):
+            return values if key is None else values.get(key, default)
+    return default
+
+
+def _flatten(items: Any) -> list:
+    out: list = []
+    for item in items if isinstance(items, list) else [items]:
+        out.extend(_flatten(item) if isinstance(item, list) else [item])
+    return out
+
+
+def unquantized_runtime(layer: Layer) -> Runtime:
+    return Runtime("UnquantizedLinearMethod", activation_name(dtype(layer.params_dtype)),
+                   layer.params_dtype, "F.linear", "model_executor/layers/linear.py")
 
 
 # --------------------------------------------------------------------------- AutoAWQ
@@ -182,45 +263,60 @@ def awq_config(bits: int) -> None:
 
 
 def awq_marlin_linear(group: int, zero_point: bool, layer: Layer, p: Platform, env: Env,
-                      t: Trace, *, input_dtype: DType | None) -> None:
+                      t: Trace, *, input_dtype: DType | None,
+                      method: str = "AutoAWQMarlinLinearMethod") -> None:
     """`AutoAWQMarlinLinearMethod` (auto_awq.py:404-470): verify off CPU/XPU, then select."""
     if not (p.is_cpu() or p.is_xpu()):
         verify_marlin_supported(ST["uint4"], group, zero_point, p)
-    t.scheme = "AutoAWQMarlinLinearMethod"
+    t.scheme, t.method = "AutoAWQMarlinLinearMethod", method
     act = input_dtype or dtype(layer.params_dtype)
     _select(t, layer, layer.mp_config("uint4", act, group, zero_point), p, env, "awq")
 
 
-def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace) -> None:
+def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace,
+                      method: str = "AutoAWQLinearMethod") -> None:
     """`AutoAWQLinearMethod` (auto_awq.py:800-911): the Triton AWQ GEMM, weight-only."""
+    t.scheme, t.method = "AutoAWQLinearMethod", method
     g = group if group != -1 else layer.in_features
     if layer.input_size_per_partition % g != 0 or layer.output_size_per_partition % (32 // bits):
         which = "input" if layer.input_size_per_partition % g != 0 else "output"
         raise VllmError("ValueError", (
             f"The {which} size is not aligned with the quantized weight shape. This can be "
             "caused by too large tensor parallel size."))
-    t.scheme = t.selected = "AutoAWQLinearMethod"
+    t.selected = "AutoAWQLinearMethod"
     t.runtime_detail = Runtime("AutoAWQLinearMethod", activation_name(dtype(layer.params_dtype)),
                                f"uint{bits}", "ops.awq_gemm (ops.awq_dequantize + matmul from 256 "
                                "tokens)", QUANT_DIR + "auto_awq.py:902", emulation=W4A16_PATH)
 
 
-def trace_awq_layer(data: Any, p: Platform, env: Env) -> Trace:
+def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
     """An AWQ checkpoint's Linear layer (`quant_method: awq`).
 
-    Input: `bits`, `group_size`, `zero_point` and the layer fields of `trace_gptq_layer`.
+    Input: the layer fields of `trace_gptq_layer` and the checkpoint's `quantization_config`
+    (`w_bit` or `bits`, `q_group_size` or `group_size`, `zero_point`, optional
+    `modules_to_not_convert`); the short form puts them on the layer (defaults 4, 128, true).
     """
     where = "awq"
     if not isinstance(data, dict):
         raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    bits, group = _int(data, "bits", 4, where), _int(data, "group_size", 128, where)
-    zero_point = _bool(data, "zero_point", True, where)
     layer = Layer.from_json(data, where)
+    qc = quant_config(data, where)
+    short = "quantization_config" not in data
     t = Trace(level="awq")
     try:
+        # AutoAWQConfig.from_config and __init__ (auto_awq.py:186-260).
+        bits = get_from_keys(qc, ["w_bit", "bits"], *([4] if short else []))
+        group = get_from_keys(qc, ["q_group_size", "group_size"], *([128] if short else []))
+        zero_point = get_from_keys(qc, ["zero_point"], *([True] if short else []))
+        skip = get_from_keys(qc, ["modules_to_not_convert"], None) or []
         awq_config(bits)
-        # Off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286).
-        config_gate("awq" if p.is_cpu() else "auto_awq", p, layer.params_dtype)
+        if gate:  # off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286)
+            config_gate("awq" if p.is_cpu() else "auto_awq", p, layer.params_dtype)
+        # get_quant_method (auto_awq.py:288-335); is_layer_skipped matches by substring.
+        if any(m in layer.layer_name for m in skip):
+            t.selected = t.scheme = t.method = "UnquantizedLinearMethod"
+            t.runtime_detail = unquantized_runtime(layer)
+            return t
         if p.is_cpu() or p.is_xpu():  # auto_awq.py:307-308
             awq_marlin_linear(group, zero_point, layer, p, env, t, input_dtype=None)
             return t

@@ -27,7 +27,8 @@ from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.gptq_awq import (GPTQ_TYPES, Layer, awq_config,
                                                    awq_marlin_linear, awq_triton_linear,
-                                                   check_marlin_supported, gptq_linear)
+                                                   check_marlin_supported, gptq_linear,
+                                                   quant_config, unquantized_runtime)
 from workbench.errors import InvalidInputError
 from workbench.platforms import XPU_W4A8_OP, Platform
 
@@ -38,6 +39,7 @@ XPU_ONEDNN_BACKENDS = ("w4a16", "w4a8")
 CUDA_HUMMING_SUPPORTED_BITS = {2, 3, 5, 6, 7}
 INC_DIR = "model_executor/layers/quantization/inc/"
 XPU_W4A16_OP = "torch.ops._xpu_C.int4_gemm_w4a16"
+INC_LINEAR = "INCLinearMethod"  # get_linear_method wraps every INC scheme's method in it
 
 # INCConfig's accepted values (inc/inc.py:30-47), as sets in vLLM's declaration order: vLLM
 # prints them with str(set), whose order follows string hashing (PYTHONHASHSEED).
@@ -232,9 +234,6 @@ def _resolve(c: INCConfig, name: str) -> INCLayerConfig:
     return INCLayerConfig(bits, group, sym, c.packing_format, c.backend, c.data_type, bits < 16)
 
 
-def _unquantized(d: Layer) -> Runtime:
-    return Runtime("UnquantizedLinearMethod", activation_name(dtype(d.params_dtype)),
-                   d.params_dtype, "F.linear", "model_executor/layers/linear.py")
 
 
 def _xpu_w4a16(d: Layer) -> Runtime:
@@ -269,7 +268,8 @@ def _xpu_base_weights(cfg: INCLayerConfig, d: Layer) -> None:
 
 
 def _choose(t: Trace, method: str, runtime: Runtime, cfg: INCLayerConfig, d: Layer) -> None:
-    t.selected = method
+    """`INCLinearMethod(method)` is returned, then its create_weights runs."""
+    t.selected, t.method = method, INC_LINEAR
     _xpu_base_weights(cfg, d)
     t.runtime_detail = runtime
 
@@ -319,7 +319,7 @@ def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> None:
         raise VllmError("NotImplementedError", (
             "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires a group size that is a positive "
             f"multiple of 32, got {cfg.group_size}. Layer: {prefix}."))
-    t.selected = "INCXPUW4A8LinearMethod"
+    t.selected, t.method = "INCXPUW4A8LinearMethod", INC_LINEAR
     k, n = d.input_size_per_partition, d.output_size_per_partition
     bad = [(name, size) for name, size in (("input", k), ("output", n)) if size % DIM_ALIGNMENT]
     if bad:
@@ -345,7 +345,8 @@ def _wna16_scheme(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace
             raise VllmError("NotImplementedError", (
                 f"INC quantization with bits={cfg.bits}, sym={cfg.sym} is not supported. Only "
                 "4-bit and 8-bit symmetric quantization is supported with Marlin kernels."))
-        gptq_linear(cfg.bits, cfg.sym, cfg.group_size, d, p, env, t, reads_env=False)
+        gptq_linear(cfg.bits, cfg.sym, cfg.group_size, d, p, env, t, reads_env=False,
+                    method=INC_LINEAR)
         return
     if cfg.is_awq:
         awq_type = {4: "uint4", 8: "uint8"}.get(cfg.bits)
@@ -353,9 +354,10 @@ def _wna16_scheme(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace
             ST[awq_type], cfg.group_size, not cfg.sym, p)[0]
         awq_config(4 if use_marlin else cfg.bits)  # AutoAWQConfig refuses 8-bit
         if use_marlin:
-            awq_marlin_linear(cfg.group_size, not cfg.sym, d, p, env, t, input_dtype=None)
+            awq_marlin_linear(cfg.group_size, not cfg.sym, d, p, env, t, input_dtype=None,
+                              method=INC_LINEAR)
         else:
-            awq_triton_linear(cfg.bits, cfg.group_size, d, t)
+            awq_triton_linear(cfg.bits, cfg.group_size, d, t, method=INC_LINEAR)
         return
     raise VllmError("NotImplementedError", f"WNA16 linear scheme does not support {cfg!r}")
 
@@ -374,25 +376,28 @@ def _scheme(cfg: INCLayerConfig, t: Trace) -> str:
     raise VllmError("NotImplementedError", f"No INC scheme found for layer config: {cfg!r}")
 
 
-def trace_inc_layer(layer: Any, p: Platform, env: Env) -> Trace:
+def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
+    """One Linear layer of an INC / AutoRound checkpoint (`quantization_config` as the
+    checkpoint has it, or its fields on the layer object; see the module docstring)."""
     if not isinstance(layer, dict):
         raise InvalidInputError(f"inc: expected a JSON object, got {type(layer).__name__}")
     d = Layer.from_json(layer, "inc")
     dtype(layer.get("scale_dtype", d.params_dtype), "inc.scale_dtype")
     t = Trace(level="inc")
     try:
-        c = _config(layer)  # get_quant_config, before the gate (config/vllm.py:925)
-        config_gate("inc", p, d.params_dtype)
+        c = _config(quant_config(layer, "inc"))  # get_quant_config, before the gate
+        if gate:
+            config_gate("inc", p, d.params_dtype)
         # get_quant_method (inc/inc.py:337-345): an extra_config entry of 16+ bits.
         for name, entry in c.extra_config.items():
             if name in (d.layer_name, f"model.{d.layer_name}") and entry.get("bits", 16) >= 16:
-                t.selected = "UnquantizedLinearMethod"
-                t.runtime_detail = _unquantized(d)
+                t.selected = t.method = "UnquantizedLinearMethod"
+                t.runtime_detail = unquantized_runtime(d)
                 return t
         cfg = _resolve(c, d.layer_name)
         if not cfg.quantized:
-            t.selected = "UnquantizedLinearMethod"
-            t.runtime_detail = _unquantized(d)
+            t.selected = t.method = "UnquantizedLinearMethod"
+            t.runtime_detail = unquantized_runtime(d)
             return t
         t.scheme = _scheme(cfg, t)
         if t.scheme != "INCWna16Scheme":
@@ -411,7 +416,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env) -> Trace:
             # _build_humming_linear_method imports humming's schemas (vllm/utils/humming.py).
             if not p.has_package("humming"):
                 raise VllmError("ModuleNotFoundError", "No module named 'humming'")
-            t.selected = "HummingLinearMethod"
+            t.selected = t.method = "HummingLinearMethod"
             t.runtime_detail = Runtime("HummingLinearMethod", activation_name(dtype(d.params_dtype)),
                                        f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}",
                                        "apply_humming_linear",
