@@ -1,0 +1,55 @@
+"""The whole-model report: per-rank shapes, what runs, totals; the CLI and the app page."""
+import json
+
+import pytest
+
+from workbench.__main__ import main
+from workbench.perf.report import model_report
+
+
+def test_preset_report_shards_per_rank_and_totals_every_layer():
+    rep = model_report("Llama-3.1-8B", "sm90-h200", 2)
+    by = {r.layer: r for r in rep.layers}
+    assert (by["o_proj"].k, by["o_proj"].n) == (2048, 4096)  # row-parallel: K split
+    assert (by["gate_up_proj"].k, by["gate_up_proj"].n) == (4096, 14336)  # 2 x 14336 / 2
+    assert all(r.kernel == "HummingLinearKernel" and r.computes == "w4a16" for r in rep.layers)
+    t = rep.totals()
+    assert t["decode_us"] == pytest.approx(sum(r.decode_us * r.count for r in rep.layers), rel=1e-3)
+    assert 0 < t["decode_low_us"] < t["decode_us"] < t["decode_high_us"] < t["prefill_us"]
+
+
+def test_checkpoint_report_names_each_layer_and_vllms_refusal():
+    rep = model_report("sample_models/ct-w4a8-int-intermediate-1152", "sm90-h200", 2)
+    down = next(r for r in rep.layers if r.layer.endswith("down_proj"))
+    assert down.decode_us is None and "not divisible by group_size=128" in down.error
+    assert any(r.decode_us is not None for r in rep.layers)
+
+
+def test_cli_report_json_and_bad_source(capsys):
+    assert main(["report", "Qwen2.5-7B", "--platform", "sm80-a100", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["platform"] == "sm80-a100" and doc["totals"]["prefill_us"] > doc["totals"]["decode_us"]
+    assert main(["report", "no-such-model"]) == 2
+    assert "neither a model preset" in capsys.readouterr().err
+
+
+def test_cli_predict_prints_one_record_per_path_and_m(capsys):
+    assert main(["predict", "--platform", "sm90-h200", "--n", "4096", "--k", "4096", "--group", "128",
+                 "--m", "1,16,256", "--paths", "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected",
+                 "--json"]) == 0
+    recs = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(recs) == 15
+    assert {"path", "m", "n", "k", "group_size", "predicted_us", "low_us", "high_us", "basis"} <= set(recs[0])
+    assert [r["m"] for r in recs[:3]] == [1, 16, 256]
+
+
+def test_report_page_exports_csv_and_json():
+    pytest.importorskip("streamlit")
+    from tests.ui.conftest import open_app
+
+    at = open_app("report", state={"pf.preset": "sm90-h200"})
+    assert len(at.dataframe[0].value) == 7  # the loaded sample checkpoint's layers, first
+    at.selectbox(key="w:report.source").set_value("Llama-3.1-8B").run()
+    assert len(at.dataframe[0].value) == 4  # qkv, o, gate_up, down
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["report.csv", "report.json"]
