@@ -26,7 +26,6 @@ PAGES = (
     ("kernels.py", "Kernels", "kernels", ":material/speed:"),
     ("alignment.py", "Alignment", "alignment", ":material/grid_on:"),
     ("report.py", "Model report", "report", ":material/summarize:"),
-    ("report.py", "Model report", "report", ":material/summarize:"),
     ("docs.py", "Docs versus code", "docs", ":material/fact_check:"),
     ("tour.py", "Tour", "tour", ":material/school:"),
 )
