@@ -82,6 +82,12 @@ def _batch_line_field_types():
     assert "unknown key(s) ['platfrom']" in outs[3]["input_error"]
 
 
+def _batch_platform_text_deep():
+    line = {"mp_config": MP, "platform": '{"a":' + "[" * 3000 + "]" * 3000 + "}"}
+    rc, out, err = _main(["trace", "--batch", _tmp_file(json.dumps(line) + "\n")])
+    assert rc == 2 and "case.platform: JSON nested 3001 levels deep" in json.loads(out)["input_error"]
+
+
 def _inc_missing_group_size():
     rc, out, _ = _main(["trace", "--inc", '{"bits": 4}', "--platform", "xpu", "--json"])
     t = json.loads(out)
@@ -176,6 +182,14 @@ CATALOG = [
      _error(["trace"], r"one of the arguments --mp-config .* is required")),
     ("nope (unknown command)", "exit 2: error: argument command: invalid choice: 'nope'",
      _error(["nope"], r"invalid choice: 'nope'")),
+    ("trace --env linear_backend_per_quant=<JSON nested 3000 deep>",
+     "exit 2: error: env linear_backend_per_quant: expected a JSON object (no RecursionError)",
+     _error(["trace", "--mp-config", json.dumps(MP), "--env",
+             "linear_backend_per_quant={\"a\":" + "[" * 3000 + "]" * 3000 + "}"],
+            r"env linear_backend_per_quant: expected a JSON object")),
+    ("trace --batch line with \"platform\": \"<JSON text nested 3000 deep>\"",
+     "ok: that line's input_error says case.platform: JSON nested 3001 levels deep",
+     _batch_platform_text_deep),
     ("matrix --env NOEQUALS", "exit 2: error: --env: expected KEY=VALUE",
      _error(["matrix", "--env", "NOEQUALS"], r"--env: expected KEY=VALUE")),
     ("inspect /dev/null", "exit 2: error: '/dev/null' is a character device; accepted: a checkpoint directory or a .safetensors file",

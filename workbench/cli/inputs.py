@@ -106,7 +106,7 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def existing_path(text: str, what: str) -> str:
+def checkpoint_path(text: str, what: str) -> str:
     """A path that exists and is a directory or a regular file (checkpoints: never a device)."""
     check_path(text, what)
     try:

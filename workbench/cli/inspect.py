@@ -5,7 +5,7 @@ import argparse
 import json
 import textwrap
 
-from workbench.cli.inputs import existing_path, int_in, platform_arg
+from workbench.cli.inputs import checkpoint_path, int_in, platform_arg
 
 ERROR_WIDTH = 100  # the footnotes under the table wrap vLLM's messages at this width
 
@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
 
     # Resolved once, up front: a bad platform is one error, not the same error in every row.
     platform = None if args.no_scheme else resolve_platform(platform_arg(args.platform))
-    ck = open_checkpoint(existing_path(args.path, "path"))
+    ck = open_checkpoint(checkpoint_path(args.path, "path"))
     rows = listing_rows(ck.layers, platform, tp_size=args.tp, with_scheme=not args.no_scheme)
     shards = [_shard(layer, args.tp) for layer in ck.layers]
     if args.json:

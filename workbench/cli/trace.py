@@ -6,7 +6,7 @@ import json
 import sys
 from typing import Any
 
-from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, existing_path, int_in, json_arg,
+from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, checkpoint_path, int_in, json_arg,
                                   json_object, open_input, parse_json, platform_arg, shown)
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.errors import USER_ERRORS, InvalidInputError
@@ -89,7 +89,9 @@ def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None =
         raise InvalidInputError(f"case: expected exactly one of {', '.join(CASE_KINDS)}, "
                                 f"got {len(kinds)}")
     platform = case.get("platform", platform)
-    if not isinstance(platform, (str, dict)):
+    if isinstance(platform, str):
+        platform = platform_arg(platform, "case.platform")  # JSON text in a string: bounded too
+    elif not isinstance(platform, dict):
         raise InvalidInputError(f"case.platform: expected a preset name or a JSON object, got "
                                 f"{shown(platform, 40)}")
     if "env" in case:
@@ -172,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
             raise InvalidInputError("--checkpoint needs --layer NAME (see `python -m workbench inspect PATH`)")
         from workbench.checkpoints import trace_checkpoint_layer
 
-        trace = trace_checkpoint_layer(existing_path(args.checkpoint, "--checkpoint"), args.layer,
+        trace = trace_checkpoint_layer(checkpoint_path(args.checkpoint, "--checkpoint"), args.layer,
                                        platform, env, tp_size=args.tp or 1, parallel=args.parallel)
     _print(trace, args)
     return 0

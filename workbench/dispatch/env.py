@@ -145,7 +145,7 @@ def parse_env(env: Mapping[str, Any] | None) -> Env:
             if isinstance(value, str):
                 try:
                     value = json.loads(value)
-                except json.JSONDecodeError:
+                except (json.JSONDecodeError, RecursionError):  # malformed, or nested too deep
                     raise InvalidInputError(
                         "env linear_backend_per_quant: expected a JSON object such as "
                         '{"mixed_precision": "marlin"}'
