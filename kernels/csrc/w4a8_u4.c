@@ -29,8 +29,9 @@
 #include <string.h>
 
 #if defined(W4A8_VNNI512)
-#define NR 16
-#define MR 10
+#define VW 16 /* columns per vector */
+#define NV 2 /* vectors per tile: each broadcast activation feeds NV dot instructions */
+#define MR 6 /* 12 integer accumulators + the unpacked nibbles + broadcasts fit 32 zmm */
 typedef __m512i vi;
 typedef __m512 vf;
 #define LOADU(p) _mm512_loadu_si512((const void*)(p))
@@ -52,7 +53,8 @@ typedef __m512 vf;
 #define DOT(acc, u, a) _mm512_dpbusd_epi32(acc, u, a)
 #define NAME(x) x##_vnni512
 #else
-#define NR 8
+#define VW 8
+#define NV 1
 #define MR 4
 typedef __m256i vi;
 typedef __m256 vf;
@@ -75,6 +77,7 @@ typedef __m256 vf;
 #define NAME(x) x##_avx2
 #endif
 
+#define NR (VW * NV)
 #define MC 48 /* rows per block: 48 x 4096 codes = 192 KiB, an L2's share */
 
 static inline int32_t load4(const int8_t* p) { int32_t v; memcpy(&v, p, 4); return v; }
@@ -84,32 +87,43 @@ static inline __attribute__((always_inline)) void tile(
     int64_t g8, const int32_t* zt, const float* sct, const float* xs, float* C, int64_t ldc,
     int64_t ncols) {
   const vi mask = SET1_8(0x0F);
-  vf facc[MR];
-  for (int r = 0; r < MR; ++r) facc[r] = FZERO();
+  /* the running float sums live in L1, not registers: those go to the integer
+     accumulators; each is touched once per group */
+  float facc[MR][NR];
   const uint8_t* bp = Bt;
   for (int64_t grp = 0; grp < G; ++grp) {
     const int8_t* a = A + grp * g8 * 8;
-    vi acc[MR];
-    for (int r = 0; r < MR; ++r) acc[r] = ZERO();
+    vi acc[MR][NV];
+    for (int r = 0; r < MR; ++r)
+      for (int v = 0; v < NV; ++v) acc[r][v] = ZERO();
 #if defined(W4A8_VNNI512)
-    /* one or two rows: a second accumulator per row hides vpdpbusd's latency; more rows
-       are independent chains already, and their registers are better spent on rows */
-    vi acc2[2] = {ZERO(), ZERO()};
+    /* one or two rows: a second accumulator per vector hides vpdpbusd's latency; more
+       rows are independent chains already, and their registers are better spent on rows */
+    vi acc2[2][NV];
+    for (int r = 0; r < 2; ++r)
+      for (int v = 0; v < NV; ++v) acc2[r][v] = ZERO();
     for (int64_t s = 0; s < g8; ++s, bp += NR * 4, a += 8) {
-      const vi p = LOADU(bp);
-      const vi lo = AND(p, mask), hi = AND(SRL16(p, 4), mask);
+      vi lo[NV], hi[NV];
+      for (int v = 0; v < NV; ++v) {
+        const vi p = LOADU(bp + v * VW * 4);
+        lo[v] = AND(p, mask);
+        hi[v] = AND(SRL16(p, 4), mask);
+      }
       for (int r = 0; r < rows; ++r) {
         const vi a0 = SET1_32(load4(a + r * lda)), a1 = SET1_32(load4(a + r * lda + 4));
-        if (rows <= 2) {
-          acc[r] = DOT(acc[r], lo, a0);
-          acc2[r] = DOT(acc2[r], hi, a1);
-        } else {
-          acc[r] = DOT(DOT(acc[r], lo, a0), hi, a1);
+        for (int v = 0; v < NV; ++v) {
+          if (rows <= 2) {
+            acc[r][v] = DOT(acc[r][v], lo[v], a0);
+            acc2[r][v] = DOT(acc2[r][v], hi[v], a1);
+          } else {
+            acc[r][v] = DOT(DOT(acc[r][v], lo[v], a0), hi[v], a1);
+          }
         }
       }
     }
     if (rows <= 2)
-      for (int r = 0; r < rows; ++r) acc[r] = ADD32(acc[r], acc2[r]);
+      for (int r = 0; r < rows; ++r)
+        for (int v = 0; v < NV; ++v) acc[r][v] = ADD32(acc[r][v], acc2[r][v]);
 #else
     const vi ones = _mm256_set1_epi16(1);
     for (int64_t s0 = 0; s0 < g8; s0 += 4) {
@@ -124,20 +138,24 @@ static inline __attribute__((always_inline)) void tile(
           t[r] = _mm256_add_epi16(t[r], _mm256_maddubs_epi16(hi, SET1_32(load4(a + r * lda + 4))));
         }
       }
-      for (int r = 0; r < rows; ++r) acc[r] = ADD32(acc[r], _mm256_madd_epi16(t[r], ones));
+      for (int r = 0; r < rows; ++r) acc[r][0] = ADD32(acc[r][0], _mm256_madd_epi16(t[r], ones));
     }
 #endif
-    const vi z = LOADU(zt + grp * NR);
-    const vf sc = FLOADU(sct + grp * NR);
-    for (int r = 0; r < rows; ++r) {
-      const vi dot = SUB32(acc[r], MUL32(z, SET1_32(asum[r * G + grp])));
-      facc[r] = FADD(facc[r], FMUL(CVT(dot), sc));
+    for (int v = 0; v < NV; ++v) {
+      const vi z = LOADU(zt + grp * NR + v * VW);
+      const vf sc = FLOADU(sct + grp * NR + v * VW);
+      for (int r = 0; r < rows; ++r) {
+        const vi dot = SUB32(acc[r][v], MUL32(z, SET1_32(asum[r * G + grp])));
+        const vf term = FMUL(CVT(dot), sc);
+        /* 0 + the first term is the term itself: the same sum as starting from zero */
+        FSTOREU(&facc[r][v * VW], grp ? FADD(FLOADU(&facc[r][v * VW]), term) : term);
+      }
     }
   }
   for (int r = 0; r < rows; ++r) {
-    float out[NR];
-    FSTOREU(out, FMUL(facc[r], FSET1(xs[r])));
-    memcpy(C + r * ldc, out, sizeof(float) * (size_t)ncols);
+    for (int v = 0; v < NV; ++v)
+      FSTOREU(&facc[r][v * VW], FMUL(FLOADU(&facc[r][v * VW]), FSET1(xs[r])));
+    memcpy(C + r * ldc, facc[r], sizeof(float) * (size_t)ncols);
   }
 }
 
@@ -164,10 +182,14 @@ static void run_job(const job_t* j) {
         float* C = j->C + m * j->ldc + n0;
         const float* xs = j->xs + m;
         switch (rows) { /* constant row counts let the compiler unroll each case */
-#if MR >= 10
+#if MR >= 12
+          case 12: tile(A, j->lda, 12, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 11: tile(A, j->lda, 11, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
           case 10: tile(A, j->lda, 10, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
           case 9: tile(A, j->lda, 9, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
           case 8: tile(A, j->lda, 8, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+#endif
+#if MR >= 7
           case 7: tile(A, j->lda, 7, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
 #endif
 #if MR >= 6
