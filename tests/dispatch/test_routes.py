@@ -139,3 +139,35 @@ def test_zentorch_falls_back_to_cpuwna16_processing_for_gptq_and_awq_layouts():
         assert t.selected == "ZentorchWNA16LinearKernel"
         rt = t.runtime_detail
         assert (rt.op, rt.isa_hint, rt.activation) == ("ops.cpu_gemm_wna16", "vec", "bf16")
+
+
+def test_config_gate_level_parses_the_config_before_the_gate():
+    from workbench.dispatch import trace_config_gate
+
+    inc9 = {"quantization": "inc", "quantization_config": {"bits": 9, "group_size": 128},
+            "dtype": "bfloat16"}
+    assert trace_config_gate(inc9, "sm90-h200").error.startswith("Unsupported weight_bits: 9")
+    awq = {"quantization": "awq", "dtype": "float32",
+           "quantization_config": {"bits": 4, "group_size": 128, "zero_point": True}}
+    assert trace_config_gate(awq, "x86-avx512").error == (
+        "torch.float32 is not supported for quantization method awq. Supported dtypes: "
+        "[torch.float16, torch.bfloat16]")
+    assert trace_config_gate({**awq, "dtype": "bfloat16"}, "sm80-a100").error is None
+
+
+def test_the_recorders_quantization_config_form():
+    qc = {"bits": 4, "group_size": 128, "sym": True}  # desc_act missing: from_config refuses
+    t = trace_gptq({**LAYER, "quantization_config": qc}, "sm80-a100")
+    assert (t.error_type, t.error) == ("ValueError", "Cannot find any of ['desc_act'] in the "
+                                                     "model's quantization config.")
+    t = trace_gptq({**LAYER, "quantization_config": {**qc, "desc_act": False}}, "sm80-a100")
+    assert (t.method, t.selected) == ("AutoGPTQLinearMethod", "MarlinLinearKernel")
+    awq = {"w_bit": 4, "q_group_size": 128, "zero_point": True,
+           "modules_to_not_convert": ["down_proj"]}
+    t = trace_awq({**LAYER, "quantization_config": awq}, "sm80-a100")
+    assert t.method == "UnquantizedLinearMethod"  # is_layer_skipped matches by substring
+    inc = trace_inc({**LAYER, "quantization_config": {"bits": 4, "group_size": 128}}, "xpu")
+    assert (inc.method, inc.selected) == ("INCLinearMethod", "INCXPULinearMethod")
+    dyn = {**qc, "desc_act": False, "dynamic": {r"-:.*down_proj": {}}}
+    assert trace_gptq({**LAYER, "quantization_config": dyn}, "sm80-a100").method == \
+        "UnquantizedLinearMethod"

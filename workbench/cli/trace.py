@@ -12,7 +12,7 @@ from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.errors import USER_ERRORS, InvalidInputError
 
 # The keys of one --batch line; exactly one of CASE_KINDS.
-CASE_KINDS = ("mp_config", "scheme", "inc", "gptq", "awq")
+CASE_KINDS = ("mp_config", "scheme", "inc", "gptq", "awq", "config_gate")
 CASE_OPTIONAL = ("platform", "env", "id", "vllm_version")
 
 BATCH_FORMAT = f"""\
@@ -23,6 +23,7 @@ line, at most {MAX_ARG_BYTES} bytes; blank lines are skipped. Each object holds 
   "inc":       {{...}}   an INC/AutoRound layer config, as --inc takes it
   "gptq":      {{...}}   a GPTQ checkpoint layer, as --gptq takes it
   "awq":       {{...}}   an AWQ checkpoint layer, as --awq takes it
+  "config_gate": {{...}} a model-wide quantization config, as --config-gate takes it
 and optionally
   "platform": "sm90-h200" or {{"preset": ..., ...}}   (default: --platform)
   "env": {{"VLLM_DISABLED_KERNELS": "MacheteLinearKernel", ...}}   (added to --env)
@@ -48,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--inc", metavar="JSON", help="an INC/AutoRound layer config as JSON (or @file)")
     src.add_argument("--gptq", metavar="JSON", help="a GPTQ checkpoint layer as JSON (or @file)")
     src.add_argument("--awq", metavar="JSON", help="an AWQ checkpoint layer as JSON (or @file)")
+    src.add_argument("--config-gate", metavar="JSON",
+                     help='{"quantization", "quantization_config", "dtype"}: the model-wide '
+                          "config check and capability/dtype gate (or @file)")
     src.add_argument("--checkpoint", metavar="PATH", help="a checkpoint directory (with --layer)")
     src.add_argument("--batch", metavar="FILE",
                      help="JSON Lines cases, one object per line ('-' for stdin; format below)")

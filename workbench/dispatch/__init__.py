@@ -5,6 +5,7 @@
     trace_inc(layer, platform, env)         INC / AutoRound resolution (XPU backend table)
     trace_gptq(layer, platform, env)        a GPTQ checkpoint's layer (AutoGPTQ, Marlin-checked)
     trace_awq(layer, platform, env)         an AWQ checkpoint's layer (AutoAWQ Marlin or Triton)
+    trace_config_gate(config, platform)     the model-wide config check and capability/dtype gate
 
 `platform` is a preset name, `"host"`, a JSON string or object, or a `Platform`; `env` is a
 mapping of `VLLM_*` variables and `linear_backend` / `linear_backend_per_quant`, or an `Env`;
@@ -23,7 +24,8 @@ from workbench.dispatch.types import MPConfig, Runtime
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS, rules
 from workbench.platforms import Platform, resolve_platform
 
-__all__ = ["trace_mp", "trace_scheme", "trace_inc", "trace_gptq", "trace_awq", "Trace", "Step", "Predicate", "MPConfig",
+__all__ = ["trace_mp", "trace_scheme", "trace_inc", "trace_gptq", "trace_awq", "trace_config_gate",
+           "Trace", "Step", "Predicate", "MPConfig",
            "Env", "parse_env", "Runtime", "describe_runtime", "VERSIONS", "DEFAULT_VERSION",
            "VLLM_VERSION"]
 
@@ -71,22 +73,36 @@ def trace_scheme(scheme: Any, platform: Any = "sm90-h200",
 
 
 def trace_inc(layer: Mapping[str, Any], platform: Any = "xpu",
-              env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
-    """INC / AutoRound layer resolution."""
-    return _run("inc", platform, env, version, lambda r, p, e: r.trace_inc_layer(layer, p, e))
+              env: Env | Mapping[str, Any] | None = None, version: str | None = None,
+              gate: bool = True) -> Trace:
+    """INC / AutoRound layer resolution (`gate=False`: without the VllmConfig gate)."""
+    return _run("inc", platform, env, version,
+                lambda r, p, e: r.trace_inc_layer(layer, p, e, gate))
 
 
 def trace_gptq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
-               env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
+               env: Env | Mapping[str, Any] | None = None, version: str | None = None,
+               gate: bool = True) -> Trace:
     """A GPTQ checkpoint's Linear layer, loaded as vLLM's `auto_gptq`."""
-    return _run("gptq", platform, env, version, lambda r, p, e: r.trace_gptq_layer(layer, p, e))
+    return _run("gptq", platform, env, version,
+                lambda r, p, e: r.trace_gptq_layer(layer, p, e, gate))
 
 
 def trace_awq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
-              env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
+              env: Env | Mapping[str, Any] | None = None, version: str | None = None,
+              gate: bool = True) -> Trace:
     """An AWQ checkpoint's Linear layer, loaded as vLLM's `auto_awq` (`awq` on CPU)."""
-    return _run("awq", platform, env, version, lambda r, p, e: r.trace_awq_layer(layer, p, e))
+    return _run("awq", platform, env, version,
+                lambda r, p, e: r.trace_awq_layer(layer, p, e, gate))
+
+
+def trace_config_gate(config: Mapping[str, Any], platform: Any = "sm90-h200",
+                      env: Env | Mapping[str, Any] | None = None,
+                      version: str | None = None) -> Trace:
+    """`{"quantization", "quantization_config", "dtype"}`: the model-wide config and gate."""
+    return _run("config-gate", platform, env, version,
+                lambda r, p, e: r.trace_config_gate(config, p))
 
 
 TRACERS = {"mp_config": trace_mp, "scheme": trace_scheme, "inc": trace_inc, "gptq": trace_gptq,
-           "awq": trace_awq}  # the batch-line keys, one per trace level
+           "awq": trace_awq, "config_gate": trace_config_gate}  # batch-line keys, one per level

@@ -118,6 +118,15 @@ def get_from_keys(config: dict, keys: list[str], *default: Any) -> Any:
     raise VllmError("ValueError", f"Cannot find any of {keys} in the model's quantization config.")
 
 
+def typed(value: Any, kind: type, field: str) -> Any:
+    """A config value of the JSON type its field takes (an int is never a bool here), else a
+    named error: a list or string would reach the set lookups and arithmetic below."""
+    if isinstance(value, bool) != (kind is bool) or not isinstance(value, kind):
+        name = "true or false" if kind is bool else "an integer"
+        raise InvalidInputError(f"{field}: expected {name}, got {value!r}")
+    return value
+
+
 def quant_config(data: dict, where: str) -> dict:
     """The checkpoint's quantization config: `quantization_config` (the recorder's form), or
     the layer object itself carrying its fields (the short form)."""
@@ -178,15 +187,7 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Tra
     short = "quantization_config" not in data
     t = Trace(level="gptq")
     try:
-        # AutoGPTQConfig.from_config and __init__ (auto_gptq.py:116-211).
-        dynamic = get_from_keys(qc, ["dynamic"], {}) or {}
-        bits = get_from_keys(qc, ["bits"], *([4] if short else []))
-        group = get_from_keys(qc, ["group_size"], *([128] if short else []))
-        desc_act = get_from_keys(qc, ["desc_act"], *([False] if short else []))
-        sym = get_from_keys(qc, ["sym"], *([True] if short else []))
-        _desc_act(desc_act, group, dynamic)
-        if (bits, sym) not in GPTQ_TYPES:
-            raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
+        bits, group, desc_act, sym, dynamic = gptq_from_config(qc, short, where)
         if gate:
             config_gate("auto_gptq", p, layer.params_dtype)
         # get_linear_quant_method (utils/gptq_utils.py:172-201).
@@ -206,6 +207,36 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Tra
     except VllmError as exc:
         t.error, t.error_type = exc.message, exc.error_type
     return t
+
+
+def gptq_from_config(qc: dict, short: bool = False, where: str = "gptq") -> tuple:
+    """`AutoGPTQConfig.from_config` and `__init__` (auto_gptq.py:116-211): bits, group size,
+    desc_act, sym, dynamic. `short`: the workbench's short form, with defaults."""
+    dynamic = get_from_keys(qc, ["dynamic"], {}) or {}
+    bits = typed(get_from_keys(qc, ["bits"], *([4] if short else [])), int, f"{where}.bits")
+    group = typed(get_from_keys(qc, ["group_size"], *([128] if short else [])), int,
+                  f"{where}.group_size")
+    desc_act = typed(get_from_keys(qc, ["desc_act"], *([False] if short else [])), bool,
+                     f"{where}.desc_act")
+    sym = typed(get_from_keys(qc, ["sym"], *([True] if short else [])), bool, f"{where}.sym")
+    _desc_act(desc_act, group, dynamic)
+    if (bits, sym) not in GPTQ_TYPES:
+        raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
+    return bits, group, desc_act, sym, dynamic
+
+
+def awq_from_config(qc: dict, short: bool = False, where: str = "awq") -> tuple:
+    """`AutoAWQConfig.from_config` and `__init__` (auto_awq.py:186-260): bits, group size,
+    zero_point, modules_to_not_convert."""
+    bits = typed(get_from_keys(qc, ["w_bit", "bits"], *([4] if short else [])), int,
+                 f"{where}.bits")
+    group = typed(get_from_keys(qc, ["q_group_size", "group_size"], *([128] if short else [])),
+                  int, f"{where}.group_size")
+    zero_point = typed(get_from_keys(qc, ["zero_point"], *([True] if short else [])), bool,
+                       f"{where}.zero_point")
+    skip = get_from_keys(qc, ["modules_to_not_convert"], None) or []
+    awq_config(bits)
+    return bits, group, zero_point, skip
 
 
 def _desc_act(desc_act: Any, group: Any, dynamic: dict) -> None:
@@ -304,12 +335,7 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Trac
     short = "quantization_config" not in data
     t = Trace(level="awq")
     try:
-        # AutoAWQConfig.from_config and __init__ (auto_awq.py:186-260).
-        bits = get_from_keys(qc, ["w_bit", "bits"], *([4] if short else []))
-        group = get_from_keys(qc, ["q_group_size", "group_size"], *([128] if short else []))
-        zero_point = get_from_keys(qc, ["zero_point"], *([True] if short else []))
-        skip = get_from_keys(qc, ["modules_to_not_convert"], None) or []
-        awq_config(bits)
+        bits, group, zero_point, skip = awq_from_config(qc, short, where)
         if gate:  # off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286)
             config_gate("awq" if p.is_cpu() else "auto_awq", p, layer.params_dtype)
         # get_quant_method (auto_awq.py:288-335); is_layer_skipped matches by substring.

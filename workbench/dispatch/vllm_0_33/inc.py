@@ -123,7 +123,7 @@ def _string(value: Any, field: str) -> None:
         raise InvalidInputError(f"{field}: expected a string, got {value!r}")
 
 
-def _config(layer: dict) -> INCConfig:
+def inc_from_config(layer: dict) -> INCConfig:
     """`INCConfig.from_config` then `__init__` (inc/inc.py:65-117, 280-318)."""
     for key in ("bits", "group_size"):  # get_from_keys: no default (base_config.py:185-192)
         if key not in layer:
@@ -385,7 +385,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True) -> Tra
     dtype(layer.get("scale_dtype", d.params_dtype), "inc.scale_dtype")
     t = Trace(level="inc")
     try:
-        c = _config(quant_config(layer, "inc"))  # get_quant_config, before the gate
+        c = inc_from_config(quant_config(layer, "inc"))  # get_quant_config, before the gate
         if gate:
             config_gate("inc", p, d.params_dtype)
         # get_quant_method (inc/inc.py:337-345): an extra_config entry of 16+ bits.
