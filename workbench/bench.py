@@ -31,8 +31,9 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from w4a8_kernels.reference import w4a8_reference, w4a16_reference
-from w4a8_kernels.registry import Int4Weight, KernelPath, get_path
+from w4a8_kernels.registry import Int4Weight, KernelPath
 from workbench.errors import InvalidInputError, KernelError
+from workbench.execution import execution_path
 from workbench.metrics import compare
 
 __all__ = [
@@ -246,7 +247,7 @@ def bench_weight(
         raise InvalidInputError(f"m: token counts must be integers >= 0, got {list(ms)}")
     prepared: dict[str, _Prepared] = {}
     for name in paths:
-        path = get_path(name)
+        path = execution_path(name)  # the kernels' paths, and Marlin W4A8-INT8 composed there
         ok, why = path.availability(weight)
         p = _Prepared(path, ok=ok, why=why if not ok else "")
         if ok:

@@ -27,6 +27,7 @@ from workbench.checkpoints.errors import (
 from workbench.checkpoints.patterns import compile_pattern
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
 from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
+from workbench.dispatch.versions import rules
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
 
 if TYPE_CHECKING:
@@ -35,11 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["CTGroup", "CTConfig", "parse_ct_config", "ct_layer_specs", "load_ct_layer",
            "check_scales", "scale_notes", "KNOWN_FORMATS", "READABLE_FORMATS"]
 
-# compressed-tensors 0.17.0 CompressionFormat values.
-KNOWN_FORMATS = ("dense", "sparse-bitmask", "sparse-24-bitmask", "int-quantized",
-                 "float-quantized", "naive-quantized", "pack-quantized", "marlin-24",
-                 "mixed-precision", "nvfp4-pack-quantized", "mxfp4-pack-quantized",
-                 "mxfp8-quantized")
+# compressed-tensors' CompressionFormat values, from the dispatch rule set (one list).
+KNOWN_FORMATS = rules().FORMATS
 # Formats whose layers the workbench loads (integer weights).
 READABLE_FORMATS = ("int-quantized", "naive-quantized", "pack-quantized")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
