@@ -14,6 +14,7 @@ import importlib
 import os
 import sys
 
+from workbench.dispatch.versions import DEFAULT_VERSION
 from workbench.errors import USER_ERRORS
 
 
@@ -34,7 +35,8 @@ _COMMANDS = ("trace", "platforms", "matrix", "inspect", "bench", "predict", "rep
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m workbench",
-        description="Which vLLM 0.33.0 kernel runs a quantized layer, why, and what it costs.",
+        description=f"Which vLLM {DEFAULT_VERSION} kernel runs a quantized layer, why, and what "
+                    "it costs.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     for name in _COMMANDS:

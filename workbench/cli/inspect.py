@@ -6,6 +6,7 @@ import json
 import textwrap
 
 from workbench.cli.inputs import checkpoint_path, int_in, platform_arg
+from workbench.dispatch.versions import DEFAULT_VERSION
 
 ERROR_WIDTH = 100  # the footnotes under the table wrap vLLM's messages at this width
 
@@ -14,7 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="list a checkpoint's quantized layers and their resolved scheme",
                        description="Read a checkpoint's config and safetensors headers (never its "
                                    "weights) and list every quantized layer with its shapes, format, "
-                                   "quantization args and the scheme/kernel vLLM 0.33.0 resolves.")
+                                   f"quantization args and the scheme/kernel vLLM {DEFAULT_VERSION} "
+                                   "resolves.")
     p.add_argument("path", help="checkpoint directory (config.json + *.safetensors)")
     p.add_argument("--platform", default="sm90-h200",
                    help="platform preset for the resolved-scheme column (default: sm90-h200)")
