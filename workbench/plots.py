@@ -83,7 +83,7 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
             else:
                 code = "YES" if c["code"] else "NO"
                 zr.append(-1 if c["disagrees"] else (1 if c["code"] else 0))
-                tr.append(f"docs {docs}<br>code {code}" + (" (W4A16)" if c["weight_only"] else ""))
+                tr.append(f"docs {docs}<br>code {code}" + ("<br>(W4A16)" if c["weight_only"] else ""))
             hr.append(c["explanation"])
         z.append(zr)
         text.append(tr)
@@ -91,7 +91,7 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
     colorscale = [[0.0, _REJECT], [0.16, _REJECT], [0.17, "#e4efe8"], [0.5, "#e4efe8"],
                   [0.51, _OK], [0.83, _OK], [0.84, "#f2f2f2"], [1.0, "#f2f2f2"]]
     fig = go.Figure(go.Heatmap(z=z, x=hardware, y=names, text=text, texttemplate="%{text}",
-                               textfont=dict(size=12), customdata=hover,
+                               textfont=dict(size=11), customdata=hover,
                                hovertemplate="%{y} on %{x}<br>%{customdata}<extra></extra>",
                                colorscale=colorscale, zmin=-1, zmax=2, showscale=False, xgap=2, ygap=2))
     # The colour legend: a colour scale bar would read as a continuous value.
@@ -100,9 +100,10 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
         fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=label, hoverinfo="skip",
                                  marker=dict(size=14, symbol="square", color=color,
                                              line=dict(color="#999", width=1))))
-    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(autorange="reversed", tickfont=dict(size=12))
+    fig.update_xaxes(tickfont=dict(size=12))
     return _layout(fig, "vLLM docs (Supported Hardware) against what the 0.33.0 code selects; "
-                        "red: they disagree", height=170 + 52 * len(names))
+                        "red: they disagree", height=170 + 60 * len(names))
 
 
 def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:
@@ -250,3 +251,47 @@ def figure_html(fig: go.Figure, *, offline: bool = True) -> str:
 def figure_png(fig: go.Figure, *, width: int = 1100, height: int = 550, scale: float = 1.0) -> bytes:
     """PNG bytes through kaleido (which drives a local Chrome/Chromium)."""
     return fig.to_image(format="png", width=width, height=height, scale=scale)
+
+
+# --------------------------------------------------------------------------- predicted (workbench.perf)
+
+_PREDICTED_COLORS = ("#1a5fb4", "#c64600", "#2e9e5b", "#813d9c", "#986a44", "#d9534f")
+
+
+def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, roofline_path: str | None = "w4a8_native",
+                      crossover: tuple | None = None,
+                      title: str = "Predicted latency against tokens (M)") -> go.Figure:
+    """Predicted curves (dashed, with their low-high band shaded), measured rows (solid), the
+    roofline of one path (dotted) and the predicted crossover with its band."""
+    fig = go.Figure()
+    by: dict[str, list] = {}
+    for p in preds:
+        if p.predicted_us:
+            by.setdefault(p.path, []).append(p)
+    for i, (path, pts) in enumerate(by.items()):
+        pts = sorted(pts, key=lambda p: p.m)
+        color = _PREDICTED_COLORS[i % len(_PREDICTED_COLORS)]
+        xs = [p.m for p in pts]
+        fig.add_trace(go.Scatter(x=xs + xs[::-1], y=[p.high_us for p in pts] + [p.low_us for p in pts][::-1],
+                                 fill="toself", fillcolor=color, opacity=0.15, line=dict(width=0),
+                                 hoverinfo="skip", showlegend=False, name=escape(f"{path} band")))
+        fig.add_trace(go.Scatter(x=xs, y=[p.predicted_us for p in pts], mode="lines", line=dict(dash="dash", color=color),
+                                 name=escape(f"{path} predicted ({pts[0].basis})")))
+        if path == roofline_path and all(p.roofline_us for p in pts):
+            fig.add_trace(go.Scatter(x=xs, y=[p.roofline_us for p in pts], mode="lines",
+                                     line=dict(dash="dot", color="#888"), name=escape(f"{path} roofline")))
+    for name, pts in _group(measured, "path"):
+        pts = sorted(pts, key=lambda p: p["m"])
+        fig.add_trace(go.Scatter(x=[p["m"] for p in pts], y=[p["latency_us"] for p in pts], mode="lines+markers",
+                                 name=escape(f"{name} measured")))
+    if crossover and crossover[0]:
+        m, early, late = crossover
+        if early and late and early != late:
+            fig.add_vrect(x0=min(early, late), x1=max(early, late), fillcolor=_OK, opacity=0.1, line_width=0)
+        fig.add_vline(x=m, line=dict(color=_OK, dash="dash"))
+        fig.add_annotation(x=math.log10(m), xref="x", y=0.98, yref="paper", showarrow=False, xanchor="left",
+                           text=escape(f"predicted crossover M≈{m} (band {early or '-'}-{late or '-'})"),
+                           font=dict(color=_OK))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return _layout(fig, title, xaxis_title="tokens M", yaxis_title="latency (µs)")

@@ -53,3 +53,17 @@ def test_report_page_exports_csv_and_json():
     assert len(at.dataframe[0].value) == 4  # qkv, o, gate_up, down
     labels = [b.label for b in at.get("download_button")]
     assert labels == ["report.csv", "report.json"]
+
+
+def test_trace_page_cost_line_and_kernels_page_predicted_curves():
+    pytest.importorskip("streamlit")
+    from tests.ui.conftest import open_app, unplain
+
+    from tests.ui.conftest import _walk
+
+    at = open_app("trace", state={"pf.preset": "sm90-h200"})
+    text = unplain(" ".join(_walk(at._tree)))
+    assert "Cost at M = 16 on sm90-h200: HummingLinearKernel" in text and "native W4A8" in text
+    at = open_app("kernels", state={"pf.preset": "sm80-a100", "kern.saved": []})
+    text = unplain(" ".join(_walk(at._tree)))
+    assert "Predicted on sm80-a100" in text and "w4a8_native: scaled" in text

@@ -20,8 +20,8 @@ def test_sweep_runs_and_draws_every_figure(ui):
     native = [r for r in records if r["path"] == "w4a8_native"]
     assert all(30 < r["sqnr_db"] < 80 for r in native)
     assert all(r["kernel_rel_error"] < 1e-5 for r in native)  # the kernel itself is exact-ish
-    # latency here, latency of the saved H200 rows (apart: other shapes), speedup, error
-    assert ui.plotly_count(at) == 4
+    # latency here, latency of the saved H200 rows (apart: other shapes), speedup, error, predicted
+    assert ui.plotly_count(at) == 5
     assert "Measured crossover: w4a8_native over w4a16_fallback [this machine, N 256 x K 1024]" in ui.text(at)
     assert "Noise: p80/p20 up to" in ui.text(at)
     figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
@@ -42,7 +42,7 @@ def test_sweep_runs_and_draws_every_figure(ui):
     pt = at.session_state["kern.per_token"]
     assert pt["m"] == 8 and set(pt["errors"]) == {"w4a8_native", "w4a16_fallback"}
     assert all(len(v) == 8 for v in pt["errors"].values())
-    assert ui.plotly_count(at) == 5
+    assert ui.plotly_count(at) == 6
     labels = [b.label for b in at.get("download_button")]
     assert "Records as CSV" in labels and "latency.html" in labels
 
@@ -92,7 +92,7 @@ def test_uploaded_saved_results_are_plotted_with_their_crossover(ui):
     shown = ui.text(at)
     assert "h200_bench.json: NVIDIA H200" in shown
     assert "H200: w4a8 g128 over w4a16 g128 [N 256 x K 1024]: M = 64" in shown
-    assert ui.plotly_count(at) == 2  # latency and speedup (no local run: no error figure)
+    assert ui.plotly_count(at) == 3  # predicted, latency and speedup (no local run: no error figure)
 
 
 def test_committed_h200_results_are_shown_by_default(ui):
@@ -112,7 +112,7 @@ def test_committed_h200_results_are_shown_by_default(ui):
     assert "N 8192 x K 14784" in shapes
     at.selectbox(key="w:kern.saved_shape").set_value("N 8192 x K 14784").run()
     assert at.session_state["kern.saved_shape"] == "N 8192 x K 14784"
-    assert ui.plotly_count(at) == 2
+    assert ui.plotly_count(at) == 3  # predicted, latency, speedup
 
 
 def test_timing_noise_flags_a_wide_band_or_a_loaded_machine():

@@ -200,3 +200,46 @@ def host_calibration(refresh: bool = False) -> HostCalibration:
         except OSError:
             pass
     return cal
+
+
+_COMMITTED = ("cpu_sweep_m.json", "cpu_sweep_group.json", "cpu_sweep_tp.json", "cpu_sweep_alignment.json")
+
+
+@lru_cache(maxsize=1)
+def committed_calibration() -> HostCalibration:
+    """Fits of the committed CPU results (benchmarks/results/cpu_sweep_*.json, one machine):
+    what CPU presets are scaled from, so no live run is needed for them.
+
+    That machine's figures are the x86-avx2 part's per core times the cores its provenance
+    records (the same ISA class; its results carry no throughput measurement of their own).
+    """
+    from workbench.perf.calibrate import H200_RESULTS
+    from workbench.perf.hardware import hardware_for
+    from workbench.results import load_results
+
+    pts: dict[str, list] = {}
+    prov: dict = {}
+    for name in _COMMITTED:
+        res = load_results(H200_RESULTS.with_name(name))
+        prov = prov or res.provenance
+        for r in res.records:
+            if r.group_size in (-1, 128):  # the group sweep's other sizes are another kernel branch
+                pts.setdefault(r.path, []).append((r.m, r.n, r.k, r.median_us))
+    fits = {p: fit_linear(v) for p, v in pts.items() if len(v) >= 5}
+    ref = hardware_for("x86-avx2")
+    cores = int(prov.get("threads") or prov.get("cores") or 1)
+    share = cores / ref.units
+    return HostCalibration("committed", ref.mem_gbs * share, ref.peak("fp32") * share,
+                           ref.peak("bf16") * share, ref.peak("int8") * share, cores, 0.0, fits,
+                           {"cpu": prov.get("cpu"), "isa": prov.get("isa"), "files": list(_COMMITTED)})
+
+
+def cached_host_calibration() -> HostCalibration | None:
+    """This machine's calibration if one is cached (the app never starts one unasked)."""
+    path = _cache_file(_host_key())
+    if path is None or not path.is_file():
+        return None
+    try:
+        return _from_json(json.loads(path.read_text()))
+    except (ValueError, KeyError, TypeError):
+        return None

@@ -27,7 +27,8 @@ from workbench.errors import InvalidInputError
 from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved
 from workbench.perf.hardware import Hardware, hardware_for
 
-__all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "PATHS", "BASES", "roofline_us"]
+__all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicted_crossover", "sweep_ms",
+           "PATHS", "BASES", "roofline_us"]
 
 PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
          "selected")
@@ -153,11 +154,16 @@ def _gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int) -> Prediction:
 
 def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platform: str) -> Prediction:
     """This machine's fitted CPU paths; on a CPU preset, scaled by its datasheet figures."""
-    from workbench.perf.cpu import host_calibration
+    from workbench.perf.cpu import committed_calibration, host_calibration
 
-    cal = host_calibration()
     base = {"w4a8_prequant": "int8_mm", "quantizer": "w4a8_native"}.get(path, path)
+    cal = host_calibration() if hw is None else committed_calibration()
     got = cal.predict(base, m, n, k)
+    if got is None and hw is not None:  # a path the committed results lack: this machine's, if cached
+        from workbench.perf.cpu import cached_host_calibration
+
+        cal = cached_host_calibration() or cal
+        got = cal.predict(base, m, n, k)
     kernel = {"w4a8_native": "cpu int8 engine", "w4a16_fallback": "tinygemm or dequant+GEMM",
               "bf16_dense": "torch bf16 matmul", "int8_mm": "torch._int_mm",
               "vllm_dynamic4bit": "aten._dyn_quant_matmul_4bit (reference loop)"}.get(base, base)
@@ -185,8 +191,9 @@ def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platfor
 
     us = max(float(features(m, n, k) @ np.array(scaled)), roof or 0.0)
     lo, hi = _band(us, fit.err_lo, fit.err_hi, "scaled")
+    where = "this machine's bench" if cal.key != "committed" else "the committed CPU results"
     return Prediction(platform, path, m, n, k, g, us, lo, hi, "scaled", kernel, roof,
-                      "fitted on this machine's bench, scaled by the part's datasheet peak and bandwidth")
+                      f"fitted on {where}, scaled by the part's datasheet peak and bandwidth")
 
 
 # --------------------------------------------------------------------------- what vLLM selects
@@ -338,3 +345,30 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
 def predict_many(platform: str, paths: Sequence[str], ms: Sequence[int], n: int, k: int,
                  group_size: int = -1) -> list[Prediction]:
     return [predict(platform, p, m, n, k, group_size) for p in paths for m in ms]
+
+
+def sweep_ms(lo: int = 1, hi: int = 16384) -> list[int]:
+    """Token counts for a predicted curve: powers of two and the midpoints between them,
+    so bucket switches (M = 16 / 17, 512 / 513 on the H200 tables) show as steps."""
+    out, m = [], lo
+    while m <= hi:
+        out += [m] + ([m + m // 2] if m >= 2 and m + m // 2 <= hi else [])
+        m *= 2
+    return sorted(set(out))
+
+
+def predicted_crossover(fast: Sequence[Prediction], slow: Sequence[Prediction]
+                        ) -> tuple[int | None, int | None, int | None]:
+    """(M, earliest, latest): the smallest M from which `fast` stays ahead of `slow`, by the
+    predicted values and by the band's edges (fast at its low vs slow at its high, and the
+    reverse)."""
+    from workbench.sweeps import stays_ahead_from
+
+    a = {p.m: p for p in fast if p.predicted_us}
+    b = {p.m: p for p in slow if p.predicted_us}
+    ms = sorted(set(a) & set(b))
+
+    def cross(fa, fb):
+        return stays_ahead_from([(m, getattr(b[m], fb) / getattr(a[m], fa)) for m in ms])
+
+    return cross("predicted_us", "predicted_us"), cross("low_us", "high_us"), cross("high_us", "low_us")

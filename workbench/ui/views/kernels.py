@@ -397,6 +397,11 @@ def render() -> None:
         st.info(f"The last results are for {plain(meta['label'])}; press Run for this layer.")
     st.subheader("Saved results")
     saved = _saved_rows((layer.out_features, layer.in_features), "kern")
+    from workbench.ui.views import report  # predicted curves for the trace page's platform
+
+    with widgets.user_errors():
+        report.predicted_section(layer.out_features, layer.in_features, layer.group_size,
+                                 local if ss["pf.preset"] == "host" else [])
     if local or saved:
         st.subheader("Figures")
         figures(local, saved, meta, "kern")

@@ -72,3 +72,94 @@ def render() -> None:
                        key="report-csv", on_click="ignore")
     d2.download_button("report.json", json.dumps(doc, indent=1), file_name=f"{name}_{platform}_tp{tp}.json",
                        mime="application/json", key="report-json", on_click="ignore")
+
+
+# --------------------------------------------------------------------------- predicted costs elsewhere
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _curves(platform: str, n: int, k: int, g: int) -> list:
+    from workbench.perf.predict import predict, sweep_ms
+
+    gg = g if g in (-1, 32, 64, 128, 256) and (g == -1 or k % g == 0) else -1
+    return [predict(platform, path, m, n, k, gg)
+            for path in ("w4a8_native", "w4a16_fallback", "bf16_dense", "selected") for m in sweep_ms(1, 8192)]
+
+
+def _host_ready(platform: str, *, quiet: bool = False) -> bool:
+    """The app never starts this machine's calibration unasked (it times kernels for seconds)."""
+    from workbench.perf.cpu import cached_host_calibration, host_calibration
+
+    if platform != "host" or cached_host_calibration() is not None:
+        return True
+    if quiet:
+        return False
+    st.info("This machine is not calibrated yet: the calibration times its kernels at a few shapes "
+            "(seconds; cached). Or pick a preset in the sidebar for its predicted curves.")
+    if st.button("Calibrate this machine", key="pred-calibrate"):
+        with st.spinner("Calibrating this machine..."):
+            host_calibration()
+        st.rerun()
+    return False
+
+
+def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None, *, key: str = "pred") -> None:
+    """The Kernels page's predicted curves for the platform picked on the trace page."""
+    from workbench import plots
+    from workbench.perf.predict import predicted_crossover
+
+    platform = st.session_state["pf.preset"]
+    st.subheader(f"Predicted on {platform}")
+    if not _host_ready(platform):
+        return
+    preds = _curves(platform, n, k, g)
+    fast = [p for p in preds if p.path == "w4a8_native"]
+    slow = [p for p in preds if p.path == "w4a16_fallback"]
+    cross = predicted_crossover(fast, slow)
+    fig = plots.prediction_figure(preds, measured or [], crossover=cross, title=plain(
+        f"Predicted latency, {platform}: N {n} x K {k}, g {g} (dashed: predicted, band shaded; dotted: roofline)"))
+    st.plotly_chart(fig, key=f"{key}-predicted")
+    bases = sorted({f"{p.path}: {p.basis}" for p in preds if p.m == 1})
+    st.caption(plain("Basis: " + "; ".join(bases) + ". Predicted crossover (W4A8 native stays ahead of the "
+                     "W4A16 fallback from): " + (f"M = {cross[0]} (band {cross[1]}-{cross[2]})" if cross[0]
+                                                  else "never in 1-8192")))
+
+
+def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
+    """The trace page's sentence: what the chosen kernel costs at M against the native W4A8."""
+    from workbench.perf.predict import cost_of_runtime, predict
+
+    platform = st.session_state["pf.preset"]
+    if platform == "host" and not _host_ready(platform, quiet=True):
+        return ("Cost: this machine is not calibrated yet (`python -m workbench predict --platform host` "
+                "calibrates it in seconds); pick a preset for its predicted cost.")
+    gg = g if g in (-1, 32, 64, 128, 256) and (g == -1 or k % g == 0) else -1
+    sel = cost_of_runtime(platform, trace.runtime_detail, m, n, k, gg, selected=trace.selected, error=trace.error)
+    nat = predict(platform, "w4a8_native", m, n, k, gg)
+    if sel.predicted_us is None:
+        return (f"Cost at M = {m}: the chosen kernel does not run here; this project's native W4A8 would take "
+                f"{nat.predicted_us:.1f} µs ({nat.low_us:.1f}-{nat.high_us:.1f}, {nat.basis}).")
+    return (f"Cost at M = {m} on {platform}: {trace.selected} {sel.predicted_us:.1f} µs "
+            f"({sel.low_us:.1f}-{sel.high_us:.1f}, {sel.basis}); native W4A8 {nat.predicted_us:.1f} µs "
+            f"({nat.low_us:.1f}-{nat.high_us:.1f}, {nat.basis}): "
+            f"{sel.predicted_us / nat.predicted_us:.2f}x the native time.")
+
+
+def cost_view(trace, ref) -> None:
+    """The trace page's cost line at the user's M (per-rank shape of the traced layer)."""
+    from workbench.ui import loaders
+
+    ss = st.session_state
+    ss.setdefault("trace.cost_m", 16)
+    spec = loaders.layer_spec(ref)
+    k, n = spec.in_features, spec.out_features
+    if trace.mp_config is not None:
+        k, n = trace.mp_config.partition_weight_shape
+    c1, c2 = st.columns([1, 4])
+    state.bind(c1.number_input, "M for the cost", "trace.cost_m", min_value=1, max_value=65536)
+    try:
+        c2.markdown(plain(cost_line(trace, n, k, spec.group_size, int(ss["trace.cost_m"]))))
+    except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
+        from workbench.ui import widgets
+
+        widgets.show_error(exc)

@@ -142,6 +142,9 @@ def render() -> None:
         return
     widgets.headline(trace, platform, ref)
     widgets.outcome_view(trace)
+    from workbench.ui.views import report  # the cost of what runs, predicted (workbench.perf)
+
+    report.cost_view(trace, ref)
     settings()
     for note in widgets.ambiguity_notes(trace, env):
         st.warning(f"Where vLLM is ambiguous: {note}")
