@@ -6,7 +6,7 @@ H200 can be computed on a laptop. The JSON form (keys `device`, `capability`, `c
 `vendor` only feed the runtime notes (which CPU build of vLLM loads, which path a kernel
 takes after selection), never kernel selection itself.
 
-Preset packages follow what a standard vLLM 0.33.0 install brings (facts §2.4, §7):
+Preset packages follow what a standard install of the pinned vLLM release brings (facts §2.4, §7):
 `humming-kernels` is in `requirements/cuda.txt`, `conch-triton-kernels` in
 `requirements/rocm.txt`; zentorch is what makes vLLM pick its Zen CPU platform.
 """
@@ -352,7 +352,7 @@ def _version_at_least(version: str, major: int, minor: int) -> bool:
 
 
 def detect_host(*, import_torch: bool = False) -> Platform:
-    """This machine as vLLM 0.33.0 would see it: device, capability, ISA, packages, ops.
+    """This machine as vLLM would see it: device, capability, ISA, packages, ops.
 
     A CPU-only torch build without zentorch cannot see a GPU or a zentorch op, so its
     platform is read without importing torch (the app's first page needs it in well under

@@ -1,4 +1,4 @@
-"""Shared fixtures: the oracle cases recorded from vLLM 0.33.0's own selection code."""
+"""Shared fixtures: the oracle cases recorded from vLLM's own selection code."""
 from __future__ import annotations
 
 import json

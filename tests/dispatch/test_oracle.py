@@ -1,4 +1,4 @@
-"""Every case recorded from vLLM 0.33.0's own selection code must reproduce exactly."""
+"""Every case recorded from vLLM's own selection code must reproduce exactly."""
 from __future__ import annotations
 
 import pytest

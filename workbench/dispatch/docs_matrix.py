@@ -1,4 +1,4 @@
-"""vLLM's documented Implementation x Hardware table next to what the 0.33.0 rules compute.
+"""vLLM's documented Implementation x Hardware table next to what the pinned rules compute.
 
 The docs table is `docs/features/quantization/README.md`, "Supported Hardware" (facts §6),
 reproduced cell by cell. For the rows this workbench models, each cell is recomputed by

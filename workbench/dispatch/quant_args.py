@@ -1,5 +1,5 @@
-"""compressed-tensors' `QuantizationArgs`, as version 0.17.0 (the one vLLM 0.33.0 pins) validates,
-fills and prints it.
+"""compressed-tensors' `QuantizationArgs`, as version 0.17.0 (the one the rule set's vLLM release
+pins) validates, fills and prints it.
 
 vLLM parses each config group's `weights` / `input_activations` / `output_activations` with
 `QuantizationArgs.model_validate` and embeds the model's repr in its NotImplementedError, so

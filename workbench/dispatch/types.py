@@ -5,8 +5,8 @@ vLLM prints these in its reason strings, so each type here prints exactly as vLL
   `ScalarType.uint4b8`; lists of them print with the repr).
 - `DType` models a `torch.dtype` (`str()` gives `torch.bfloat16`) without importing torch.
 - `MPConfig` models `MPLinearLayerConfig` in
-  `vllm/model_executor/kernels/linear/mixed_precision/MPLinearKernel.py` (v0.33.0 has no
-  `has_g_idx` field).
+  `vllm/model_executor/kernels/linear/mixed_precision/MPLinearKernel.py` (the pinned release
+  has no `has_g_idx` field).
 """
 from __future__ import annotations
 

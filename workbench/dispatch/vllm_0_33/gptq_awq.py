@@ -317,7 +317,7 @@ def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace,
     t.selected = "AutoAWQLinearMethod"
     t.runtime_detail = Runtime("AutoAWQLinearMethod", activation_name(dtype(layer.params_dtype)),
                                f"uint{bits}", "ops.awq_gemm (ops.awq_dequantize + matmul from 256 "
-                               "tokens)", QUANT_DIR + "auto_awq.py:902", emulation=W4A16_PATH)
+                               "tokens)", QUANT_DIR + "auto_awq.py:904", emulation=W4A16_PATH)
 
 
 def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:

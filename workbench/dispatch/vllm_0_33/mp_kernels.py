@@ -209,14 +209,14 @@ class MarlinLinearKernel(MPKernel):
                            emulation=None, source=KERNELS_DIR + "marlin.py:84")
         k = c.partition_weight_shape[0]
         if c.group_size == -1 or k // c.group_size <= 1:
-            # marlin.py:132-139 leaves input_global_scale None for a single group; the forward
+            # marlin.py:135-142 leaves input_global_scale None for a single group; the forward
             # then multiplies the activation scales by None (marlin_utils.py:786).
             return replace(base, activation=act, emulation=None, fails_at="forward",
                            error="unsupported operand type(s) for *: 'Tensor' and 'NoneType'",
                            error_type="TypeError", source=MARLIN_UTILS + ":786")
-        # marlin.py:132-136: group scales become int16 multiples of max/4096 (see execution).
+        # marlin.py:135-137: group scales become int16 multiples of max/4096 (see execution).
         return replace(base, activation=act, op="per_token_quant_int8 + " + cls.op,
-                       emulation=MARLIN_INT8_PATH, source=KERNELS_DIR + "marlin.py:132")
+                       emulation=MARLIN_INT8_PATH, source=KERNELS_DIR + "marlin.py:135")
 
 
 _CONCH_TYPES = [ST["uint4"], ST["uint8"], ST["uint4b8"], ST["uint8b128"]]
@@ -553,7 +553,7 @@ class ZentorchWNA16LinearKernel(MPKernel):
         if woq:
             return super().runtime(c, p, env)
         return replace(CPUWNA16LinearKernel.runtime(c, p, env, packing), method=cls.__name__,
-                       source=KERNELS_DIR + "zentorch.py:196")
+                       source=KERNELS_DIR + "zentorch.py:199")
 
 
 class CPUWNA16LinearKernel(MPKernel):
