@@ -57,8 +57,11 @@ class MPKernel:
         `packing` is how the checkpoint packs its int4 weights (`PACKINGS`); `input_schema` the
         activation schema a scheme attached to the layer ("int8", "int4"; Humming reads it).
         """
+        # A 1-byte act_type (VLLM_MARLIN_INPUT_DTYPE read before selection) reaches these
+        # kernels' prepack and GEMM as is; what their compiled ops then do is not modelled.
+        path = W4A16_PATH if c.act_type.itemsize != 1 else None
         return Runtime(cls.__name__, activation_name(c.act_type), str(c.weight_type), cls.op,
-                       cls.op_source, emulation=W4A16_PATH)
+                       cls.op_source, emulation=path)
 
 
 def _fmt(types) -> str:
