@@ -110,6 +110,20 @@ def _closed_pipe():
     assert proc.wait(timeout=120) == 0 and proc.stderr.read() == b""
 
 
+def _stdin_devices():
+    for stdin, gist in ((subprocess.DEVNULL, None), (open("/dev/zero", "rb"), "stdin is a character device")):
+        p = subprocess.run([sys.executable, "-m", "workbench", "trace", "--batch", "-"], stdin=stdin,
+                           capture_output=True, timeout=60, cwd=REPO)
+        if gist is None:  # /dev/null: an empty batch
+            assert p.returncode == 0 and p.stdout == b"" and p.stderr == b"", p
+        else:
+            assert p.returncode == 2 and p.stderr.decode().count("error:") == 1 and gist in p.stderr.decode()
+    p = subprocess.run([sys.executable, "-c", "import os, sys; os.close(0); sys.stdin = None; "
+                        "from workbench.__main__ import main; sys.exit(main(['trace', '--batch', '-']))"],
+                       capture_output=True, timeout=60, cwd=REPO)
+    assert p.returncode == 2 and b"which is closed" in p.stderr and b"Traceback" not in p.stderr
+
+
 def _stdin_batch_bad_utf8():
     p = subprocess.run([sys.executable, "-m", "workbench", "trace", "--batch", "-"], input=b"\xff\xfe{\n",
                        capture_output=True, timeout=120, cwd=REPO)
@@ -163,6 +177,9 @@ CATALOG = [
      _batch_line_field_types),
     ("trace --batch - with non-UTF-8 bytes", "ok: that line's input_error says not UTF-8; exit 2, no traceback",
      _stdin_batch_bad_utf8),
+    ("trace --batch - < /dev/zero, < /dev/null, stdin closed",
+     "exit 2: error: stdin is a character device (never read); empty batch ok; stdin closed named",
+     _stdin_devices),
     ("trace --batch /dev/zero", "exit 2: error: --batch: '/dev/zero' is a character device (never read)",
      _error(["trace", "--batch", "/dev/zero"], r"--batch: '/dev/zero' is a character device")),
     ("trace --batch FILE --markdown", "exit 2: error: --markdown: --batch prints one JSON trace per line",

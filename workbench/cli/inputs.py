@@ -12,6 +12,7 @@ import math
 import os
 import re
 import stat
+import sys
 from typing import Any, BinaryIO, Callable, Iterator
 
 from workbench.errors import InvalidInputError
@@ -69,6 +70,22 @@ def open_input(path: str, what: str, *, fifo: bool = False) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+def open_stdin(what: str) -> BinaryIO:
+    """stdin as bytes when it is a file, a pipe, a socket, a terminal or /dev/null; another
+    device such as /dev/zero is refused (it never ends a line), and so is a closed stdin."""
+    if sys.stdin is None:
+        raise InvalidInputError(f"{what}: '-' reads stdin, which is closed; accepted: a file or "
+                                "a pipe")
+    fd = sys.stdin.fileno()
+    info = os.fstat(fd)
+    mode = info.st_mode
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+            or (stat.S_ISCHR(mode) and info.st_rdev == os.stat(os.devnull).st_rdev)):
+        raise InvalidInputError(f"{what}: stdin is {_kind(mode)}; accepted: a file, a pipe or a "
+                                "terminal")
+    return sys.stdin.buffer
+
+
 def read_regular_file(path: str, what: str, limit: int = MAX_ARG_BYTES) -> bytes:
     """The bytes of a regular file of at most `limit` bytes."""
     with open_input(path, what) as f:
@@ -79,7 +96,8 @@ def read_regular_file(path: str, what: str, limit: int = MAX_ARG_BYTES) -> bytes
     return data
 
 
-def bounded_lines(stream: BinaryIO, limit: int = MAX_ARG_BYTES) -> Iterator[tuple[int, bytes | None]]:
+def bounded_lines(stream: BinaryIO,
+                  limit: int = MAX_ARG_BYTES) -> Iterator[tuple[int, bytes | None]]:
     """(line number, bytes) per line; None for a line over `limit` bytes, which is skipped."""
     number = 0
     while True:

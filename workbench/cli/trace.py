@@ -6,8 +6,9 @@ import json
 import sys
 from typing import Any
 
-from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, checkpoint_path, int_in, json_arg,
-                                  json_object, open_input, parse_json, platform_arg, shown)
+from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, checkpoint_path, int_in,
+                                  json_arg, json_object, open_input, open_stdin, parse_json,
+                                  platform_arg, shown)
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.errors import USER_ERRORS, InvalidInputError
 
@@ -186,7 +187,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_batch(path: str, platform: str | dict, env: dict, version: str | None = None) -> int:
     """One trace JSON per input line, in order; a bad line prints its error and the run goes on."""
-    handle = sys.stdin.buffer if path == "-" else open_input(path, "--batch", fifo=True)
+    handle = open_stdin("--batch") if path == "-" else open_input(path, "--batch", fifo=True)
     bad: list[int] = []
     bugs: list[int] = []
     with handle:
