@@ -5,19 +5,21 @@
 N = K = 4096, float32 activations, RTN int4 of normal(0, 0.02) weights, every thread
 torch is given (the C kernels and ggml get the same count). Measured in this one run:
 
-- streaming read bandwidth (a float32 sum over a buffer): "hot" at the int4 weight's
-  size (8 MiB, read again and again as a benchmark loop reads one layer's weight: it
-  stays in L2/L3) and "cold" over 1 GiB (from DRAM where the last-level cache is smaller);
-- decode (M = 1), per-channel and group 128, against the int4 weight-streaming bound
-  (N * K / 2 bytes at that bandwidth), hot (one weight) and cold (rotating over copies
-  that together exceed the last-level cache), beside ggml's Q4_0 x Q8_0 where it imports;
+- streaming read bandwidth (a float32 sum over a buffer) at the int4 weight's size
+  (8 MiB, read again and again: it stays in L2/L3) and over 1 GiB;
+- decode (M = 1), per-channel and group 128, against the int4 weight-streaming bound: a
+  plain read of the same N * K / 2 bytes timed in the same rounds (same caches, clock and
+  load), hot (one weight, one buffer) and cold (the next of 64 weights and 64 buffers
+  each call, together larger than the last-level cache), beside ggml's Q4_0 x Q8_0;
 - M = 16, 128, 512: group 128 over per-channel, per-channel over FBGEMM's W8A8 dynamic
   linear (`quantized.linear_dynamic`, per-channel int8 weight), the W4A16 fallback over
   the best of its candidates, and the `dense` path (fastest float GEMM) beside them.
 
-Timing: round-robin rounds in a fresh random order; p20 / p50 / p80 of wall time per
-call; the load average at start and end is in the provenance (the machine is shared).
-Results: cpu_bounds.json.
+Timing: round-robin rounds in a fresh random order; p20 / p50 / p80 per call of wall
+time and of this process's CPU time (all its threads). Ratios are read on CPU time with
+`--threads 1` (time other processes held the core is left out: the machine is shared,
+the load average at start and end is in the provenance) and on wall time otherwise.
+Results: cpu_bounds_t<threads>.json.
 """
 from __future__ import annotations
 
@@ -55,23 +57,36 @@ def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
     return float((out.double() - ref).norm() / ref.norm())
 
 
+CLOCK = "wall"  # "cpu" with one torch thread (set in main): the p50/p20/p80 the ratios read
+
+
+def _quantiles(s: list) -> tuple:
+    q = statistics.quantiles(s, n=10, method="inclusive") if len(s) > 1 else [s[0]] * 9
+    return q[1], statistics.median(s), q[7]
+
+
 def round_robin(fns: dict, rounds: int, seed: int = 0) -> dict:
-    """{name: {p20_ms, p50_ms, p80_ms, rounds}}: each round calls every fn once, in a fresh order."""
+    """{name: {p20_ms, p50_ms, p80_ms (of CLOCK), wall_*, cpu_*, rounds}}: each round calls
+    every fn once, in a fresh order."""
     for fn in fns.values():
         fn()  # warm-up: library loads, per-M tuning, first-touch of buffers
-    samples = {name: [] for name in fns}
+    wall = {name: [] for name in fns}
+    cpu = {name: [] for name in fns}
     items = list(fns.items())
     rng = random.Random(seed)
     for _ in range(rounds):
         rng.shuffle(items)
         for name, fn in items:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             fn()
-            samples[name].append((time.perf_counter() - t0) * 1e3)
+            wall[name].append((time.perf_counter() - t0) * 1e3)
+            cpu[name].append((time.process_time() - c0) * 1e3)
     out = {}
-    for name, s in samples.items():
-        q = statistics.quantiles(s, n=10, method="inclusive") if len(s) > 1 else [s[0]] * 9
-        out[name] = {"p20_ms": q[1], "p50_ms": statistics.median(s), "p80_ms": q[7], "rounds": len(s)}
+    for name in fns:
+        w, c = _quantiles(wall[name]), _quantiles(cpu[name])
+        read = c if CLOCK == "cpu" else w
+        out[name] = {"p20_ms": read[0], "p50_ms": read[1], "p80_ms": read[2], "clock": CLOCK,
+                     "wall_p20_p50_p80_ms": w, "cpu_p20_p50_p80_ms": c, "rounds": len(wall[name])}
     return out
 
 
@@ -100,18 +115,23 @@ def main() -> int:
     from w4a8_kernels.cpu_dense import dense, dense_choice, prepare_dense  # noqa: PLC0415
     from w4a8_kernels.cpu_w4a8 import prepare_w4a8, rank_engines, w4a8_native  # noqa: PLC0415
     from w4a8_kernels.cpu_w4a16 import (  # noqa: PLC0415
-        _candidates, fallback_choice, prepare_w4a16, w4a16_fallback)
+        fallback_candidates, fallback_choice, prepare_w4a16, w4a16_fallback)
     from workbench.bench import host_provenance  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and M (a smoke run)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all given)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
+    global CLOCK
+    if args.threads:
+        torch.set_num_threads(args.threads)
     rounds = 10 if args.quick else 40
     threads = torch.get_num_threads()
+    CLOCK = "cpu" if threads == 1 else "wall"
     prov = host_provenance({"script": "benchmarks/bench_cpu_bounds.py", "n": N, "k": K,
                             "activations": "float32", "weights": "RTN int4 of normal(0, 0.02)",
-                            "threads": threads,
+                            "threads": threads, "clock": CLOCK,
                             "c_variants": {v: (_native_lib.why_unavailable(v) or "built")
                                            for v in _native_lib.VARIANTS}})
     prov["int8_engines_per_channel"] = [list(e) for e in rank_engines(False)]
@@ -136,9 +156,13 @@ def main() -> int:
     dn = prepare_dense(w_float)
     w8a8 = fbgemm_w8a8_dynamic(*pc_w)
 
-    # decode, hot: one weight read again and again
+    # Decode. The bound is a plain read of the int4 weight's bytes (N * K / 2 = 8 MiB at
+    # N = K = 4096), timed in the same rounds as the kernels so that it meets the same
+    # caches, clock and load. Hot: one weight (and one 8 MiB buffer) read again and again.
     x1 = torch.randn(1, K, generator=torch.Generator().manual_seed(1))
-    fns = {"w4a8_per_channel": lambda: w4a8_native(x1, pc), "w4a8_g128": lambda: w4a8_native(x1, g128),
+    buf = torch.ones(int4_bytes // 4, dtype=torch.float32)
+    fns = {"read_int4_bytes": buf.sum,
+           "w4a8_per_channel": lambda: w4a8_native(x1, pc), "w4a8_g128": lambda: w4a8_native(x1, g128),
            "w4a16_fallback": lambda: w4a16_fallback(x1, w16), "fbgemm_w8a8_dynamic": lambda: w8a8(x1),
            "dense": lambda: dense(x1, dn)}
     g1 = None
@@ -147,41 +171,44 @@ def main() -> int:
         g1.set_input(x1)
         fns["ggml_q4_0"] = g1.run
     hot = round_robin(fns, rounds * 5)
-    bound_hot = int4_bytes / bw["hot_weight_size"]["gbs_p50"] / 1e6
-    # decode, cold: rotate over copies whose packed weights together exceed the caches
-    copies = 8 if args.quick else 48
-    pcs = [prepare_w4a8(*pc_w, -1) for _ in range(copies)]
-    gs = [prepare_w4a8(*g_w, 128) for _ in range(copies)]
-    state = {"i": 0}
+    bound_hot = hot["read_int4_bytes"]["p50_ms"]
+    # Cold: each call takes the next of `copies` weights (and reads the next of as many
+    # buffers), together larger than the last-level cache, so the bytes come from DRAM.
+    copies = 8 if args.quick else 64
+    rot = {"read_int4_bytes": [torch.ones(int4_bytes // 4) for _ in range(copies)],
+           "w4a8_per_channel": [prepare_w4a8(*pc_w, -1) for _ in range(copies)],
+           "w4a8_g128": [prepare_w4a8(*g_w, 128) for _ in range(copies)]}
+    turn = {"i": 0}
 
-    def rotate(preps):
+    def rotate(name):
         def call():
-            state["i"] += 1
-            w4a8_native(x1, preps[state["i"] % len(preps)])
+            turn["i"] += 1
+            item = rot[name][turn["i"] % copies]
+            return item.sum() if name == "read_int4_bytes" else w4a8_native(x1, item)
         return call
-    cold = round_robin({"w4a8_per_channel": rotate(pcs), "w4a8_g128": rotate(gs)}, rounds * 5)
-    del pcs, gs
-    bound_cold = int4_bytes / bw["cold_1gib"]["gbs_p50"] / 1e6
+    cold = round_robin({name: rotate(name) for name in rot}, rounds * 3)
+    del rot
+    bound_cold = cold["read_int4_bytes"]["p50_ms"]
     result["decode"] = {"hot": hot, "cold": cold, "int4_bound_hot_ms": bound_hot,
                         "int4_bound_cold_ms": bound_cold, "cold_copies": copies,
+                        "cold_bytes": copies * 3 * int4_bytes,
                         "w4a16_choice": fallback_choice(w16, 1), "dense_choice": dense_choice(dn, 1)}
     r = result["ratios"]
     r["decode_over_int4_bound_hot"] = {k: hot[k]["p50_ms"] / bound_hot for k in ("w4a8_per_channel", "w4a8_g128")}
-    r["decode_over_int4_bound_cold"] = {k: cold[k]["p50_ms"] / bound_cold for k in cold}
+    r["decode_over_int4_bound_cold"] = {k: cold[k]["p50_ms"] / bound_cold
+                                        for k in ("w4a8_per_channel", "w4a8_g128")}
     if g1:
         r["decode_over_ggml_q4_0"] = {k: hot[k]["p50_ms"] / hot["ggml_q4_0"]["p50_ms"]
                                       for k in ("w4a8_per_channel", "w4a8_g128")}
         g1.close()
-    print(f"[decode] hot: {({k: round(v['p50_ms'], 3) for k, v in hot.items()})} ms; int4 bound "
-          f"{bound_hot:.3f} ms -> {({k: round(v, 2) for k, v in r['decode_over_int4_bound_hot'].items()})}",
-          flush=True)
-    print(f"[decode] cold: {({k: round(v['p50_ms'], 3) for k, v in cold.items()})} ms; int4 bound "
-          f"{bound_cold:.3f} ms -> {({k: round(v, 2) for k, v in r['decode_over_int4_bound_cold'].items()})}",
-          flush=True)
+    print(f"[decode] hot: {({k: round(v['p50_ms'], 3) for k, v in hot.items()})} ms -> over the read "
+          f"{({k: round(v, 2) for k, v in r['decode_over_int4_bound_hot'].items()})}", flush=True)
+    print(f"[decode] cold: {({k: round(v['p50_ms'], 3) for k, v in cold.items()})} ms -> over the read "
+          f"{({k: round(v, 2) for k, v in r['decode_over_int4_bound_cold'].items()})}", flush=True)
 
     for m in ([16, 128] if args.quick else [16, 128, 512]):
         x = torch.randn(m, K, generator=torch.Generator().manual_seed(m))
-        cands = _candidates(w16)
+        cands = fallback_candidates(w16)
         fns = {"w4a8_per_channel": lambda: w4a8_native(x, pc), "w4a8_g128": lambda: w4a8_native(x, g128),
                "fbgemm_w8a8_dynamic": lambda: w8a8(x), "w4a16_fallback": lambda: w4a16_fallback(x, w16),
                "dense": lambda: dense(x, dn)}
@@ -213,7 +240,7 @@ def main() -> int:
     prov["loadavg_1m_end"] = os.getloadavg()[0]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / ("cpu_bounds_quick.json" if args.quick else "cpu_bounds.json")
+    path = out / f"cpu_bounds_t{threads}{'_quick' if args.quick else ''}.json"
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(f"wrote {path} in {result['seconds']} s")
     return 0

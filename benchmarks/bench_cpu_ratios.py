@@ -8,7 +8,8 @@ N = K = 4096 (bf16 activations, RTN-quantized normal(0, 0.02) weights, bf16 scal
    and / FBGEMM's int8 GEMM alone (this CPU's int8 bound);
 2. group-128 W4A8 native / per-channel W4A8 native (M >= 128), and the naive loop
    (one integer GEMM per group) / per-channel;
-3. W4A16 fallback / min(tinygemm, dequantize + GEMM) at every M;
+3. W4A16 fallback / the best of its candidates at every M (tinygemm, dequantize + fp32
+   GEMM, dequantize + bf16 GEMM where bf16 is native);
 4. the M sweep (1 .. 8192) of W4A8 native against the W4A16 fallback: crossover M;
 5. vLLM's Dynamic4bitLinearKernel path / W4A16 fallback: the slowdown factor.
 
@@ -156,22 +157,22 @@ def main() -> int:
     # one prepared weight shared by the three: the same bytes at the same addresses, so
     # page and cache placement cannot make one path look faster than another
     shared = get_path("w4a16_fallback").prepare(g128) if "3" in sections else None
-    fb = {name: (name, shared) for name in ("w4a16_fallback", "w4a16_tinygemm", "w4a16_dequant")}
+    from w4a8_kernels.cpu_w4a16 import fallback_candidates, fallback_choice
+    names = [f"w4a16_{c}" for c in fallback_candidates(shared)] if shared is not None else []
+    fb = {name: (name, shared) for name in ["w4a16_fallback", *names]}
     r3 = {}
     ms3 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
     for m in ms3 if "3" in sections else []:
         t = interleaved(fb, m, reps + 2 if m <= 512 else 5)  # tunes the fallback for m first
         note("w4a16_fallback", m, t)
-        from w4a8_kernels.cpu_w4a16 import fallback_choice
-        best_cpu = min(t["w4a16_tinygemm"].cpu_median_ms, t["w4a16_dequant"].cpu_median_ms)
-        best_wall = min(t["w4a16_tinygemm"].median_ms, t["w4a16_dequant"].median_ms)
+        best_cpu = min(t[name].cpu_median_ms for name in names)
+        best_wall = min(t[name].median_ms for name in names)
         r3[m] = {"fallback_over_best": {"cpu": t["w4a16_fallback"].cpu_median_ms / best_cpu,
                                         "wall": t["w4a16_fallback"].median_ms / best_wall},
                  "choice": fallback_choice(fb["w4a16_fallback"][1], m),
-                 "tinygemm_cpu_ms": t["w4a16_tinygemm"].cpu_median_ms,
-                 "dequant_cpu_ms": t["w4a16_dequant"].cpu_median_ms}
+                 **{f"{name[6:]}_cpu_ms": t[name].cpu_median_ms for name in names}}
         print(f"[3] M={m}: fallback/best {r3[m]['fallback_over_best']} (ran {r3[m]['choice']}; "
-              f"tinygemm {r3[m]['tinygemm_cpu_ms']:.2f} ms, dequant {r3[m]['dequant_cpu_ms']:.2f} ms CPU)",
+              + ", ".join(f"{name[6:]} {t[name].cpu_median_ms:.2f} ms" for name in names) + " CPU)",
               flush=True)
     if r3:
         result["ratios"]["w4a16_fallback_over_best_path"] = r3

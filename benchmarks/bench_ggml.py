@@ -7,8 +7,9 @@ ggml is optional: `ggml-python` 0.0.45 builds from its sdist (`pip install --no-
 the script says why and exits 0. ggml's Q4_0 weight (blocks of 32, one fp16 scale each)
 is quantized from the same float weight ours is; for an F32 right-hand side ggml
 quantizes the activations to Q8_0 (blocks of 32) inside the matmul, so both sides
-include their activation quantization. Timings are round-robin, one process, wall time
-with every thread torch is given (ggml gets the same count).
+include their activation quantization. Timings are round-robin, one process, with every
+thread torch is given (ggml gets the same count): wall time, or this process's CPU time
+with `--threads 1`.
 """
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class GgmlQ4Matmul:
 
 
 def main() -> int:
+    import bench_cpu_bounds  # noqa: PLC0415
     from bench_cpu_bounds import rel_error, round_robin, synthetic_weight  # noqa: PLC0415
     from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native  # noqa: PLC0415
     from workbench.bench import host_provenance  # noqa: PLC0415
@@ -81,13 +83,18 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=4096)
     ap.add_argument("--k", type=int, default=4096)
     ap.add_argument("--rounds", type=int, default=30)
+    ap.add_argument("--threads", type=int, default=None, help="torch and ggml threads (default: all)")
     ap.add_argument("--out", default="", help="write the JSON here too")
     args = ap.parse_args()
     ggml, why = ggml_module()
     if ggml is None:
         print(f"skipped: {why}")
         return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
+    # one thread: ratios of this process's CPU time (the machine is shared), else wall time
+    bench_cpu_bounds.CLOCK = "cpu" if threads == 1 else "wall"
     result = {"provenance": host_provenance({"script": "benchmarks/bench_ggml.py", "n": args.n,
                                               "k": args.k, "ggml_python": "0.0.45"}), "m": {}}
     for m in [int(v) for v in args.m.split(",")]:

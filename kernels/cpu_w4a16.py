@@ -30,7 +30,7 @@ from w4a8_kernels.quant import center_int4
 
 __all__ = [
     "W4A16Prepared", "prepare_w4a16", "w4a16_tinygemm", "w4a16_dequant", "w4a16_dequant_bf16",
-    "w4a16_fallback", "tinygemm_supports", "fallback_choice", "bf16_is_native",
+    "w4a16_fallback", "tinygemm_supports", "fallback_choice", "fallback_candidates", "bf16_is_native",
 ]
 
 _TINYGEMM_GROUPS = (32, 64, 128, 256)
@@ -199,7 +199,8 @@ def _dequant_bf16(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     return out
 
 
-def _candidates(prepared: W4A16Prepared) -> dict:
+def fallback_candidates(prepared: W4A16Prepared) -> dict:
+    """The paths the fallback chooses among for this layer on this CPU: name -> fn(x, prepared)."""
     fns = {"dequant": _dequant}
     if prepared.tinygemm_ok:
         fns["tinygemm"] = _tinygemm
@@ -221,7 +222,7 @@ def w4a16_fallback(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     m = x.shape[0]
     if m == 0:
         return torch.empty(0, prepared.n)
-    fns = _candidates(prepared)
+    fns = fallback_candidates(prepared)
     # the chosen path without checking x a second time: the fallback adds only a lookup
     return fns[pick(prepared.choices, prepared.timings, fns, x, prepared)](x, prepared)
 

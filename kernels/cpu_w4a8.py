@@ -5,8 +5,8 @@
 
 The integer sums are exact (int32 semantics), each group's sum is scaled in float32 and
 summed, so the result equals `w4a8_reference` up to float32 rounding. Weights are
-prepared once (`prepare_w4a8`) into the chosen engine's layout; no float copy of the
-weight is made per call.
+prepared once (`prepare_w4a8`) into the chosen engine's layout (`engine=` forces one of
+`Int8Engine`, else the fastest here); no float copy of the weight is made per call.
 """
 from __future__ import annotations
 
@@ -117,8 +117,10 @@ def prepare_w4a8(
     """Check the weight once and lay it out for an integer engine.
 
     engine "auto" takes the fastest engine this CPU has for per-channel or grouped
-    weights (timed once per process, see `rank_engines`). The AVX2 kernel needs the
-    group size to be a multiple of 4; other group sizes use the next engine.
+    weights (timed once per process, see `rank_engines`); a named engine is used or
+    refused with the reason. `avx2_u8s8` needs a group size that is a multiple of 4 (or
+    per-channel); auto then takes the next engine. An engine whose int32 sums could
+    overflow for this group length is never used (`check_accumulator_range`).
     """
     n, k, g, scales = check_weight(w_q, scales, group_size, zeros, device="cpu")
     grouped = g != k
@@ -142,7 +144,7 @@ def prepare_w4a8(
     fits = []
     for e in order:  # an engine whose int32 sums could overflow never runs this layer
         try:
-            check_accumulator_range(e, -(-g // 4) * 4, w_absmax)
+            check_accumulator_range(e, g, w_absmax)  # padding terms are zero products
             fits.append(e)
         except KernelInputError:
             if len(order) == 1:
