@@ -36,7 +36,6 @@ _LEGACY_H200_KERNELS = {"w4a8": "triton_w4a8", "w4a16": "triton_w4a16", "cublas_
                         "cublas_int8": "cublas_int8", "w4a8_gemm": "triton_w4a8",
                         "quant": "triton_quant", "triton_int8": "triton_int8",
                         "tinygemm_g128": "tinygemm"}
-_LEGACY_TABLES = {"w4a8": "w4a8", "w4a8_gemm": "w4a8", "w4a16": "w4a16"}
 
 
 @dataclass(frozen=True)
@@ -122,19 +121,12 @@ def _bench_record(r: Mapping, name: str, i: int) -> ResultRecord | None:
         repeats=int(r.get("repeats") or 0), config=None, detail=detail)
 
 
-def _legacy_bucket(m: int) -> str:
-    # The M buckets the committed tables were keyed by (kernels/triton_runtime.py m_bucket).
-    return "decode" if m <= 16 else "mid" if m <= 512 else "prefill"
-
-
-def _h200_record(r: Mapping, tables: Mapping, name: str, i: int) -> ResultRecord | None:
+def _h200_record(r: Mapping, name: str, i: int) -> ResultRecord | None:
     if r.get("error") or r.get("time_us") in (None, ""):
         return None
     kern = str(r["kernel"])
     g = _group(r.get("group_size"))
     m = int(r["M"])
-    table = tables.get(_LEGACY_TABLES.get(kern, ""), {})
-    cfg = table.get(f"{_legacy_bucket(m)}|{'channel' if g == -1 else 'group'}")
     t = _num(r["time_us"], f"record {i} time_us", name)
     detail = {k: v for k, v in r.items()
               if k not in ("kernel", "group_size", "N", "K", "M", "time_us", "p20_us", "p80_us")}
@@ -142,7 +134,9 @@ def _h200_record(r: Mapping, tables: Mapping, name: str, i: int) -> ResultRecord
         path=LEGACY_H200_PATHS.get(kern, kern), kernel=_LEGACY_H200_KERNELS.get(kern, kern),
         n=int(r["N"]), k=int(r["K"]), group_size=g, m=m, median_us=t,
         p20_us=float(r.get("p20_us") or t), p80_us=float(r.get("p80_us") or t),
-        repeats=int(r.get("samples") or 0), config=dict(cfg) if cfg else None, detail=detail)
+        # The table entry of the record's bucket is not what launched (grouped W4A8 takes
+        # block_k = g, block_k is fitted to K): the legacy form carries no config.
+        repeats=int(r.get("samples") or 0), config=None, detail=detail)
 
 
 def parse_results(doc: Any, name: str = "results") -> Results:
@@ -155,9 +149,12 @@ def parse_results(doc: Any, name: str = "results") -> Results:
                                 "by `python -m workbench bench` or benchmarks/gpu_bench.py")
     first = recs[0] if isinstance(recs[0], dict) else {}
     if doc.get("schema") == SCHEMA:
-        out = [_schema_record(r, name, i) for i, r in enumerate(recs)]
+        # A record with an "error" (a call that failed or was refused) holds no time.
+        failed = tuple(dict(r) for r in recs if isinstance(r, dict) and r.get("error"))
+        out = [_schema_record(r, name, i) for i, r in enumerate(recs)
+               if not (isinstance(r, dict) and r.get("error"))]
         return Results(dict(doc.get("provenance") or {}), tuple(out), name, "schema/1",
-                       tuple(doc.get("not_run") or ()))
+                       tuple(doc.get("not_run") or ()) + failed)
     if "schema" in doc:
         raise InvalidInputError(f"saved results {name}: schema {doc['schema']!r}; accepted: {SCHEMA!r}")
     if "path" in first and "median_ms" in first:
@@ -172,8 +169,7 @@ def parse_results(doc: Any, name: str = "results") -> Results:
         prov = dict(prov)
         if "H200" in str(prov.get("gpu", "")):
             prov.setdefault("platform", "sm90-h200")
-        tables = doc.get("tables") or {}
-        out = [_h200_record(r, tables, name, i) for i, r in enumerate(recs)]
+        out = [_h200_record(r, name, i) for i, r in enumerate(recs)]
         return Results(prov, tuple(r for r in out if r), name, "h200-legacy")
     raise InvalidInputError(f"saved results {name}: records have neither (path, median_us) with "
                             f"schema {SCHEMA!r}, (path, median_ms) nor (kernel, time_us) fields")

@@ -59,12 +59,16 @@ def test_h200_calibration_reads_the_results_file_and_fits_its_records():
     assert len(errs) > 300 and float(np.median(errs)) < 0.06, np.median(errs)
 
 
-def test_a_bucket_switch_is_predicted_not_smoothed():
-    # W4A16 per-channel at 4096 x 14336 takes 17 us at M = 16 and 115 us at M = 32
-    # (the M-bucket switch, h200_bench.json): a smooth roofline would miss it.
-    a = predict("sm90-h200", "w4a16_fallback", 16, 4096, 14336, -1).predicted_us
-    b = predict("sm90-h200", "w4a16_fallback", 32, 4096, 14336, -1).predicted_us
-    assert b / a > 4
+def test_waves_make_steps_and_large_m_scales_linearly():
+    # One more tile row than fills the SMs costs a wave: the time steps, a roofline would not.
+    cal = calibrate_gpu()
+    fit = next(f for k, f in cal.fits.items() if k[:2] == ("w4a16_fallback", "channel") and f.b > 0)
+    one = Point(programs=132, programs_per_sm=1, k_per_program=8192, steps=64, nbytes=1e6, us=0)
+    two = replace(one, programs=133)
+    assert fit.predict(two) > fit.predict(one) * 1.2 or fit.occupancy > 1
+    a = predict("sm90-h200", "w4a8_native", 8192, 8192, 8192, -1).predicted_us
+    b = predict("sm90-h200", "w4a8_native", 16384, 8192, 8192, -1).predicted_us
+    assert 1.8 < b / a < 2.2
 
 
 @pytest.mark.parametrize("platform", [p for p in PRESETS if PRESETS[p].device != "cpu"])

@@ -16,17 +16,27 @@ def test_schema_round_trip(tmp_path):
     assert json.loads(p.read_text())["schema"] == SCHEMA
 
 
-def test_legacy_h200_records_get_path_names_and_their_bucket_config():
+def test_legacy_h200_records_get_path_names():
     doc = {"provenance": {"gpu": "NVIDIA H200"},
-           "tables": {"w4a8": {"decode|group": {"block_m": 16}, "prefill|group": {"block_m": 128}}},
+           "tables": {"w4a8": {"decode|group": {"block_m": 16}}},
            "records": [{"kernel": "w4a8", "group_size": 128, "N": 64, "K": 256, "M": m, "time_us": 3.0}
                        for m in (16, 17, 513)] + [
                {"kernel": "cublas_bf16", "group_size": None, "N": 64, "K": 256, "M": 1, "time_us": 2.0},
                {"kernel": "w4a8", "group_size": 128, "N": 64, "K": 256, "M": 7, "error": "OOM"}]}
     res = parse_results(doc, "h200_bench.json")
     assert res.platform == "sm90-h200" and len(res.records) == 4
-    assert [r.config for r in res.records[:3]] == [{"block_m": 16}, None, {"block_m": 128}]
+    # the bucket's table entry is not the launched config (block_k = g): none is claimed
+    assert [r.config for r in res.records[:3]] == [None, None, None]
+    assert res.records[0].path == "w4a8_native"
     assert res.records[3].path == "bf16_dense" and res.records[3].group_size == -1
+
+
+def test_schema_error_records_are_kept_apart_not_refused():
+    doc = {"schema": SCHEMA, "provenance": {"platform": "sm90-h200"}, "records": [
+        {"path": "w4a8_native", "n": 64, "k": 256, "group_size": 64, "m": 0, "error": "K not a multiple"},
+        {"path": "w4a8_native", "n": 64, "k": 256, "group_size": 64, "m": 1, "median_us": 5.0}]}
+    res = parse_results(doc, "x.json")
+    assert len(res.records) == 1 and res.not_run[0]["error"] == "K not a multiple"
 
 
 def test_committed_files_all_read():

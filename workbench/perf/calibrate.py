@@ -51,20 +51,21 @@ def bytes_moved(path: str, m: int, n: int, k: int, g: int, split: int = 1) -> fl
     raise KeyError(path)
 
 
-def key_for(path: str, m: int, n: int, k: int, g: int) -> tuple:
-    """What one fit covers: a library path, or a Triton path with one weight kind and the
-    tile config its table picks for this M (block_k aside: it follows K and g, and the
-    fit takes K per program as a variable), so a re-tuned table regroups the records."""
+def key_for(path: str, m: int, n: int, k: int, g: int, config: dict | None = None) -> tuple:
+    """What one fit covers: a library path, or a Triton path with one weight kind and one
+    tile config (block_k aside: it follows K and g, and the fit takes K per program as a
+    variable). config: what a record says ran; None: what the kernel's table picks now."""
     if path in TRITON_PATHS:
-        cfg = triton_config(TRITON_PATHS[path], m, n, k, g)
-        ident = tuple((f, v) for f, v in sorted(asdict(cfg).items()) if f != "block_k")
+        cfg = config if config is not None else asdict(triton_config(TRITON_PATHS[path], m, n, k, g))
+        ident = tuple((f, v) for f, v in sorted(cfg.items()) if f != "block_k")
         return (path, "channel" if g in (-1, k) else "group", ident)
     return (path, "small" if m <= 128 else "large")
 
 
-def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None) -> Launch:
+def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None, config=None) -> Launch:
     if path in TRITON_PATHS:
-        return triton_launch(TRITON_PATHS[path], m, n, k, g, sms)
+        return triton_launch(TRITON_PATHS[path], m, n, k, g, sms,
+                             None if config is None else tuple(sorted(config.items())))
     if path == "quantizer":
         return Launch({}, -(-m // 1), 1, 1, 1)  # one program per token row
     bm, bn = tile
@@ -72,8 +73,8 @@ def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None) -> L
 
 
 def point_for(path: str, m: int, n: int, k: int, g: int, sms: int, us: float = 0.0,
-              tile=None) -> Point:
-    ln = _launch(path, m, n, k, g, sms, tile)
+              tile=None, config: dict | None = None) -> Point:
+    ln = _launch(path, m, n, k, g, sms, tile, config)
     step_k = 2 * ln.config.get("block_k", 32) if path in TRITON_PATHS else ln.config.get("block_k", 1)
     return Point(ln.programs, ln.programs_per_sm, ln.k_steps * step_k, ln.k_steps,
                  bytes_moved(path, m, n, k, g, ln.split), us)
@@ -104,17 +105,30 @@ def _records(res, paths: Iterable[str]) -> list[ResultRecord]:
     return [r for r in res.records if r.path in want and r.median_us > 0]
 
 
+def _config(r: ResultRecord) -> dict | None:
+    """The TileConfig a Triton record says it launched with (None: not recorded)."""
+    from dataclasses import fields
+
+    from w4a8_kernels.triton_runtime import TileConfig
+
+    if r.path not in TRITON_PATHS or not r.config:
+        return None
+    known = {f.name for f in fields(TileConfig)}
+    return {key: v for key, v in r.config.items() if key in known}
+
+
 def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple[dict, dict]:
     """(fits by key, library tiles) from records; peak_bw in bytes per us."""
     fits: dict = {}
     tiles: dict = {}
     groups: dict = {}
     for r in recs:
-        groups.setdefault(key_for(r.path, r.m, r.n, r.k, r.group_size), []).append(r)
+        groups.setdefault(key_for(r.path, r.m, r.n, r.k, r.group_size, _config(r)), []).append(r)
     for key, rs in groups.items():
         path = key[0]
         if path in TRITON_PATHS or path == "quantizer":
-            pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us) for r in rs]
+            pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us, config=_config(r))
+                   for r in rs]
             fits[key] = fit_waves(pts, sms, peak_bw, groups=[(r.n, r.k) for r in rs])
             continue
         best = None
@@ -166,7 +180,7 @@ def _tables_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-_FIT_VERSION = "3"  # bump when the fit changes: cached calibrations of older fits are ignored
+_FIT_VERSION = "4"  # bump when the fit changes: cached calibrations of older fits are ignored
 
 
 @lru_cache(maxsize=8)
