@@ -49,15 +49,15 @@ INT_DQ = 4
 T = TileConfig
 S0 = {"split_k": 0, "num_warps": 4, "num_stages": 4}  # split K to fill the SMs
 # Tuned on an H200 like W4A8_CONFIGS (benchmarks/results/h200_sweep.json). Per-channel
-# 128x128 tiles with 8 warps take the one-accumulator integer path (variant 4): with two
-# accumulators (variant 6) they failed the full-size check at M = 200 (err / bound up to 3.9).
+# prefill takes the scaled path (variant 0): the integer path's 256x128 three-stage tiles
+# gave wrong outputs on the H200 for N = 40 (err / bound up to 115; right for N >= 256).
 W4A16_CONFIGS: dict[str, ConfigTable] = {
     "channel": (
         (16, T(16, 128, 64, **S0)),
         (32, T(32, 64, 64, **S0, swap_ab=True, variant=INT_DQ | 2, programs_per_sm=4)),
         (128, T(64, 64, 64, **S0, swap_ab=True, variant=INT_DQ | 2, programs_per_sm=4)),
         (512, T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=INT_DQ)),
-        (None, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=INT_DQ)),
+        (None, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True)),
     ),
     "group": (
         (8, T(16, 128, 128, **S0)),
@@ -133,6 +133,12 @@ def w4a16_matmul(
             f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
     steps = packed.half_k // cfg.block_k
     split = resolve_split_k(cfg, m, n, steps, x.device)
+    if int_dq and cfg.variant & 2 and split > 1 and cfg.num_warps == 8:
+        # Checked on the H200 (Triton 3.6): wrong outputs on every shape tried (err / bound
+        # 4 to 20), where 4 warps, one accumulator or no split checked right.
+        raise KernelInputError(
+            f"config.variant = {cfg.variant} (integer dequant, two accumulators) with split-K "
+            f"({split}) and 8 warps; accepted: 4 warps, variant 4, or split_k = 1")
     tiles = -(-m // cfg.block_m) * -(-n // cfg.block_n)
     part, locks = split_k_buffers(m, n, split, tiles, x.device)
     w4a16_kernel[(tiles, split)](

@@ -216,6 +216,7 @@ def test_tuned_tables_compute_the_same_in_every_bucket(layer_factory, x_factory,
     packed = w8.prepare_w4a8(w_q, scales, g, device=DEVICE)
     w64 = _dequant64(w_q, scales, g)
     for m in sorted(set(_bucket_ms(w8.W4A8_CONFIGS[kind]) + _bucket_ms(w16.W4A16_CONFIGS[kind]))):
+        print(f"M = {m}: W4A8 {w8.w4a8_config(m, packed)}, W4A16 {w16.w4a16_config(m, packed)}")
         x = x_factory(m, 256, seed=m, dtype=torch.float16)
         x_q, x_s = quantize_per_token_int8(x)
         out = w8.w4a8_matmul_quantized(x_q.to(DEVICE), x_s.to(DEVICE), packed, torch.float16)
@@ -312,6 +313,10 @@ def test_kernels_reject_bad_inputs_by_name(layer_factory):
     with pytest.raises(KernelInputError, match="needs block_k <= group_size"):
         w16.w4a16_matmul(torch.ones(2, 256, dtype=torch.float16, device=DEVICE), packed,
                          config=TileConfig(16, 32, 256, variant=1))
+    per_channel = w16.prepare_w4a16(*layer_factory(32, 256, -1)[:2], -1, device=DEVICE)
+    with pytest.raises(KernelInputError, match="two accumulators"):
+        w16.w4a16_matmul(torch.ones(2, 256, dtype=torch.float16, device=DEVICE), per_channel,
+                         config=TileConfig(16, 32, 32, split_k=2, num_warps=8, variant=6))
 
 
 # %% integer rescale (vLLM Marlin W4A8-int8 numerics)
