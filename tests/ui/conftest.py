@@ -42,7 +42,7 @@ _ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 def unplain(source: str) -> str:
     """Markdown source as the user reads it: `workbench.ui.plain` escapes punctuation."""
-    return _ESCAPED.sub(r"\1", source)
+    return _ESCAPED.sub(r"\1", source).replace("\u2060", "")  # the joiner that stops autolinks
 
 
 def _walk(node):

@@ -214,7 +214,13 @@ def _screen(page, name: str) -> None:
     from PIL import Image  # streamlit's own dependency
 
     SCREENS.mkdir(parents=True, exist_ok=True)
+    # The app scrolls inside its main area, not the document: grow the window to the content.
+    size = page.viewport_size
+    height = page.evaluate("() => document.querySelector('[data-testid=\"stMain\"]').scrollHeight")
+    page.set_viewport_size({"width": size["width"], "height": min(max(height, size["height"]), 9000)})
+    time.sleep(0.5)  # plots re-lay out to the new size
     shot = Image.open(io.BytesIO(page.screenshot(full_page=True)))
+    page.set_viewport_size(size)
     shot.convert("RGB").quantize(64).save(SCREENS / f"{name}.png", optimize=True)
 
 
@@ -266,8 +272,11 @@ def _hostile_upload(page, tmp_path) -> None:
     _idle(page)
     _select(page, "Layer", IMAGE[:6])
     main = page.locator('[data-testid="stMain"]')
-    main.get_by_text(f"Loaded model.safetensors / {image}").first.wait_for()
+    main.get_by_text(f"Loaded model.safetensors / {image[:image.index('http')]}").first.wait_for()
+    # read as typed (an invisible word joiner keeps the URL from becoming a link)
+    assert f"Loaded model.safetensors / {image}" in main.inner_text().replace("\u2060", "")
     assert page.locator('img[src*="127.0.0.1:8600"]').count() == 0
+    assert page.locator('a[href*="127.0.0.1"]').count() == 0  # not even a bare-URL autolink
     assert page.locator('a[href^="javascript"]').count() == 0
     assert not fetched, fetched
     _screen(page, "02b-layer-hostile-names")

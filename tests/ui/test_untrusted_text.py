@@ -41,6 +41,10 @@ def test_plain_escapes_every_markdown_construct():
                  "**bold** _it_ `code` :red[x] $x$ # h", "a|b", "http://127.0.0.1:8600/x.png"):
         escaped = plain(text)
         # every punctuation character is backslash-escaped: nothing is left to parse
-        assert all(c.isalnum() or c.isspace() or escaped[i - 1] == "\\" or c == "\\"
+        assert all(c.isalnum() or c.isspace() or c in "\\\u2060" or escaped[i - 1] == "\\"
                    for i, c in enumerate(escaped))
     assert plain("line\n# heading") == "line \\# heading"
+    # bare URLs, www. and e-mail addresses become links after escapes are resolved: an invisible
+    # word joiner breaks each one
+    assert "http\\:\u2060\\/\\/" in plain("http://127.0.0.1:8600/x.png")
+    assert "www\u2060\\." in plain("see www.example.com") and "\\@\u2060" in plain("a@b.com")

@@ -44,8 +44,8 @@ def _trace_view(*, compare: bool = False) -> None:
         return
     with st.expander("Scheme resolution", expanded=False):
         widgets.scheme_view(t)
-    st.markdown("**Kernel selection, candidate by candidate**")
     if t.steps:
+        st.markdown("**Kernel selection, candidate by candidate**")
         trace_view.kernel_loop(t, key="tour-loop")
 
 
@@ -205,7 +205,7 @@ def render() -> None:
     prepare()
     i = ss["tour.step"]
     st.query_params["step"] = str(i + 1)  # links count from 1
-    c = st.columns([1, 1, 4, 3])
+    c = st.columns([1.4, 1.2, 4, 2])
     # "step" in the labels: a step's own view has a candidate stepper with its own Next.
     c[0].button("Previous step", key="tour.prev", disabled=i == 0, on_click=guarded(_go), args=(i - 1,))
     c[1].button("Next step", key="tour.next", disabled=i == n - 1, on_click=guarded(_go), args=(i + 1,))
