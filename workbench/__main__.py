@@ -55,7 +55,17 @@ def _error(message: object) -> None:
     print(f"error: {text}", file=sys.stderr, flush=True)
 
 
+def _escape_unencodable_output() -> None:
+    # Arguments that are not valid UTF-8 arrive as lone surrogates and may be echoed back:
+    # write them as backslash escapes instead of failing inside print.
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _escape_unencodable_output()
     try:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)

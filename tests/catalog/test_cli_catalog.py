@@ -124,6 +124,18 @@ def _stdin_devices():
     assert p.returncode == 2 and b"which is closed" in p.stderr and b"Traceback" not in p.stderr
 
 
+def _argv_not_utf8():
+    import os
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8:strict"}  # no surrogateescape to hide behind
+    for argv, rc, stream in (([b"--inc", b'{"bits": 4, "group_size": 128, "packing_format": "\xff"}'], 0, "stdout"),
+                             ([b"--mp-config", json.dumps(MP).encode(), b"--platform", b"\xff"], 2,
+                              "stderr")):
+        p = subprocess.run([sys.executable.encode(), b"-m", b"workbench", b"trace", *argv],
+                           capture_output=True, timeout=60, cwd=REPO, env=env)
+        assert p.returncode == rc and b"\\udcff" in getattr(p, stream), p
+        assert b"Traceback" not in p.stderr and b"internal error" not in p.stderr
+
+
 def _stdin_batch_bad_utf8():
     p = subprocess.run([sys.executable, "-m", "workbench", "trace", "--batch", "-"], input=b"\xff\xfe{\n",
                        capture_output=True, timeout=120, cwd=REPO)
@@ -180,6 +192,9 @@ CATALOG = [
     ("trace --batch - < /dev/zero, < /dev/null, stdin closed",
      "exit 2: error: stdin is a character device (never read); empty batch ok; stdin closed named",
      _stdin_devices),
+    ("trace with argument bytes that are not UTF-8 (\\xff), output encoding strict",
+     "ok: echoed as \\udcff in the trace or the one error line, no UnicodeEncodeError",
+     _argv_not_utf8),
     ("trace --batch /dev/zero", "exit 2: error: --batch: '/dev/zero' is a character device (never read)",
      _error(["trace", "--batch", "/dev/zero"], r"--batch: '/dev/zero' is a character device")),
     ("trace --batch FILE --markdown", "exit 2: error: --markdown: --batch prints one JSON trace per line",
