@@ -1,19 +1,25 @@
-"""The `python -m workbench` dispatch commands, run as a user runs them (subprocesses)."""
+"""The `python -m workbench` dispatch commands: `main(argv)` with captured output (the
+process-level behaviour, `-m`, stdin and pipes, is in tests/cli/)."""
 from __future__ import annotations
 
+import io
 import json
-import subprocess
-import sys
+from contextlib import redirect_stderr, redirect_stdout
+from types import SimpleNamespace
 
 import pytest
+
+from workbench.__main__ import main
 
 C1 = {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": False,
       "out_type": None, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}
 
 
-def cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "workbench", *args], capture_output=True,
-                          text=True, input=stdin, timeout=120)
+def cli(*args: str) -> SimpleNamespace:
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        rc = main(list(args))
+    return SimpleNamespace(returncode=rc, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 def test_trace_mp_json_keys_and_values():
