@@ -201,18 +201,22 @@ def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series
     # its label at 10**x, which put "M≈32" at 1e32 and INC's 512 off every plot.
     pad = 0.05 * max(math.log10(hi / lo), 1.0)
     fig.update_xaxes(range=[math.log10(lo) - pad, math.log10(hi) + pad])
-    marks = [(m, _OK, f"measured crossover {name}: M≈{m:g}", "left")
+    marks = [(m, _OK, f"measured crossover {name}: M≈{m:g}")
              for name, m in (crossovers or {}).items() if m is not None]
     if inc_threshold:
         marks.append((inc_threshold, _REJECT, f"INC: W4A16 below {inc_threshold} tokens, W4A8 from "
-                      f"{inc_threshold}", "right"))
-    for i, (m, color, label, side) in enumerate(marks):
+                      f"{inc_threshold}"))
+    # Each label starts at its line, one row lower than the last (lines close together stay legible).
+    if inc_threshold and not lo <= inc_threshold <= hi:
+        fig.add_annotation(x=1, xref="paper", y=1, yref="paper", xanchor="right", showarrow=False,
+                           text=f"INC's {inc_threshold}-token switch lies outside the measured M",
+                           font=dict(color=_REJECT))
+    for i, (m, color, label) in enumerate(marks):
         if not lo <= m <= hi:
             continue
         fig.add_vline(x=m, line=dict(color=color, dash="dash"))
         fig.add_annotation(x=math.log10(m), xref="x", y=1 - 0.07 * i, yref="paper", text=escape(label),
-                           showarrow=False, xanchor="right" if side == "left" else "left",
-                           font=dict(color=color))
+                           showarrow=False, xanchor="left", font=dict(color=color), bgcolor="white")
     fig.update_xaxes(type="log")
     return _layout(fig, title, xaxis_title="tokens M", yaxis_title="speedup (×, >1: W4A8 faster)")
 

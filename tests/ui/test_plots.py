@@ -68,3 +68,22 @@ def test_exports():
         pytest.skip("PNG export needs a local Chrome or Chromium (kaleido drives it)")
     png = plots.figure_png(fig, width=300, height=200)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_speedup_axis_spans_the_data_and_every_line_is_labelled():
+    # Issue 13.1: plotly places an add_vline label at 10**x on a log axis, which stretched the
+    # axis to 1e-15..1e30 and put INC's 512 label off the plot.
+    import math
+
+    from workbench import plots
+
+    pts = [{"m": m, "speedup": s, "series": "a"} for m, s in ((1, 0.5), (64, 1.5), (4096, 2.0))]
+    fig = plots.speedup_figure(pts, crossovers={"a": 64})
+    lo, hi = fig.layout.xaxis.range
+    assert -0.5 < lo <= 0 and math.log10(4096) <= hi < math.log10(4096) + 0.5
+    labels = {a.text: a.x for a in fig.layout.annotations}
+    assert labels["measured crossover a: M≈64"] == math.log10(64)
+    assert labels["INC: W4A16 below 512 tokens, W4A8 from 512"] == math.log10(512)
+    short = plots.speedup_figure(pts[:2], crossovers={"a": None})
+    assert short.layout.xaxis.range[1] < math.log10(512)  # no line stretches the axis
+    assert any("outside the measured M" in a.text for a in short.layout.annotations)
