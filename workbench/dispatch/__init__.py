@@ -77,7 +77,7 @@ def trace_inc(layer: Mapping[str, Any], platform: Any = "xpu",
               gate: bool = True) -> Trace:
     """INC / AutoRound layer resolution (`gate=False`: without the VllmConfig gate)."""
     return _run("inc", platform, env, version,
-                lambda r, p, e: r.trace_inc_layer(layer, p, e, gate))
+                lambda r, p, e: r.trace_quant_layer("inc", layer, p, e, gate))
 
 
 def trace_gptq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
@@ -85,7 +85,7 @@ def trace_gptq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
                gate: bool = True) -> Trace:
     """A GPTQ checkpoint's Linear layer, loaded as vLLM's `auto_gptq`."""
     return _run("gptq", platform, env, version,
-                lambda r, p, e: r.trace_gptq_layer(layer, p, e, gate))
+                lambda r, p, e: r.trace_quant_layer("gptq", layer, p, e, gate))
 
 
 def trace_awq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
@@ -93,7 +93,7 @@ def trace_awq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
               gate: bool = True) -> Trace:
     """An AWQ checkpoint's Linear layer, loaded as vLLM's `auto_awq` (`awq` on CPU)."""
     return _run("awq", platform, env, version,
-                lambda r, p, e: r.trace_awq_layer(layer, p, e, gate))
+                lambda r, p, e: r.trace_quant_layer("awq", layer, p, e, gate))
 
 
 def trace_config_gate(config: Mapping[str, Any], platform: Any = "sm90-h200",

@@ -62,6 +62,8 @@ class Trace:
     selection_ran: bool = False  # choose_mp_linear_kernel was called
     vllm_version: str | None = None  # the rule set that produced it
     method: str | None = None  # the linear method `get_quant_method` returned (gptq/awq/inc)
+    inner: list[str] = field(default_factory=list)  # what that method delegates to
+    quantization: str | None = None  # the method name vLLM resolved from the checkpoint
 
     @property
     def ok(self) -> bool:
@@ -76,7 +78,7 @@ class Trace:
         """The kernel selection alone, in the oracle's `kernel` shape."""
         out = {
             "mp_config": self.mp_config.to_json() if self.selection_ran else None,
-            "selected": self.selected,
+            "selected": self.selected if self.selection_ran else None,
             "reasons": list(self.reasons),
             "error": self.error,
             "error_type": self.error_type,
@@ -99,7 +101,11 @@ class Trace:
             out["predicates"] = [p.to_json() for p in self.predicates]
             out["gates"] = list(self.gates)
             if self.level in ("gptq", "awq", "inc"):
-                out["method"] = self.method
+                # create_weights runs, and the oracle's `kernel` exists, once a method does
+                out["kernel"] = self.kernel_json() if self.method is not None else None
+                out.update(method=self.method, inner=list(self.inner))
+            if self.level in ("gptq", "awq", "inc", "config-gate"):
+                out["quantization"] = self.quantization
         else:
             out["mp_config"] = None if self.mp_config is None else self.mp_config.to_json()
             out["candidates"] = list(self.candidates)

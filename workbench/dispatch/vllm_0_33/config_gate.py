@@ -10,8 +10,10 @@ CONFIG_GATES = {
     "inc": (60, ("float16", "bfloat16")),  # inc/inc.py:262-267
     "auto_gptq": (60, ("float16", "bfloat16")),  # auto_gptq.py:178-183
     "gptq": (60, ("float16", "bfloat16")),
+    "gptq_marlin": (60, ("float16", "bfloat16")),
     "auto_awq": (75, ("float16", "bfloat16")),  # auto_awq.py:229-234
     "awq": (75, ("float16", "bfloat16")),
+    "awq_marlin": (75, ("float16", "bfloat16")),
 }
 
 

@@ -164,13 +164,14 @@ def gptq_linear(bits: int, sym: bool, group: int, layer: Layer, p: Platform, env
     """
     quant_type = ST[GPTQ_TYPES[(bits, sym)]]
     verify_marlin_supported(quant_type, group, False, p)  # __init__, auto_gptq.py:317
+    input_dtype = _env_input_dtype(env, p) if reads_env else None  # still get_quant_method
     t.scheme, t.method = "AutoGPTQLinearMethod", method
-    input_dtype = _env_input_dtype(env, p) if reads_env else None
     act = input_dtype or dtype(layer.params_dtype)
     _select(t, layer, layer.mp_config(str(quant_type), act, group, False), p, env, "gptq")
 
 
-def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
+def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
+                     quantization: str = "auto_gptq") -> Trace:
     """A GPTQ checkpoint's Linear layer (`quant_method: gptq`, loaded as `auto_gptq`).
 
     Input: the layer's `in_features`, `out_features`, `input/output_size_per_partition`,
@@ -189,7 +190,7 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Tra
     try:
         bits, group, desc_act, sym, dynamic = gptq_from_config(qc, short, where)
         if gate:
-            config_gate("auto_gptq", p, layer.params_dtype)
+            config_gate(quantization, p, layer.params_dtype)
         # get_linear_quant_method (utils/gptq_utils.py:172-201).
         blocks = _flatten(get_from_keys(qc, ["modules_in_block_to_quantize"], None) or [])
         name = layer.layer_name
@@ -320,7 +321,8 @@ def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace,
                                "tokens)", QUANT_DIR + "auto_awq.py:904", emulation=W4A16_PATH)
 
 
-def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
+def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
+                    quantization: str | None = None) -> Trace:
     """An AWQ checkpoint's Linear layer (`quant_method: awq`).
 
     Input: the layer fields of `trace_gptq_layer` and the checkpoint's `quantization_config`
@@ -337,7 +339,8 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True) -> Trac
     try:
         bits, group, zero_point, skip = awq_from_config(qc, short, where)
         if gate:  # off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286)
-            config_gate("awq" if p.is_cpu() else "auto_awq", p, layer.params_dtype)
+            config_gate(quantization or ("awq" if p.is_cpu() else "auto_awq"), p,
+                        layer.params_dtype)
         # get_quant_method (auto_awq.py:288-335); is_layer_skipped matches by substring.
         if any(m in layer.layer_name for m in skip):
             t.selected = t.scheme = t.method = "UnquantizedLinearMethod"

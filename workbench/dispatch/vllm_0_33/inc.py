@@ -269,7 +269,7 @@ def _xpu_base_weights(cfg: INCLayerConfig, d: Layer) -> None:
 
 def _choose(t: Trace, method: str, runtime: Runtime, cfg: INCLayerConfig, d: Layer) -> None:
     """`INCLinearMethod(method)` is returned, then its create_weights runs."""
-    t.selected, t.method = method, INC_LINEAR
+    t.selected, t.method, t.inner = method, INC_LINEAR, [method]
     _xpu_base_weights(cfg, d)
     t.runtime_detail = runtime
 
@@ -320,6 +320,7 @@ def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> None:
             "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires a group size that is a positive "
             f"multiple of 32, got {cfg.group_size}. Layer: {prefix}."))
     t.selected, t.method = "INCXPUW4A8LinearMethod", INC_LINEAR
+    t.inner = [t.selected]
     k, n = d.input_size_per_partition, d.output_size_per_partition
     bad = [(name, size) for name, size in (("input", k), ("output", n)) if size % DIM_ALIGNMENT]
     if bad:
@@ -336,6 +337,14 @@ def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> None:
 def _wna16_scheme(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> None:
     """`INCWNA16LinearScheme._build_inner_method` (schemes/inc_wna16_linear.py:35-133): INC
     builds the AutoGPTQ / AutoAWQ methods itself, so `VLLM_MARLIN_INPUT_DTYPE` is never read."""
+    try:
+        _wna16_inner(cfg, d, p, env, t)
+    finally:  # INCLinearMethod -> INCWNA16LinearScheme -> the method it built
+        if t.method is not None:
+            t.inner = ["INCWNA16LinearScheme", t.scheme]
+
+
+def _wna16_inner(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> None:
     marlin_ok = cfg.backend == "auto" or "marlin" in cfg.backend
     if cfg.is_gptq:
         key = (cfg.bits, cfg.sym)
@@ -376,7 +385,8 @@ def _scheme(cfg: INCLayerConfig, t: Trace) -> str:
     raise VllmError("NotImplementedError", f"No INC scheme found for layer config: {cfg!r}")
 
 
-def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
+def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
+                    quantization: str = "inc") -> Trace:
     """One Linear layer of an INC / AutoRound checkpoint (`quantization_config` as the
     checkpoint has it, or its fields on the layer object; see the module docstring)."""
     if not isinstance(layer, dict):
@@ -387,7 +397,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True) -> Tra
     try:
         c = inc_from_config(quant_config(layer, "inc"))  # get_quant_config, before the gate
         if gate:
-            config_gate("inc", p, d.params_dtype)
+            config_gate(quantization, p, d.params_dtype)
         # get_quant_method (inc/inc.py:337-345): an extra_config entry of 16+ bits.
         for name, entry in c.extra_config.items():
             if name in (d.layer_name, f"model.{d.layer_name}") and entry.get("bits", 16) >= 16:

@@ -8,11 +8,9 @@ from workbench.dispatch.vllm_0_33 import VLLM_VERSION
 from workbench.dispatch.vllm_0_33.compressed_tensors import (ACT_QUANT_FORMATS, FORMATS,
                                                             SchemeError, SchemeInput,
                                                             trace_compressed_tensors)
-from workbench.dispatch.vllm_0_33.gptq_awq import trace_awq_layer, trace_gptq_layer
 from workbench.dispatch.vllm_0_33.inc import (DIM_ALIGNMENT, INC_BACKENDS, INC_PACKING_FORMATS,
-                                              INC_SUPPORTED_BITS, MIN_TOKENS_FOR_INT8,
-                                              trace_inc_layer)
-from workbench.dispatch.vllm_0_33.load import trace_config_gate
+                                              INC_SUPPORTED_BITS, MIN_TOKENS_FOR_INT8)
+from workbench.dispatch.vllm_0_33.load import trace_config_gate, trace_quant_layer
 from workbench.dispatch.vllm_0_33.mp_kernels import ALL_KERNELS, KERNELS_BY_NAME, marlin_padded_nk
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
 from workbench.dispatch.vllm_0_33.selector import (ERROR_HEADER, LINEAR_BACKENDS,
@@ -26,7 +24,7 @@ SHAPE_MULTIPLES = tuple(
     + [("INC w4a8 on XPU", DIM_ALIGNMENT, DIM_ALIGNMENT)])
 
 __all__ = ["VLLM_VERSION", "SchemeError", "SchemeInput", "trace_compressed_tensors",
-           "trace_inc_layer", "trace_gptq_layer", "trace_awq_layer", "trace_config_gate",
+           "trace_quant_layer", "trace_config_gate",
            "kernel_runtime",
            "choose_mp_linear_kernel", "ACT_QUANT_FORMATS", "FORMATS", "INC_BACKENDS",
            "INC_PACKING_FORMATS", "INC_SUPPORTED_BITS", "MIN_TOKENS_FOR_INT8", "DIM_ALIGNMENT",
