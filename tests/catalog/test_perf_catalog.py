@@ -1,0 +1,102 @@
+"""Bad input to the performance model, the results reader and the predict / report CLI."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from workbench.__main__ import main
+from workbench.errors import InvalidInputError, WorkbenchError
+from workbench.perf import predict
+from workbench.perf.report import model_report
+from workbench.results import SCHEMA, load_results, parse_results
+
+SURFACE = "perf"
+
+
+def _raises(exc, pattern, fn):
+    def run():
+        with pytest.raises(exc, match=pattern):
+            fn()
+    return run
+
+
+def _cli(argv, code, needle):
+    def run(capsys=None):
+        import contextlib
+        import io
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            got = main(argv)
+        assert got == code and needle in err.getvalue(), (got, err.getvalue())
+    return run
+
+
+def _ok_band():
+    p = predict("sm90-h200", "w4a8_native", 7, 4096, 4096, 128)
+    assert p.basis == "measured" and p.low_us <= p.predicted_us <= p.high_us
+
+
+def _ok_refused_layer():
+    p = predict("sm70-v100", "selected", 1, 4096, 4096, 128)
+    assert p.predicted_us is None and "vLLM cannot run this layer here" in p.note
+
+
+def _write(tmp, text, name="r.json"):
+    import tempfile
+    from pathlib import Path
+
+    d = Path(tempfile.mkdtemp())
+    (d / name).write_text(text)
+    return d / name
+
+
+CATALOG = [
+    ("predict m = 0", "InvalidInputError: m = 0; accepted: an integer >= 1",
+     _raises(InvalidInputError, r"m = 0; accepted: an integer >= 1", lambda: predict("sm90-h200", "w4a8_native", 0, 64, 64))),
+    ("predict group 100 on K = 4096", "InvalidInputError: group_size names -1 or a divisor of K",
+     _raises(InvalidInputError, r"group_size = 100; accepted: -1 \(per-channel\) or a divisor of K = 4096",
+             lambda: predict("sm90-h200", "w4a8_native", 1, 4096, 4096, 100))),
+    ("predict path 'fast'", "InvalidInputError: lists the accepted paths",
+     _raises(InvalidInputError, r"path 'fast'; accepted: w4a8_native, w4a16_fallback",
+             lambda: predict("sm90-h200", "fast", 1, 64, 64))),
+    ("predict platform 'tpu-v5'", "InvalidInputError: no hardware data; lists the presets and 'host'",
+     _raises(WorkbenchError, r"platform 'tpu-v5': no hardware data; accepted: .*sm90-h200.*'host'",
+             lambda: predict("tpu-v5", "bf16_dense", 1, 64, 64))),
+    ("predict K = True (a bool)", "InvalidInputError: k = True; accepted: an integer >= 1",
+     _raises(InvalidInputError, r"k = True", lambda: predict("sm90-h200", "bf16_dense", 1, 64, True))),
+    ("predict sm90-h200 W4A8 g128 at M = 7", "ok: a measured prediction inside its band", _ok_band),
+    ("predict 'selected' on V100 (vLLM refuses W4A8)", "ok: no time; the note quotes vLLM's refusal",
+     _ok_refused_layer),
+    ("CLI predict --m 1,x", "exit 2, error: --m '1,x': accepted: comma-separated integers >= 1",
+     _cli(["predict", "--n", "64", "--k", "64", "--m", "1,x"], 2, "--m '1,x': accepted")),
+    ("CLI predict --paths ','", "exit 2, error: --paths is empty",
+     _cli(["predict", "--n", "64", "--k", "64", "--paths", ","], 2, "--paths is empty")),
+    ("CLI report of a file that is neither preset nor folder", "exit 2, error: neither a model preset nor a checkpoint directory",
+     _cli(["report", "README.md"], 2, "neither a model preset")),
+    ("report --tp 0", "InvalidInputError: tp = 0; accepted: an integer >= 1",
+     _raises(InvalidInputError, r"tp = 0; accepted", lambda: model_report("Llama-3.1-8B", "sm90-h200", 0))),
+    ("report Llama-3.1-8B at TP 3", "InvalidInputError: tp: 3; accepted: a power of two",
+     _raises(InvalidInputError, r"tp: 3; accepted: a power of two",
+             lambda: model_report("Llama-3.1-8B", "sm90-h200", 3))),
+    ("report Phi-3-mini at TP 64 (32 heads)", "InvalidInputError: num_attention_heads = 32 is not divisible by 64",
+     _raises(InvalidInputError, r"num_attention_heads = 32 is not divisible by tensor parallel size 64",
+             lambda: model_report("Phi-3-mini", "sm90-h200", 64))),
+    ("results file with schema 'other/2'", "InvalidInputError: names the accepted schema",
+     _raises(InvalidInputError, r"schema 'other/2'; accepted: 'w4a8-workbench-results/1'",
+             lambda: parse_results({"schema": "other/2", "records": [{}]}))),
+    ("results record median_us = NaN", "InvalidInputError: median_us = nan; accepted: a finite number",
+     _raises(InvalidInputError, r"record 0 median_us = nan; accepted: a finite number",
+             lambda: parse_results({"schema": SCHEMA, "records": [
+                 {"path": "x", "n": 1, "k": 1, "m": 1, "median_us": float("nan")}]}))),
+    ("results file that is a CSV export", "InvalidInputError: CSV files are exports, never read back",
+     _raises(InvalidInputError, r"CSV files are exports", lambda: load_results(_write(None, "a,b\n", "r.csv")))),
+    ("results file that is not JSON", "InvalidInputError: not JSON",
+     _raises(InvalidInputError, r"not JSON", lambda: load_results(_write(None, "{oops")))),
+]
+
+
+@pytest.mark.parametrize("row", CATALOG, ids=[r[0] for r in CATALOG])
+def test_catalog(row):
+    row[2]()
