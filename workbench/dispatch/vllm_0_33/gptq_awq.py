@@ -15,7 +15,8 @@ from typing import Any
 
 from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Trace
-from workbench.dispatch.types import ST, DType, MPConfig, Runtime, ScalarType, activation_name, dtype
+from workbench.dispatch.types import (ST, DType, MPConfig, Runtime, ScalarType, activation_name,
+                                      dtype)
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
@@ -203,7 +204,8 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
                                       _dynamic(dynamic, name, "desc_act", desc_act),
                                       _dynamic(dynamic, name, "sym", sym))
         if (bits, sym) not in GPTQ_TYPES:  # override_config
-            raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
+            raise VllmError("ValueError",
+                            f"Unsupported quantization config: bits={bits}, sym={sym}")
         gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
     except VllmError as exc:
         t.error, t.error_type = exc.message, exc.error_type
@@ -351,8 +353,10 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
             return t
         use_marlin = (not env.batch_invariant and p.is_cuda()
                       and check_marlin_supported(ST["uint4"], group, zero_point, p)[0])
-        g = group
-        if use_marlin and (g == -1 or g >= layer.in_features or layer.input_size_per_partition % g == 0):
+        # check_marlin_supports_layer: only a group straddling the shard is refused.
+        whole = (group == -1 or group >= layer.in_features
+                 or layer.input_size_per_partition % group == 0)
+        if use_marlin and whole:
             awq_marlin_linear(group, zero_point, layer, p, env, t,
                               input_dtype=_env_input_dtype(env, p))
         else:

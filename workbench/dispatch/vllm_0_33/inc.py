@@ -326,7 +326,8 @@ def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> None:
     if bad:
         raise VllmError("NotImplementedError", (
             "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires partitioned in/out sizes that are "
-            f"multiples of {DIM_ALIGNMENT}, got " + ", ".join(f"{name}={size}" for name, size in bad)
+            f"multiples of {DIM_ALIGNMENT}, got "
+            + ", ".join(f"{name}={size}" for name, size in bad)
             + f". Partition shape: ({k}, {n})."))
     t.runtime_detail = Runtime(
         "INCXPUW4A8LinearMethod", "int8", "int4", "torch.ops._xpu_C.int4_gemm_w4a8",
@@ -427,7 +428,8 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
             if not p.has_package("humming"):
                 raise VllmError("ModuleNotFoundError", "No module named 'humming'")
             t.selected = t.method = "HummingLinearMethod"
-            t.runtime_detail = Runtime("HummingLinearMethod", activation_name(dtype(d.params_dtype)),
+            t.runtime_detail = Runtime("HummingLinearMethod",
+                                       activation_name(dtype(d.params_dtype)),
                                        f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}",
                                        "apply_humming_linear",
                                        INC_DIR + "schemes/inc_wna16_scheme.py:146")
