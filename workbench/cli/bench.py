@@ -140,8 +140,8 @@ def run(args) -> int:
     paths = list(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
     unknown = [p for p in paths if p not in PATHS]
     if unknown or not paths:
-        raise InvalidInputError(f"--paths: unknown {shown(', '.join(unknown)) if unknown else '(none given)'}; "
-                                f"known: {', '.join(PATHS)}")
+        given = ", ".join(unknown)[:80] if unknown else "(none given)"
+        raise InvalidInputError(f"--paths: unknown {given}; known: {', '.join(PATHS)}")
     args.path_names, args.ms = paths, int_list(args.m, "--m", 0, 2**31 - 1)
     if args.out is not None:
         output_file(args.out, "--out", (".json", ".csv"))  # checked before the minutes of timing
