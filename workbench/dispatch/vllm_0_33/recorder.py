@@ -138,6 +138,9 @@ class Vllm:
                 "stubbed_optional_packages": sorted(OPTIONAL),
                 "stubbed_hardware_queries": HARDWARE_QUERIES,
                 "stand_ins": ["VllmConfig.model_config: only `dtype` (no checkpoint is loaded)",
+                              "ModelConfig for the quantization checks: the checkpoint's "
+                              "quantization_config and dtype; maybe_update_config skipped "
+                              "(it reads checkpoint files)",
                               "a one-process gloo tensor-parallel group (TP=1)"] +
                              [f"{m}.{n} (scheme level: a non-MP scheme's own kernel choice)"
                               for m, n in NON_MP_KERNEL_INITS.items()],
@@ -377,32 +380,93 @@ MP_SCHEMES = {"CompressedTensorsW4A8Int", "CompressedTensorsW4A8Fp8", "Compresse
 # -- the quant-method levels: gptq, awq, inc ------------------------------------------------
 # Input: {"quantization_config": <the checkpoint's dict>, "layer_name", "in_features",
 # "out_features", "params_dtype", optional "input_size_per_partition" /
-# "output_size_per_partition"}. Expected: {"method": the linear method vLLM's
-# `get_quant_method` returns (class name) or None, "error", "error_type", "kernel": the
-# selection its `create_weights` ran (the scheme level's shape) or None}.
-QUANT_METHOD = {"gptq": "auto_gptq", "awq": "auto_awq", "inc": "inc"}
+# "output_size_per_partition"}. Expected: {"quantization": the method name vLLM resolved,
+# "method": the linear method `get_quant_method` returns (class name) or None, "inner": what
+# it delegates to (INC's scheme, and the scheme's own linear method), "error",
+# "error_type", "kernel": the selection its `create_weights` ran (the scheme level's shape) or
+# None}. The run follows a model load: ModelConfig._verify_quantization (which method, the
+# platform's whitelist), VllmConfig._get_quantization_config (from_config, then the capability
+# and dtype gate), get_quant_method, create_weights.
+
+
+def _model_config(v: Vllm, qc: dict, dtype: str) -> Any:
+    """The ModelConfig fields the two quantization checks read (no checkpoint is loaded)."""
+    import tempfile
+    hf = types.SimpleNamespace(quantization_config=dict(qc))
+    return types.SimpleNamespace(
+        quantization=None, dtype=v.dtype(dtype), quantization_config=None, hf_config=hf,
+        hf_text_config=None, model=tempfile.gettempdir(), revision=None,
+        allow_deprecated_quantization=False,
+        model_arch_config=types.SimpleNamespace(quantization_config=dict(qc),
+                                                total_num_attention_heads=32,
+                                                total_num_kv_heads=8))
+
+
+@contextmanager
+def _no_checkpoint_reads(cls: type) -> Iterator[None]:
+    """`maybe_update_config` reads the checkpoint's safetensors headers, which do not exist;
+    it runs after both gate checks, so skipping it changes no recorded outcome."""
+    saved = cls.__dict__.get("maybe_update_config")
+    cls.maybe_update_config = lambda self, *a, **k: None
+    try:
+        yield
+    finally:
+        if saved is None:
+            del cls.maybe_update_config
+        else:
+            cls.maybe_update_config = saved
+
+
+def load_quant_config(v: Vllm, qc: dict, dtype: str, out: dict) -> Any:
+    """Model-load order: which method, the platform whitelist, from_config, the gate."""
+    config = v.mod("vllm.config")
+    registry = v.mod("vllm.model_executor.layers.quantization")
+    model = _model_config(v, qc, dtype)
+    config.ModelConfig._verify_quantization(model)
+    out["quantization"] = model.quantization
+    with _no_checkpoint_reads(registry.get_quantization_config(model.quantization)):
+        return config.VllmConfig._get_quantization_config(model, config.LoadConfig())
+
+
+def _inner_methods(method: Any) -> list[str]:
+    """What a wrapping method delegates to, outermost first: INC's `INCLinearMethod.scheme`,
+    and that scheme's `linear_method` (e.g. the AutoGPTQLinearMethod it builds)."""
+    names = []
+    while method is not None:
+        method = getattr(method, "scheme", None) or getattr(method, "linear_method", None)
+        if method is not None and not isinstance(method, sandbox.Stub):
+            names.append(type(method).__name__)
+    return names
 
 
 def _carrier_layer(v: Vllm, case_input: dict) -> Any:
-    """A real vLLM linear layer for `get_quant_method` to inspect (built unquantized)."""
+    """A real vLLM linear layer for `get_quant_method` to inspect (built unquantized, TP=1),
+    given the per-rank sizes of the case: what a Column/RowParallelLinear shard holds
+    (linear.py:496-498, 1708-1710), and what `check_marlin_supports_layer` reads."""
     linear = v.mod("vllm.model_executor.layers.linear")
-    return linear.ReplicatedLinear(case_input["in_features"], case_input["out_features"],
-                                   bias=False, params_dtype=v.dtype(case_input["params_dtype"]),
-                                   quant_config=None, prefix=case_input["layer_name"])
+    layer = linear.ReplicatedLinear(case_input["in_features"], case_input["out_features"],
+                                    bias=False, params_dtype=v.dtype(case_input["params_dtype"]),
+                                    quant_config=None, prefix=case_input["layer_name"])
+    layer.input_size_per_partition = case_input.get("input_size_per_partition",
+                                                    case_input["in_features"])
+    layer.output_size_per_partition = case_input.get("output_size_per_partition",
+                                                     case_input["out_features"])
+    layer.output_partition_sizes = [layer.output_size_per_partition]
+    return layer
 
 
 def record_quant_method(v: Vllm, case: dict) -> dict:
-    """`<Config>.from_config`, `get_quant_method(layer, prefix)`, then `create_weights`."""
-    registry = v.mod("vllm.model_executor.layers.quantization")
+    """A GPTQ / AWQ / INC checkpoint's linear layer, loaded as vLLM loads it."""
     i = case["input"]
-    out: dict[str, Any] = {"method": None, "error": None, "error_type": None, "kernel": None}
+    out: dict[str, Any] = {"quantization": None, "method": None, "inner": [], "error": None,
+                           "error_type": None, "kernel": None}
     try:
         with v.on(case["platform"], case["env"], i["params_dtype"]):
-            cls = registry.get_quantization_config(QUANT_METHOD[case["level"]])
-            config = cls.from_config(dict(i["quantization_config"]))
+            config = load_quant_config(v, i["quantization_config"], i["params_dtype"], out)
             layer = _carrier_layer(v, i)
             method = config.get_quant_method(layer, prefix=i["layer_name"])
             out["method"] = None if method is None else type(method).__name__
+            out["inner"] = _inner_methods(method)
             if method is not None:
                 with v.observer.watching() as obs:
                     try:
@@ -421,54 +485,18 @@ def record_quant_method(v: Vllm, case: dict) -> dict:
 
 
 # -- the config gate -------------------------------------------------------------------------
-# Input: {"quantization": the method name vLLM resolved, "quantization_config": the dict,
-# "dtype": the model dtype}. Expected: {"error", "error_type"} of
-# `VllmConfig._get_quantization_config` (None when the gate passes).
+# Input: {"quantization_config": the checkpoint's dict, "dtype": the model dtype}. Expected:
+# {"quantization", "error", "error_type"}: the method vLLM resolved, and what the two model-load
+# checks raised (None when the model gets past them).
 def record_config_gate(v: Vllm, case: dict) -> dict:
-    import tempfile
     i = case["input"]
-    out = {"error": None, "error_type": None}
+    out = {"quantization": None, "error": None, "error_type": None}
     try:
         with v.on(case["platform"], case["env"], i["dtype"]):
-            config = v.mod("vllm.config")
-            model = types.SimpleNamespace(  # the fields the gate reads off a ModelConfig
-                quantization=i["quantization"], dtype=v.dtype(i["dtype"]), quantization_config=None,
-                hf_config=types.SimpleNamespace(quantization_config=dict(i["quantization_config"])),
-                hf_text_config=None, model=tempfile.gettempdir(), revision=None,
-                model_arch_config=types.SimpleNamespace(total_num_attention_heads=32,
-                                                        total_num_kv_heads=8),
-                quantization_param_path=None)
-            load = config.LoadConfig()
-            qc = v.mod("vllm.model_executor.layers.quantization")
-            cls = qc.get_quantization_config(i["quantization"])
-            with _gate_only(v, cls):
-                config.VllmConfig._get_quantization_config(model, load)
-    except _GatePassed:
-        pass
+            load_quant_config(v, i["quantization_config"], i["dtype"], out)
     except Exception as exc:
         out.update(error_fields(exc))
     return out
-
-
-class _GatePassed(Exception):
-    """Raised from `maybe_update_config`, which the gate calls once both checks passed."""
-
-
-@contextmanager
-def _gate_only(v: Vllm, cls: type) -> Iterator[None]:
-    """Stop after the gate: `maybe_update_config` reads checkpoint files, which do not exist."""
-    saved = cls.__dict__.get("maybe_update_config")
-
-    def stop(self, *a, **k):
-        raise _GatePassed
-    cls.maybe_update_config = stop
-    try:
-        yield
-    finally:
-        if saved is None:
-            del cls.maybe_update_config
-        else:
-            cls.maybe_update_config = saved
 
 
 RECORDERS: dict[str, Callable[[Vllm, dict], dict]] = {

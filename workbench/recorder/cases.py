@@ -1,0 +1,148 @@
+"""Seeded random cases for the levels that have no hand-written inputs.
+
+Each case is a checkpoint's quantization config for one linear layer (or, for the config gate,
+the model-level config), on a platform drawn from the presets the committed cases use, under
+an env drawn from the knobs these routes read. Values are mostly valid, with the invalid ones
+vLLM must refuse mixed in (bits 9, group 256, unknown backends, fp32 models).
+"""
+from __future__ import annotations
+
+import random
+
+_CAP = ({"device": "cuda", "capability": c, "cpu_arch": None, "gfx": None, "zen": False,
+         "amx": False} for c in (60, 70, 75, 80, 86, 89, 90, 100, 120))
+PLATFORMS = [dict(p) for p in _CAP] + [
+    {"device": "rocm", "capability": 94, "cpu_arch": None, "gfx": "gfx942", "zen": False, "amx": False},
+    {"device": "rocm", "capability": 110, "cpu_arch": None, "gfx": "gfx1100", "zen": False, "amx": False},
+    {"device": "xpu", "capability": None, "cpu_arch": None, "gfx": None, "zen": False, "amx": False},
+    {"device": "cpu", "capability": None, "cpu_arch": "x86", "gfx": None, "zen": False, "amx": False},
+    {"device": "cpu", "capability": None, "cpu_arch": "x86", "gfx": None, "zen": False, "amx": True},
+    {"device": "cpu", "capability": None, "cpu_arch": "x86", "gfx": None, "zen": True, "amx": False},
+    {"device": "cpu", "capability": None, "cpu_arch": "arm", "gfx": None, "zen": False, "amx": False},
+]
+ZEN_OPS = ["zentorch.zentorch_dynamic_qlinear", "zentorch.zentorch_woq_linear",
+           "zentorch.zentorch_woq_repack_weight"]
+LAYERS = ["model.layers.0.mlp.down_proj", "model.layers.0.self_attn.q_proj",
+          "model.layers.3.mlp.gate_proj", "lm_head"]
+SHAPES = [(4096, 4096), (4096, 11008), (11008, 4096), (14336, 4096), (2048, 5632), (1000, 1000),
+          (5120, 13824), (3584, 18944)]
+
+
+def _platform(r: random.Random, level: str) -> dict:
+    pool = PLATFORMS + ([p for p in PLATFORMS if p["device"] in ("xpu", "cpu")] * 2
+                        if level == "inc" else [])
+    p = dict(r.choice(pool))
+    ops = ["aten._dyn_quant_matmul_4bit"] if r.random() < 0.85 else []
+    packages: list[str] = []
+    if p["device"] == "cuda":
+        packages = [x for x in ("humming", "conch") if r.random() < (0.6 if x == "humming" else 0.2)]
+    elif p["device"] == "rocm":
+        packages = ["conch"] if r.random() < 0.5 else []
+        ops += ["_rocm_C.gptq_gemm_rdna3"] if r.random() < 0.5 else []
+    elif p["device"] == "xpu":
+        ops += ["_xpu_C.int4_gemm_w4a8", "_xpu_C.int4_gemm_w4a16"] if r.random() < 0.85 else []
+        packages = ["auto_round_kernel"] if r.random() < 0.3 else []
+    elif p["zen"]:
+        packages = ["zentorch"] if r.random() < 0.8 else []
+        ops += ZEN_OPS if packages and r.random() < 0.8 else []
+    elif p["device"] == "cpu":
+        packages = ["auto_round_kernel"] if r.random() < 0.2 else []
+    p["packages"] = sorted(packages)
+    p["torch_ops"] = sorted(ops)
+    return p
+
+
+def _layer(r: random.Random, dtypes=("bfloat16", "bfloat16", "float16", "float16",
+                                      "float32")) -> dict:
+    k, n = r.choice(SHAPES)
+    out = {"layer_name": r.choice(LAYERS), "in_features": k, "out_features": n,
+           "params_dtype": r.choice(dtypes)}
+    tp = r.choice([1, 1, 2, 4, 8])
+    if tp > 1 and r.random() < 0.5:
+        out["input_size_per_partition"] = k // tp
+    elif tp > 1:
+        out["output_size_per_partition"] = n // tp
+    return out
+
+
+def _marlin_env(r: random.Random) -> dict:
+    env = {}
+    if r.random() < 0.3:
+        env["VLLM_MARLIN_INPUT_DTYPE"] = r.choice(["int8", "fp8"])
+    if r.random() < 0.1:
+        env["VLLM_DISABLED_KERNELS"] = r.choice(["MacheteLinearKernel", "HummingLinearKernel",
+                                                  "MacheteLinearKernel,HummingLinearKernel"])
+    return env
+
+
+def _gptq(r: random.Random) -> tuple[dict, dict]:
+    qc = {"quant_method": "gptq", "bits": r.choice([4, 4, 4, 8, 8, 2, 3]),
+          "group_size": r.choice([128, 128, 64, 32, -1, 256]), "desc_act": r.random() < 0.15,
+          "sym": r.random() < 0.85}
+    if r.random() < 0.2:
+        qc["checkpoint_format"] = "gptq_v2" if r.random() < 0.5 else "gptq"
+    return {"quantization_config": qc, **_layer(r)}, _marlin_env(r)
+
+
+def _awq(r: random.Random) -> tuple[dict, dict]:
+    qc = {"quant_method": "awq", "bits": r.choice([4, 4, 4, 8]),
+          "group_size": r.choice([128, 128, 64, 32, -1, 256]),
+          "zero_point": r.random() < 0.85, "version": r.choice(["gemm", "gemm", "gemv"])}
+    return {"quantization_config": qc, **_layer(r)}, _marlin_env(r)
+
+
+def _inc(r: random.Random) -> tuple[dict, dict]:
+    qc = {"quant_method": "auto-round" if r.random() < 0.97 else "intel/auto-round",
+          "bits": r.choice([4, 4, 4, 4, 4, 2, 3, 8, 5, 6, 7, 9, 16]),
+          "group_size": r.choice([128, 128, 128, 64, 32, -1, -1, 48]), "sym": r.random() < 0.8}
+    if r.random() < 0.6:
+        qc["packing_format"] = r.choice(["auto_round:auto_gptq", "auto_round:auto_gptq",
+                                         "auto_round:auto_awq", "auto_round:auto_awq",
+                                         "auto_round:gptq", "auto_round:fp8"])
+    if r.random() < 0.3:
+        qc["backend"] = r.choice(["auto", "gptq", "awq", "gptq:marlin", "awq:marlin", "marlin",
+                                  "exllama"])
+    if r.random() < 0.1:
+        qc["data_type"] = r.choice(["int", "fp", "fp8", "mx_fp"])
+    layer = _layer(r)
+    if r.random() < 0.1:
+        qc["extra_config"] = {layer["layer_name"]: {"bits": r.choice([16, 8, 4])}}
+    env = {}
+    if r.random() < 0.5:
+        env["VLLM_XPU_INC_WNA16_BACKEND"] = r.choice(["auto", "ark", "w4a16", "w4a8", "w4a8",
+                                                      "W4A8"])
+    if r.random() < 0.2:
+        env["VLLM_MARLIN_INPUT_DTYPE"] = r.choice(["int8", "fp8"])
+    return {"quantization_config": qc, **layer}, env
+
+
+_GATE_CONFIGS = {
+    "compressed-tensors": {"quant_method": "compressed-tensors", "format": "int-quantized",
+                           "config_groups": {}},
+    "auto_gptq": {"quant_method": "gptq", "bits": 4, "group_size": 128, "desc_act": False,
+                  "sym": True, "modules_in_block_to_quantize": ["mlp.down_proj"]},
+    "auto_awq": {"quant_method": "awq", "bits": 4, "group_size": 128, "zero_point": True,
+                 "version": "gemm", "modules_to_not_convert": []},
+    "inc": {"quant_method": "auto-round", "bits": 4, "group_size": 128, "sym": True},
+}
+
+
+def _gate(r: random.Random) -> tuple[dict, dict]:
+    q = r.choice(sorted(_GATE_CONFIGS) + ["gptq", "awq", "inc"])
+    qc = _GATE_CONFIGS[q] if q in _GATE_CONFIGS else DRAW[q](r)[0]["quantization_config"]
+    return {"quantization_config": qc,
+            "dtype": r.choice(["bfloat16", "float16", "float32"])}, {}
+
+
+DRAW = {"gptq": _gptq, "awq": _awq, "inc": _inc, "config-gate": _gate}
+
+
+def draw(level: str, n: int, seed: int) -> list[dict]:
+    """`n` cases of `level`, the same for the same seed."""
+    r = random.Random(f"{level}:{seed}")
+    out = []
+    for i in range(n):
+        inp, env = DRAW[level](r)
+        out.append({"id": f"{level}-{seed}-{i:04d}", "level": level, "input": inp,
+                    "platform": _platform(r, level), "env": env, "expected": None})
+    return out
