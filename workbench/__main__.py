@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: object) -> None:
-    text = " ".join(str(message).splitlines()) or "(no message)"  # one line; spaces kept as vLLM wrote them
+    # One line, whatever the message holds; runs of spaces are kept as vLLM wrote them.
+    text = " ".join(str(message).splitlines()) or "(no message)"
     print(f"error: {text}", file=sys.stderr, flush=True)
 
 
@@ -74,7 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         # The reader went away (`| head -1`): stop writing, and keep Python's exit-time
         # flush of stdout from raising again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):  # stdout is no file descriptor (captured in-process)
+            pass
         return 0
     except OSError as exc:  # a file the user named that cannot be read or written
         where = f"{exc.filename}: " if exc.filename else ""
