@@ -114,7 +114,7 @@ def _env_mapping(pairs: list[str]) -> dict[str, str]:
     for pair in pairs:
         key, sep, value = pair.partition("=")
         if not sep or not key:
-            raise InvalidInputError(f"--env: expected KEY=VALUE, got {pair!r}")
+            raise InvalidInputError(f"--env: expected KEY=VALUE, got {shown(pair)}")
         mapping[key] = value
     return mapping
 
