@@ -1,6 +1,6 @@
 """`python -m workbench bench`: time kernel paths on one layer, print or save the records.
 
-    python -m workbench bench --m 1,32,128 --n 4096 --k 4096 --group 128 \
+    python -m workbench bench --m 1,32,128 --n 4096 --k 4096 --group 128 \\
         --paths w4a8_native,w4a16_fallback,int8_mm,bf16_dense,vllm_dynamic4bit --json
 
 prints one JSON record per (path, M) with at least path, m, n, k, group_size,
