@@ -171,6 +171,9 @@ def test_bench_names_the_reference_of_each_error():
     assert rec["kernel_rel_error"] < rec["rel_error"]  # the kernel is far closer to its reference
     rc, out, _ = run_cli(*argv)
     assert "err vs W" in out and "err vs ref" in out and "unquantized weights" in out
+    # every timing table says how far to trust it: the widest band and the load on the cores
+    assert re.search(r"noise: widest p80/p20 [\d.]+x \(w4a16_fallback at M = 2\); load [\d.]+ on "
+                     r"\d+ core", out)
 
 
 def test_bench_size_guard_states_the_need_and_the_limit():

@@ -128,6 +128,23 @@ def _layer(args):
     return synthetic_bench_layer(n, k, g, seed=args.seed, symmetric=not args.asym)
 
 
+def _noise_line(records, prov: dict) -> str:
+    """The run's widest p80/p20 band and its load against the cores, a warning past the limits."""
+    from workbench.noise import SPREAD_LIMIT, timing_noise
+
+    end = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    noise = timing_noise([r.to_dict() for r in records], (prov.get("loadavg_1m"), end))
+    spread = ("-" if noise.worst_spread is None else
+              f"{noise.worst_spread:.2f}x ({noise.worst_path} at M = {noise.worst_m})")
+    load = "-" if noise.load is None else f"{noise.load:.1f}"
+    line = f"noise: widest p80/p20 {spread}; load {load} on {noise.cores} core(s)"
+    if noise.noisy:
+        why = ([f"a band above {SPREAD_LIMIT}x"] if noise.spread_high else []) + (
+            ["a load above the core count"] if noise.overloaded else [])
+        line += f"\nwarning: noisy timings ({' and '.join(why)}): medians may move between runs"
+    return line
+
+
 def run(args) -> int:
     from w4a8_kernels.registry import PATHS
     from workbench.bench import bench_layer_weight, host_provenance, write_csv, write_json
@@ -171,6 +188,7 @@ def run(args) -> int:
                   f"{r.detail or r.why}")
         print(f"relative errors: 'err vs W' against the {ERROR_REFERENCES['rel_error']}; "
               f"'err vs ref' against the {ERROR_REFERENCES['kernel_rel_error']}")
+        print(_noise_line(records, prov))
     if args.out is not None:
         write = write_csv if args.out.endswith(".csv") else write_json
         out = write(records, args.out, prov)
