@@ -32,7 +32,7 @@ def test_generated_fixture_rows_are_in_the_oracle_format(level):
     assert len({c["id"] for c in cases}) == len(cases)
     for c in cases:
         assert tuple(c) == CASE_KEYS and c["level"] == level
-        assert set(c["platform"]) == PLATFORM_KEYS
+        assert set(c["platform"]) - {"ark_backend_lib"} == PLATFORM_KEYS
         assert set(c["expected"]) == EXPECTED_KEYS[level]
         kernel = c["expected"].get("kernel")
         if kernel is not None:
@@ -148,3 +148,50 @@ def test_re_recording_reproduces_a_sample_of_every_fixture_file():
     for name in files:
         for case in read_cases(FIXTURES / name)[::97]:
             assert record_case(rec, vllm, case) == case["expected"], (name, case["id"])
+
+
+# -- trace --against-vllm ----------------------------------------------------------------------
+MP = ('{"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": false, '
+      '"out_type": null, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}')
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--mp-config", MP, "--against-vllm", "{tmp}"], "no PKG-INFO; expected an unpacked vLLM sdist"),
+    (["--mp-config", MP, "--against-vllm", "{tmp}/nowhere"], "not a directory"),
+    (["--batch", "-", "--against-vllm", "{tmp}"], "takes one case, not --batch"),
+])
+def test_against_vllm_refuses_what_it_cannot_compare(argv, message, tmp_path, capsys):
+    from workbench.__main__ import main
+    code = main(["trace"] + [a.replace("{tmp}", str(tmp_path)) for a in argv])
+    assert code == 2 and message in capsys.readouterr().err
+
+
+def test_against_vllm_refuses_an_sdist_of_another_version(tmp_path, capsys):
+    from workbench.__main__ import main
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.34.0\n")
+    assert main(["trace", "--mp-config", MP, "--against-vllm", str(tmp_path)]) == 2
+    assert "that sdist is vLLM 0.34.0, the trace used the 0.33.0 rules" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+def test_against_vllm_exits_0_when_the_workbench_says_what_vllm_says(capsys):
+    from workbench.__main__ import main
+    assert main(["trace", "--platform", "x86-avx512", "--mp-config", MP,
+                 "--against-vllm", SRC]) == 0
+    assert "same as vLLM" in capsys.readouterr().out
+    # A GPTQ g256 layer on an H200: the workbench and vLLM both refuse it in the same words.
+    assert main(["trace", "--platform", "sm90-h200", "--gptq",
+                 '{"bits": 4, "group_size": 256, "desc_act": false, "sym": true}',
+                 "--against-vllm", SRC]) == 0
+
+
+@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+def test_against_vllm_names_the_fields_that_differ():
+    """The x86 trace held against vLLM on an H200: the kernel and the reasons differ."""
+    from workbench.platforms import resolve_platform
+    from workbench.recorder.against import compare
+    mp = json.loads(MP)
+    trace = dispatch.trace_mp(mp, "x86-avx512")
+    _, diffs = compare("mp_config", mp, resolve_platform("sm90-h200"), {}, trace, SRC)
+    assert [d.field for d in diffs] == ["selected", "reasons"]
+    assert diffs[0].workbench == "Dynamic4bitLinearKernel" and diffs[0].vllm == "HummingLinearKernel"

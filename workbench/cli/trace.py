@@ -68,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="VLLM_* variable or linear_backend / linear_backend_per_quant (repeatable)")
     p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
                    help=f"the vLLM rule set to trace with (default: {DEFAULT_VERSION})")
+    p.add_argument("--against-vllm", metavar="DIR",
+                   help="also run the case through vLLM's own code from an unpacked sdist DIR "
+                        "and print the fields that differ (exit 1 if any, 0 if none)")
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the trace JSON")
     out.add_argument("--markdown", action="store_true", help="print the trace as Markdown")
@@ -166,14 +169,21 @@ def run(args: argparse.Namespace) -> int:
     if args.batch:
         if args.markdown:
             raise InvalidInputError("--markdown: --batch prints one JSON trace per line")
+        if args.against_vllm:
+            raise InvalidInputError("--against-vllm: takes one case, not --batch")
         return _run_batch(args.batch, platform, env, args.vllm_version)
     from workbench.dispatch import TRACERS
 
     given = [k for k in CASE_KINDS if getattr(args, k) is not None]
     if given:
         flag = "--" + given[0].replace("_", "-")
-        trace = TRACERS[given[0]](_object_arg(getattr(args, given[0]), flag), platform, env,
-                                  version=args.vllm_version)
+        data = _object_arg(getattr(args, given[0]), flag)
+        trace = TRACERS[given[0]](data, platform, env, version=args.vllm_version)
+        if args.against_vllm:
+            return _against_vllm(args.against_vllm, given[0], data, platform, env, trace)
+    elif args.against_vllm:
+        raise InvalidInputError("--against-vllm: takes one case (--mp-config, --scheme, --gptq, "
+                                "--awq or --inc), not --checkpoint")
     else:
         if not args.layer:
             raise InvalidInputError("--checkpoint needs --layer NAME (see `python -m workbench inspect PATH`)")
@@ -183,6 +193,18 @@ def run(args: argparse.Namespace) -> int:
                                        platform, env, tp_size=args.tp or 1, parallel=args.parallel)
     _print(trace, args)
     return 0
+
+
+def _against_vllm(src: str, kind: str, data: dict, platform: Any, env: dict, trace) -> int:
+    """Print each recorded field where the workbench differs from vLLM's own code."""
+    from workbench.platforms import resolve_platform
+    from workbench.recorder.against import compare
+
+    _, diffs = compare(kind, data, resolve_platform(platform), env, trace, src)
+    for d in diffs:
+        print(f"{d.field}:\n  workbench: {json.dumps(d.workbench)}\n  vllm:      {json.dumps(d.vllm)}")
+    print(f"{len(diffs)} field(s) differ from vLLM" if diffs else "same as vLLM")
+    return 1 if diffs else 0
 
 
 def _run_batch(path: str, platform: str | dict, env: dict, version: str | None = None) -> int:

@@ -37,6 +37,8 @@ class RecorderError(InvalidInputError):
 
 def sdist_version(src: Path) -> str:
     """The `Version:` an unpacked sdist's PKG-INFO declares."""
+    if not Path(src).is_dir():
+        raise RecorderError(f"--vllm-src {src}: not a directory")
     info = Path(src) / "PKG-INFO"
     if not info.is_file():
         raise RecorderError(f"--vllm-src {src}: no PKG-INFO; expected an unpacked vLLM sdist "
@@ -58,8 +60,6 @@ def recorder_module(version: str) -> ModuleType:
 def open_vllm(src: str | Path) -> tuple[ModuleType, Any]:
     """(the version's recorder module, its loaded vLLM) for an unpacked sdist."""
     src = Path(src)
-    if not src.is_dir():
-        raise RecorderError(f"--vllm-src {src}: not a directory")
     rec = recorder_module(sdist_version(src))
     return rec, rec.Vllm(src)
 

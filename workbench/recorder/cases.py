@@ -47,6 +47,8 @@ def _platform(r: random.Random, level: str) -> dict:
         ops += ZEN_OPS if packages and r.random() < 0.8 else []
     elif p["device"] == "cpu":
         packages = ["auto_round_kernel"] if r.random() < 0.2 else []
+    if "auto_round_kernel" in packages and r.random() < 0.3:
+        p["ark_backend_lib"] = False  # importable, but its cpu_lib / xpu_lib failed to load
     p["packages"] = sorted(packages)
     p["torch_ops"] = sorted(ops)
     return p

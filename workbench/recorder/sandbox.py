@@ -18,9 +18,7 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-
-class StubCalled(RuntimeError):
-    """A stubbed compiled op or optional package was called where its real result matters."""
+from workbench.errors import WorkbenchError
 
 
 class Stub(types.ModuleType):
@@ -86,7 +84,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 FINDER = _Finder()
 
 
-class InstalledOptionalPackage(RuntimeError):
+class InstalledOptionalPackage(WorkbenchError):
     """An optional package the recorder simulates is really installed, so "absent" would lie."""
 
 

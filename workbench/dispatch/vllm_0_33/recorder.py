@@ -17,6 +17,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from workbench.errors import InvalidInputError
 from workbench.recorder import sandbox
 
 VLLM_VERSION = "0.33.0"
@@ -41,7 +42,8 @@ C_QUERIES = {
     "cutlass_scaled_mm_supports_fp4": lambda cc: 100 <= cc < 130,
 }
 
-HARDWARE_QUERIES = ["Platform.get_device_capability", "Platform.get_device_name",
+HARDWARE_QUERIES = ["auto_round_kernel.cpu_lib / xpu_lib (platform field ark_backend_lib)",
+                    "Platform.get_device_capability", "Platform.get_device_name",
                     "Platform.get_cpu_architecture", "amdsmi (ROCm GCN arch)",
                     "torch.cpu._is_amx_tile_supported",
                     "torch.ops._C." + ", torch.ops._C.".join(sorted(C_QUERIES)),
@@ -52,7 +54,7 @@ _CPU_ARCH = {"x86": "X86", "arm": "ARM", "powerpc": "POWERPC", "riscv": "RISCV",
              "s390x": "S390X"}
 
 
-class SdistError(RuntimeError):
+class SdistError(InvalidInputError):
     """The directory given is not an unpacked vLLM 0.33.0 sdist."""
 
 
@@ -189,6 +191,7 @@ class Vllm:
             import_utils = self.mod("vllm.utils.import_utils")
             import_utils._has_module.cache_clear()
             import_utils._has_module_spec.cache_clear()
+            self._ark(platform)
             obj = self._platform_object(platform)
             self.platforms.current_platform = obj
             for name, mod in list(sys.modules.items()):
@@ -207,6 +210,17 @@ class Vllm:
             stack.callback(setattr, torch.cpu, "_is_amx_tile_supported", saved_amx)
             stack.enter_context(self._env(env, dtype))
             yield obj
+
+    def _ark(self, platform: dict) -> None:
+        """auto_round_kernel, when importable, may still lack its backend library
+        (inc_ark_ops.py:29): the platform's `ark_backend_lib` field (default true)."""
+        ark_ops = sys.modules.get("vllm.model_executor.layers.quantization.inc.schemes.inc_ark_ops")
+        if ark_ops is not None:
+            ark_ops.get_ark_state.cache_clear()
+        if "auto_round_kernel" in platform.get("packages", []):
+            ark = importlib.import_module("auto_round_kernel")
+            if not platform.get("ark_backend_lib", True):
+                ark.cpu_lib = ark.xpu_lib = None
 
     @contextmanager
     def _env(self, env: dict, dtype: str | None) -> Iterator[None]:
