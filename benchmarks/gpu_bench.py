@@ -1111,9 +1111,9 @@ def main() -> None:
 
     peers = not args.no_peers and "bench" in phases
     if peers:
-        meta["gemlite"] = guarded("gemlite", gemlite_setup, args.gemlite_config,
-                                  out / "h200_gemlite_config.json")
-        peers = meta["gemlite"] is not None
+        meta["gemlite_setup"] = guarded("gemlite", gemlite_setup, args.gemlite_config,
+                                        out / "h200_gemlite_config.json")
+        peers = meta["gemlite_setup"] is not None
     if "bench" in phases:
         recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta, peers)
         if recs is not None:

@@ -26,7 +26,9 @@ integers as vLLM's Marlin W4A8-int8 route does (marlin_act_int8_process_scales,
 vllm/model_executor/layers/quantization/utils/marlin_utils.py:544-548): each group's
 int32 dot times its integer scale is summed in int32 (wrapping, as there) and converted
 to float once; the factor max(s) / 4096 multiplies the per-token scale
-(marlin_utils.py:785-786). `w4a8_int_rescale_emulated` is the same arithmetic in torch.
+(marlin_utils.py:785-786); the kernel side is csrc/quantization/marlin/marlin_template.h:
+1127-1156 (int32 multiply-add per group) and 1636-1645 (one int -> float conversion, times
+the token's scale). `w4a8_int_rescale_emulated` is the same arithmetic in torch.
 """
 from __future__ import annotations
 
@@ -102,11 +104,13 @@ def prepare_w4a8_int_rescale(w_q: torch.Tensor, scales: torch.Tensor, group_size
                              scale_dtype: torch.dtype = torch.bfloat16,
                              device: torch.device | str | None = None) -> HalfSplitInt4:
     """Grouped weight for the integer-rescale route: Marlin's integer group scales
-    (triton_pack.marlin_int_scales, from scales rounded to the checkpoint's scale_dtype)."""
+    (triton_pack.marlin_int_scales, from scales rounded to the checkpoint's scale_dtype).
+    vLLM applies them only to layers with more than one group
+    (vllm/model_executor/kernels/linear/mixed_precision/marlin.py:135-136)."""
     if group_size in (-1, w_q.shape[-1]):
         raise KernelInputError(
             "group_size = -1: integer rescale is for grouped weights (vLLM applies it only "
-            "when a layer has more than one group, marlin.py:134-135); accepted: 32, 64, 128, 256")
+            "when a layer has more than one group); accepted: 32, 64, 128, 256")
     int_s, factor = marlin_int_scales(scales, scale_dtype)
     return pack_half_split(w_q, int_s, group_size, device=device, int_rescale=factor)
 
