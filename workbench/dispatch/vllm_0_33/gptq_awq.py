@@ -281,7 +281,8 @@ def _flatten(items: Any) -> list:
 
 def unquantized_runtime(layer: Layer) -> Runtime:
     return Runtime("UnquantizedLinearMethod", activation_name(dtype(layer.params_dtype)),
-                   layer.params_dtype, "F.linear", "model_executor/layers/linear.py")
+                   layer.params_dtype, "F.linear", "model_executor/layers/linear.py",
+                   emulation="bf16_dense")
 
 
 # --------------------------------------------------------------------------- AutoAWQ

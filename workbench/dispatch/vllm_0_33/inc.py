@@ -432,7 +432,8 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
                                        activation_name(dtype(d.params_dtype)),
                                        f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}",
                                        "apply_humming_linear",
-                                       INC_DIR + "schemes/inc_wna16_scheme.py:146")
+                                       INC_DIR + "schemes/inc_wna16_scheme.py:146",
+                                       emulation="w4a16_fallback")
         else:
             _wna16_scheme(cfg, d, p, env, t)
     except VllmError as exc:
