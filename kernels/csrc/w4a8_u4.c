@@ -20,8 +20,8 @@
  * Each group's integer sum is scaled in float32 and summed in group order, then
  * multiplied by xs: the order of the float64 reference (no fused multiply-add).
  *
- * Threads split the N tiles; rows are blocked (MC) so one block's activations stay in
- * cache while a thread streams its weight tiles.
+ * Threads split the N tiles; rows are blocked so one block's activations stay in L2
+ * while a thread streams its weight tiles past them.
  */
 #include <immintrin.h>
 #include <pthread.h>
@@ -78,7 +78,9 @@ typedef __m256 vf;
 #endif
 
 #define NR (VW * NV)
-#define MC 48 /* rows per block: 48 x 4096 codes = 192 KiB, an L2's share */
+/* Rows per block: their codes (MC x K bytes) stay in L2 while the thread's weight tiles
+   stream past them once per block; about 576 KiB (144 rows at K = 4096). */
+#define A_BLOCK_BYTES (576 * 1024)
 
 static inline int32_t load4(const int8_t* p) { int32_t v; memcpy(&v, p, 4); return v; }
 
@@ -167,8 +169,10 @@ typedef struct {
 
 static void run_job(const job_t* j) {
   const int64_t K8 = j->G * j->g8;
-  for (int64_t m0 = 0; m0 < j->M; m0 += MC) {
-    const int64_t m1 = (m0 + MC) < j->M ? (m0 + MC) : j->M;
+  int64_t mc = A_BLOCK_BYTES / (K8 * 8) / MR * MR;
+  if (mc < MR) mc = MR;
+  for (int64_t m0 = 0; m0 < j->M; m0 += mc) {
+    const int64_t m1 = (m0 + mc) < j->M ? (m0 + mc) : j->M;
     for (int64_t t = j->tile_begin; t < j->tile_end; ++t) {
       const uint8_t* Bt = j->Bp + t * K8 * NR * 4;
       const int32_t* zt = j->zs + t * j->G * NR;

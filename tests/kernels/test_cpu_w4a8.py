@@ -127,3 +127,21 @@ def test_c_quantizer_is_bit_exact_with_the_torch_one(dtype):
     keep = torch.empty(3)
     assert lib.quantize_rows_int8(bad.data_ptr(), int(dtype == torch.bfloat16), 3, 8, 8,
                                   None, None, 8, keep.data_ptr()) == -2  # row 1
+
+
+@pytest.mark.parametrize("engine", [e for e in ENGINES if e.value in ("u4_avx2", "u4_vnni512", "avx2_u8s8")],
+                         ids=lambda e: e.value)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_c_engines_over_row_blocks_and_threads(layer_factory, x_factory, engine, threads):
+    # M = 301 rows at K = 4096 spans several of the kernel's row blocks (144 rows), with a
+    # ragged last block and tile; N = 77 leaves a partial column tile for every thread
+    prev = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        for g in (-1, 128):
+            w_q, scales, zeros = layer_factory(77, 4096, g, asym=g == 128, seed=3)
+            x = x_factory(301, 4096, seed=4)
+            out = w4a8_native(x, prepare_w4a8(w_q, scales, g, zeros, engine=engine))
+            assert rel(out, w4a8_reference(x, w_q, scales, g, zeros)) <= 1e-6
+    finally:
+        torch.set_num_threads(prev)
