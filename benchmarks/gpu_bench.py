@@ -994,20 +994,22 @@ def ceilings() -> dict:
 
 # %% profile target (run under ncu)
 
-def run_profile() -> None:
-    """One launch of each tuned GEMM, for ncu: prefill (8192, 8192, M=4096) and decode
-    (28672, 8192, M=1), plus the plain int8 GEMM at the prefill point."""
+def run_profile(points) -> None:
+    """One launch of each GEMM at each (shape, M), for ncu: this project's kernels with the
+    committed tables, cuBLAS bf16 and int8, the plain Triton int8 GEMM."""
     w8, w16, i8 = api()
-    for shape, m in (((8192, 8192), 4096), ((28672, 8192), 1)):
+    for shape, m in points:
         x = make_x(m, shape[1])
         xq, xs = w8.quantize_per_token_int8_triton(x)
-        for g in (-1, 128):
+        for g in (-1, groups_for(shape)[1]):
             w_q, scales = make_weight(shape, g)
             packed = w8.prepare_w4a8(w_q, scales, g)
             w8.w4a8_matmul_quantized(xq, xs, packed, torch.bfloat16, table_cfg("w4a8", packed, m))
             w16.w4a16_matmul(x, packed, table_cfg("w4a16", packed, m))
+        w_q, scales = make_weight(shape, -1)
+        x @ dequant_f32(w_q, scales, -1).to(torch.bfloat16).t()
         if m > 16:
-            w_q, _ = make_weight(shape, -1)
+            torch._int_mm(xq, w_q.t())
             i8.int8_gemm(xq, xs.reshape(-1), w_q, torch.ones(shape[0], device="cuda"))
     torch.cuda.synchronize()
 
@@ -1063,7 +1065,7 @@ def main() -> None:
         TABLES = tables_from_doc(json.loads(args.tables.read_text())["tables_after"])
 
     if "profile" in phases:
-        run_profile()
+        run_profile([(shape, m) for shape in shapes for m in ms])
         return
 
     meta = {"provenance": provenance(args.commit)}
