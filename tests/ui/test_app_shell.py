@@ -4,12 +4,12 @@ from __future__ import annotations
 import tomllib
 
 
-def test_six_pages_and_the_sidebar(ui):
+def test_the_pages_and_the_sidebar(ui):
     at = ui.open_app()
     from workbench.ui.main import PAGES
 
     assert [p[1] for p in PAGES] == ["Layer", "Platform and trace", "Kernels", "Alignment",
-                                     "Docs versus code", "Tour"]
+                                     "Model report", "Docs versus code", "Tour"]
     side = ui.text(at, main_only=False)
     assert "**Layer:** ct-w4a8-int-g128 / model.layers.0.mlp.down_proj" in side
     # the sidebar's platform picker drives every page
@@ -95,3 +95,12 @@ def test_an_error_is_shown_once_not_in_the_sidebar_too(ui):
     (err,) = ui.errors(at)
     assert "is not under an allowed root" in err
     assert "Layer:** not loaded" in "\n".join(m.value for m in at.sidebar.markdown)
+
+
+def test_link_warnings_stay_with_the_page_the_link_opened(ui):
+    at = ui.open_app(query={"platform": "bogus"})
+    assert len(at.sidebar.warning) == 1
+    at.switch_page("workbench/ui/pages/layer.py").run()
+    assert not at.sidebar.warning
+    at.switch_page("workbench/ui/pages/trace.py").run()
+    assert not at.sidebar.warning

@@ -54,11 +54,11 @@ def _sidebar(page: str) -> None:
         env = state.env_mapping()
         st.caption(plain(f"TP {tp} · env: " + (", ".join(f"{k}={v}" for k, v in env.items())
                                                 or "vLLM defaults")))
-        # A refused link parameter is said on the page the link opened, not on every page after.
-        ss.setdefault("_query_page", page)
-        if ss["_query_page"] == page:
-            for problem in ss.get("_query_problems", []):
-                st.warning(plain(problem))
+        # A refused link parameter is said on the page the link opened, until the user moves on.
+        if ss.setdefault("_query_page", page) != page:
+            ss["_query_problems"] = []
+        for problem in ss.get("_query_problems", []):
+            st.warning(plain(problem))
 
 
 @contextmanager
