@@ -102,8 +102,8 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
                                              line=dict(color="#999", width=1))))
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=12))
     fig.update_xaxes(tickfont=dict(size=12))
-    return _layout(fig, "vLLM docs (Supported Hardware) against what the 0.33.0 code selects; "
-                        "red: they disagree", height=170 + 60 * len(names))
+    return _layout(fig, "vLLM docs (Supported Hardware) against what the "
+                        f"{rules().VLLM_VERSION} code selects; red: they disagree", height=170 + 60 * len(names))
 
 
 def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:

@@ -237,11 +237,12 @@ def steps_view(trace, *, upto: int | None = None, key: str = "steps") -> None:
 def outcome_view(trace, platform=None) -> None:
     """The chosen kernel and what it computes, or vLLM's exact error."""
     if trace.selected:
-        st.success(f"vLLM 0.33.0 selects **{trace.selected}**" + (f" for `{trace.scheme}`" if trace.scheme else ""))
+        st.success(f"vLLM {trace.vllm_version} selects **{trace.selected}**" + (f" for `{trace.scheme}`" if trace.scheme else ""))
         if trace.runtime:
             st.info(f"What runs: {trace.runtime}")
     elif trace.error:
-        st.error(f"No kernel: vLLM 0.33.0 raises **{trace.error_type}** with this exact message:")
+        st.error(f"No kernel: vLLM {trace.vllm_version} raises **{trace.error_type}** with this "
+                 "exact message:")
         st.code(trace.error, language=None, wrap_lines=True)
     elif trace.notes:
         st.info(plain(" ".join(trace.notes)))

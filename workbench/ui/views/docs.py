@@ -1,4 +1,4 @@
-"""Docs versus code: vLLM's documented hardware table beside what the 0.33.0 rules select."""
+"""Docs versus code: vLLM's documented hardware table beside what the pinned rules select."""
 from __future__ import annotations
 
 import json
@@ -48,7 +48,7 @@ def render(*, focus: tuple[str, str] | None = None) -> None:
         widgets.show_error(exc)
         return
     st.markdown("Left of each cell: vLLM's *Supported Hardware* table "
-                "(`docs/features/quantization/README.md`); right: what the 0.33.0 rules select for a "
+                "(`docs/features/quantization/README.md`); right: what the pinned rules select for a "
                 "representative layer on a preset of that hardware, under the env knobs set on the "
                 "trace page. Rows the workbench does not model show the docs only.")
     st.plotly_chart(plots.docs_matrix_figure(rows), key=f"docs-matrix-{bool(focus)}")
