@@ -6,6 +6,7 @@ import re
 import pytest
 import torch
 
+from w4a8_kernels.cpu_dense import dense, prepare_dense
 from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native, w4a8_native_from_quantized
 from w4a8_kernels.cpu_w4a16 import prepare_w4a16, w4a16_dequant, w4a16_fallback, w4a16_tinygemm
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
@@ -182,6 +183,12 @@ CATALOG = [
      "KernelInputError: x_scale must be a floating tensor",
      _raises(KernelInputError, "x_scale must be a floating tensor", lambda: w4a8_native_from_quantized(
          quantize_per_token_int8(X)[0], [1.0, 1.0, 1.0], prepare_w4a8(W, S, -1)))),
+    ("an int8 weight handed to the dense baseline",
+     "KernelInputError: the dense weight must be a floating [N, K] tensor",
+     _raises(KernelInputError, "must be a floating", lambda: prepare_dense(W))),
+    ("a W4A16 prepared weight handed to the dense baseline",
+     "KernelInputError: prepared must come from prepare_dense",
+     _raises(KernelInputError, "prepare_dense", lambda: dense(X, prepare_w4a16(W, S, -1)))),
     ("N = 15 for tinygemm",
      "KernelUnavailableError: N % 16 == 0, got N = 15; the fallback runs dequant and is right",
      _tinygemm_refuses_n),
