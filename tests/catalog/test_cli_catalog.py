@@ -222,6 +222,8 @@ CATALOG = [
     ("trace --batch line with \"platform\": \"<JSON text nested 3000 deep>\"",
      "ok: that line's input_error says case.platform: JSON nested 3001 levels deep",
      _batch_platform_text_deep),
+    ("trace --mp-config ... --against-vllm ''", "exit 2: error: --against-vllm: empty path (was silently ignored)",
+     _error(["trace", "--mp-config", json.dumps(MP), "--against-vllm", ""], r"--against-vllm: empty path")),
     ("matrix --env NOEQUALS", "exit 2: error: --env: expected KEY=VALUE",
      _error(["matrix", "--env", "NOEQUALS"], r"--env: expected KEY=VALUE")),
     ("inspect /dev/null", "exit 2: error: '/dev/null' is a character device; accepted: a checkpoint directory or a .safetensors file",

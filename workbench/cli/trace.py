@@ -6,8 +6,8 @@ import json
 import sys
 from typing import Any
 
-from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, checkpoint_path, int_in,
-                                  json_arg, json_object, open_input, open_stdin, parse_json,
+from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, check_path, checkpoint_path,
+                                  int_in, json_arg, json_object, open_input, open_stdin, parse_json,
                                   platform_arg, shown)
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.errors import USER_ERRORS, InvalidInputError
@@ -169,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
     if args.batch:
         if args.markdown:
             raise InvalidInputError("--markdown: --batch prints one JSON trace per line")
-        if args.against_vllm:
+        if args.against_vllm is not None:
             raise InvalidInputError("--against-vllm: takes one case, not --batch")
         return _run_batch(args.batch, platform, env, args.vllm_version)
     from workbench.dispatch import TRACERS
@@ -179,9 +179,9 @@ def run(args: argparse.Namespace) -> int:
         flag = "--" + given[0].replace("_", "-")
         data = _object_arg(getattr(args, given[0]), flag)
         trace = TRACERS[given[0]](data, platform, env, version=args.vllm_version)
-        if args.against_vllm:
+        if args.against_vllm is not None:
             return _against_vllm(args.against_vllm, given[0], data, platform, env, trace)
-    elif args.against_vllm:
+    elif args.against_vllm is not None:
         raise InvalidInputError("--against-vllm: takes one case (--mp-config, --scheme, --gptq, "
                                 "--awq or --inc), not --checkpoint")
     else:
@@ -200,7 +200,8 @@ def _against_vllm(src: str, kind: str, data: dict, platform: Any, env: dict, tra
     from workbench.platforms import resolve_platform
     from workbench.recorder.against import compare
 
-    _, diffs = compare(kind, data, resolve_platform(platform), env, trace, src)
+    _, diffs = compare(kind, data, resolve_platform(platform), env, trace,
+                       check_path(src, "--against-vllm"))
     for d in diffs:
         print(f"{d.field}:\n  workbench: {json.dumps(d.workbench)}\n  vllm:      {json.dumps(d.vllm)}")
     print(f"{len(diffs)} field(s) differ from vLLM" if diffs else "same as vLLM")
