@@ -22,7 +22,8 @@ from safetensors.torch import load_file, save_file
 
 from workbench.checkpoints import (
     CorruptFileError, InvalidConfigError, MissingTensorError, MissingWeightsError, NotAFileError,
-    OutsideRootsError, PatternRefusedError, TensorMismatchError, listing_rows, open_checkpoint,
+    OutsideRootsError, PatternRefusedError, TensorMismatchError, UnknownFormatError, listing_rows,
+    open_checkpoint,
 )
 
 SURFACE = "checkpoints"
@@ -99,6 +100,19 @@ def _ok(check, build):
     def run():
         with tempfile.TemporaryDirectory() as d:
             check(_open_all(build(Path(d))))
+    return run
+
+
+def _short_message(exc: type[Exception], gist: str, build):
+    """`_raises`, and the message stays under 1000 characters."""
+    def run():
+        with tempfile.TemporaryDirectory() as d:
+            try:
+                _open_all(build(Path(d)))
+            except exc as e:
+                assert re.search(re.escape(gist), str(e)) and len(str(e)) < 1000, (len(str(e)), str(e)[-300:])
+                return
+            raise AssertionError(f"expected {exc.__name__}")
     return run
 
 
@@ -404,6 +418,15 @@ CATALOG = [
                  "modules_to_not_convert": [1, None]})))),
     ("negative weight_scale values", "ok: loads, with a note that they flip the sign",
      _ok(_check_negative_note, _negative_scales)),
+    # A hostile value is quoted shortened, never whole.
+    ("quant_method of a million characters", "UnknownFormatError quoting it shortened (message under 1000 "
+     "characters), accepted methods listed", _short_message(UnknownFormatError, "accepted: compressed-tensors",
+                                                          _edit(CT, lambda c: c["quantization_config"]
+                                                                .update(quant_method="x" * 10**6)))),
+    ("a tensor name of 5000 characters", "CorruptFileError: accepted at most 1024 characters",
+     _short_message(CorruptFileError, "a tensor name of 5013 characters; accepted: at most 1024",
+                    _header(json.dumps({"n" * 5000 + ".weight_scale": {
+                        "dtype": "I8", "shape": [1], "data_offsets": [0, 1]}}).encode(), b"a"))),
 ]
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workbench.checkpoints.compressed_tensors import CTConfig, ct_layer_specs, load_ct_layer, parse_ct_config
-from workbench.checkpoints.errors import InvalidConfigError, UnknownFormatError, UnknownLayerError
+from workbench.checkpoints.errors import InvalidConfigError, UnknownFormatError, UnknownLayerError, shown
 from workbench.checkpoints.files import CheckpointFiles, find_config, find_files
 from workbench.checkpoints.gptq import (
     GPTQFamilyConfig, gptq_layer_specs, load_gptq_layer, parse_awq_config, parse_gptq_config,
@@ -47,7 +47,7 @@ def _params_dtype(config: dict) -> tuple[str, tuple[str, ...]]:
     name = str(raw).removeprefix("torch.")
     name = {"half": "float16", "float": "float32", "bf16": "bfloat16"}.get(name, name)
     if name not in _PARAMS_DTYPES:
-        raise InvalidConfigError(f"config.json: dtype {raw!r}; accepted: {', '.join(_PARAMS_DTYPES)}")
+        raise InvalidConfigError(f"config.json: dtype {shown(raw)}; accepted: {', '.join(_PARAMS_DTYPES)}")
     return name, ()
 
 
@@ -107,7 +107,7 @@ def open_checkpoint(path: str | os.PathLike,
     key = method.lower() if isinstance(method, str) else None
     if key not in QUANT_METHODS:
         raise UnknownFormatError(
-            f"{files.root / where}: quant_method {method!r} is not a format the workbench reads; "
+            f"{files.root / where}: quant_method {shown(method)} is not a format the workbench reads; "
             f"accepted: {', '.join(QUANT_METHODS)}")
     fmt = QUANT_METHODS[key]
     params_dtype, notes = _params_dtype(config)

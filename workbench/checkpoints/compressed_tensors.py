@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import (
     BadScalesError, GroupSizeError, InvalidConfigError,
-    TensorMismatchError, UnknownFormatError, UnsupportedLayerError,
+    TensorMismatchError, UnknownFormatError, UnsupportedLayerError, shown,
 )
 from workbench.checkpoints.patterns import compile_pattern
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
@@ -112,7 +112,7 @@ def _format(raw: object, where: str) -> str | None:
     if raw is None:
         return None
     if not isinstance(raw, str) or raw not in KNOWN_FORMATS:
-        raise UnknownFormatError(f"{where}: format {raw!r} is not a compressed-tensors 0.17.0 "
+        raise UnknownFormatError(f"{where}: format {shown(raw)} is not a compressed-tensors 0.17.0 "
                                  f"format; accepted: {', '.join(KNOWN_FORMATS)}")
     return raw
 
@@ -249,7 +249,7 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
         g = w["group_size"]
         if not isinstance(g, int) or g <= 0:
             raise InvalidConfigError(f"layer {prefix}: config group {group.name!r} has strategy 'group' "
-                                     f"with group_size {g!r}; accepted: a positive integer")
+                                     f"with group_size {shown(g)}; accepted: a positive integer")
         if k % g:
             raise GroupSizeError(f"layer {prefix}: group_size {g} does not divide in_features "
                                  f"K = {k}; accepted: a divisor of K (or strategy 'channel')")
@@ -259,7 +259,7 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
     elif strategy == "tensor":
         g, want_scale = -1, (1,)
     else:
-        raise UnsupportedLayerError(f"layer {prefix}: weight strategy {strategy!r}; the workbench "
+        raise UnsupportedLayerError(f"layer {prefix}: weight strategy {shown(strategy)}; the workbench "
                                     "reads 'group', 'channel' and 'tensor'")
     scale = need_tensor(tensors, f"{prefix}.weight_scale", prefix, "every quantized layer has one")
     ok_shapes = ((1,), (), (1, 1)) if strategy == "tensor" else (want_scale,)

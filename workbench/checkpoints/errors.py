@@ -8,6 +8,7 @@ from __future__ import annotations
 from workbench.errors import CheckpointError
 
 __all__ = [
+    "shown",
     "MissingConfigError", "InvalidConfigError", "UnknownFormatError", "MissingWeightsError",
     "PickleRefusedError", "CorruptFileError", "MissingTensorError", "TensorMismatchError",
     "GroupSizeError", "BadScalesError", "UnknownLayerError", "UnsupportedLayerError",
@@ -73,3 +74,10 @@ class NotAFileError(CheckpointError):
 
 class PatternRefusedError(InvalidConfigError):
     """A regular expression from a checkpoint that cannot be matched with bounded work."""
+
+
+def shown(value: object, limit: int = 120) -> str:
+    """repr(value) for a message, cut to `limit` characters: a hostile config or header must
+    not turn one error line into megabytes."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"

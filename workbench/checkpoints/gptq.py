@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales, scale_notes
 from workbench.checkpoints.errors import (
-    GroupSizeError, InvalidConfigError, PatternRefusedError, TensorMismatchError,
+    GroupSizeError, InvalidConfigError, PatternRefusedError, TensorMismatchError, shown,
     UnknownFormatError, UnsupportedLayerError,
 )
 from workbench.checkpoints.patterns import Pattern, compile_pattern
@@ -69,7 +69,7 @@ def _get(qc: dict, keys: tuple[str, ...], where: str, default: object = ..., typ
             ok = isinstance(value, types) and not (isinstance(value, bool) and bool not in types)
             if types and not ok:
                 names = " or ".join(t.__name__ for t in types)
-                raise InvalidConfigError(f"{where}.{key}: {value!r}; expected {names}")
+                raise InvalidConfigError(f"{where}.{key}: {shown(value)}; expected {names}")
             return value
     if default is ...:
         raise InvalidConfigError(f"{where}: missing required field {' / '.join(repr(k) for k in keys)}")
@@ -98,7 +98,7 @@ def parse_gptq_config(qc: dict, where: str) -> GPTQFamilyConfig:
     for pat, over in dynamic.items():
         compile_pattern(_dynamic_body(pat), f"{where}.dynamic")
         if not isinstance(over, dict):
-            raise InvalidConfigError(f"{where}.dynamic[{pat!r}]: {over!r}; accepted: an object of "
+            raise InvalidConfigError(f"{where}.dynamic[{shown(pat)}]: {shown(over)}; accepted: an object of "
                                      "overrides (bits, group_size, sym, ...), {} for a '-:' rule")
     lm_head = _get(qc, ("lm_head",), where, False, (bool,))
     fields_ = {"bits": bits, "group_size": group, "sym": sym, "desc_act": desc_act,
@@ -119,23 +119,23 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
     if packing_format not in INC_PACKING_FORMATS:
         legacy = "awq" if "awq" in packing_format else "gptq" if "gptq" in packing_format else None
         if legacy is None:
-            raise UnknownFormatError(f"{where}.packing_format: {packing_format!r}; accepted: "
+            raise UnknownFormatError(f"{where}.packing_format: {shown(packing_format)}; accepted: "
                                      f"{', '.join(INC_PACKING_FORMATS)}")
         # An older AutoRound name (e.g. auto_round:gptq): the tensors are still readable,
         # but vLLM 0.33.0's INCConfig refuses the config.
-        notes.append(f"packing_format {packing_format!r}: vLLM 0.33.0 raises ValueError "
+        notes.append(f"packing_format {shown(packing_format)}: vLLM 0.33.0 raises ValueError "
                      f"(accepted: {', '.join(INC_PACKING_FORMATS)})")
     tensor_format = packing_format if packing_format in INC_PACKING_FORMATS else f"auto_round:auto_{legacy}"
     if backend not in INC_BACKENDS:
-        notes.append(f"backend {backend!r}: vLLM 0.33.0 raises ValueError (accepted: "
+        notes.append(f"backend {shown(backend)}: vLLM 0.33.0 raises ValueError (accepted: "
                      f"{', '.join(INC_BACKENDS)})")
     if bits not in INC_SUPPORTED_BITS:
         notes.append(f"bits {bits}: vLLM 0.33.0 raises ValueError (accepted: {INC_SUPPORTED_BITS})")
     if data_type != "int":
-        raise UnknownFormatError(f"{where}.data_type: {data_type!r}; the workbench reads INC "
+        raise UnknownFormatError(f"{where}.data_type: {shown(data_type)}; the workbench reads INC "
                                  "integer weights ('int') only")
     if tensor_format not in ("auto_round:auto_gptq", "auto_round:auto_awq"):
-        raise UnknownFormatError(f"{where}.packing_format: {packing_format!r} holds no integer "
+        raise UnknownFormatError(f"{where}.packing_format: {shown(packing_format)} holds no integer "
                                  "GPTQ/AWQ tensors; accepted: auto_round:auto_gptq, auto_round:auto_awq")
     blocks = _get(qc, ("block_name_to_quantize", "to_quant_block_names"), where, None, (str, list, type(None)))
     if isinstance(blocks, str):
@@ -165,7 +165,7 @@ def parse_awq_config(qc: dict, where: str) -> GPTQFamilyConfig:
     zero_point = _get(qc, ("zero_point",), where, types=(bool,))
     skip = _get(qc, ("modules_to_not_convert",), where, None, (list, type(None))) or []
     if not all(isinstance(m, str) for m in skip):
-        raise InvalidConfigError(f"{where}.modules_to_not_convert: {skip!r}; accepted: a list of "
+        raise InvalidConfigError(f"{where}.modules_to_not_convert: {shown(skip)}; accepted: a list of "
                                  "module name strings")
     fields_ = {"bits": bits, "group_size": group, "zero_point": zero_point,
                "sym": not zero_point, "checkpoint_format": "awq",
@@ -253,13 +253,13 @@ def _check_override(quant: tuple, layer: str) -> tuple[int, int, bool]:
     """Per-layer values from extra_config / dynamic rules, checked like the base config."""
     bits, group, sym = quant
     if type(bits) is not int or not 1 <= bits <= 8:
-        raise InvalidConfigError(f"layer {layer}: per-layer bits {bits!r}; accepted: 1..8 (or >= 16 "
+        raise InvalidConfigError(f"layer {layer}: per-layer bits {shown(bits)}; accepted: 1..8 (or >= 16 "
                                  "for an unquantized layer)")
     if type(group) is not int or (group != -1 and group <= 0):
-        raise InvalidConfigError(f"layer {layer}: per-layer group_size {group!r}; accepted: -1 or a "
+        raise InvalidConfigError(f"layer {layer}: per-layer group_size {shown(group)}; accepted: -1 or a "
                                  "positive integer")
     if not isinstance(sym, bool):
-        raise InvalidConfigError(f"layer {layer}: per-layer sym {sym!r}; accepted: true or false")
+        raise InvalidConfigError(f"layer {layer}: per-layer sym {shown(sym)}; accepted: true or false")
     return bits, group, sym
 
 

@@ -24,9 +24,10 @@ from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import (
     CorruptFileError, MissingTensorError, MissingWeightsError, PickleRefusedError,
-    UnsupportedLayerError,
+    UnsupportedLayerError, shown,
 )
 from workbench.checkpoints.paths import open_file
+from workbench.checkpoints.patterns import MAX_NAME_CHARS
 
 if TYPE_CHECKING:
     import torch
@@ -118,13 +119,13 @@ def _parse_entry(path: Path, name: str, entry: object) -> tuple[str, tuple[int, 
         raise _entry_error(path, name, f"lacks {', '.join(missing)}")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
-        raise _entry_error(path, name, f"dtype {dtype!r} is not a safetensors dtype; accepted: "
+        raise _entry_error(path, name, f"dtype {shown(dtype)} is not a safetensors dtype; accepted: "
                            f"{', '.join(SAFETENSORS_DTYPES)}")
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-        raise _entry_error(path, name, f"shape {shape!r} must be a list of non-negative ints")
+        raise _entry_error(path, name, f"shape {shown(shape)} must be a list of non-negative ints")
     if (not isinstance(offsets, list) or len(offsets) != 2
             or not all(type(o) is int and o >= 0 for o in offsets) or offsets[0] > offsets[1]):
-        raise _entry_error(path, name, f"data_offsets {offsets!r} must be [begin, end] with "
+        raise _entry_error(path, name, f"data_offsets {shown(offsets)} must be [begin, end] with "
                            "0 <= begin <= end")
     bits = SAFETENSORS_DTYPES[dtype][0]
     need = math.prod(shape) * bits
@@ -198,6 +199,11 @@ def read_header(path: str | os.PathLike, roots: tuple[Path, ...] | None = None,
     data_size = size - data_start
     tensors: dict[str, TensorInfo] = {}
     for name, entry in header.items():
+        if len(name) > MAX_NAME_CHARS:
+            # No module path is this long; refusing it bounds every message and match that
+            # quotes a tensor or layer name.
+            raise CorruptFileError(f"{path}: header entry {shown(name, 60)}: a tensor name of "
+                                   f"{len(name)} characters; accepted: at most {MAX_NAME_CHARS}")
         dtype, shape, begin, end = _parse_entry(path, name, entry)
         if end > data_size:
             raise _entry_error(path, name, f"needs bytes [{begin}, {end}) of the data section "
