@@ -21,12 +21,14 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LEVELS = {"gptq": ("vllm_oracle_gptq.jsonl", dispatch.trace_gptq),
           "awq": ("vllm_oracle_awq.jsonl", dispatch.trace_awq),
           "inc": ("vllm_oracle_inc.jsonl", dispatch.trace_inc),
-          "config-gate": ("vllm_oracle_config_gate.jsonl", dispatch.trace_config_gate)}
-# The share of each level's recorded cases that must agree. Below 1.0 only where the recorder
-# lets an optional package import on a platform that lacks it (humming, auto_round_kernel:
-# their import results are cached across cases), or builds a replicated layer for a row-
-# parallel shard (AWQ's Marlin layer check then sees the full K).
-FLOOR = {"gptq": 1.0, "config-gate": 1.0, "awq": 0.99, "inc": 0.93}
+          "config-gate": ("vllm_oracle_config_gate.jsonl", dispatch.trace_config_gate),
+          "runtime": ("vllm_oracle_runtime.jsonl", None)}
+ROUTES = {"scheme": dispatch.trace_scheme, "gptq": dispatch.trace_gptq,
+          "awq": dispatch.trace_awq, "inc": dispatch.trace_inc}
+# The share of each level's recorded cases that must agree. AWQ: the recorder builds a
+# replicated layer for a row-parallel shard, so AutoAWQ's Marlin layer check sees the full K
+# where vLLM under tensor parallelism (and this workbench) sees the shard.
+FLOOR = {"gptq": 1.0, "config-gate": 1.0, "awq": 0.99, "inc": 1.0, "runtime": 0.9}
 _SET = re.compile(r"\{('[^{}]*')\}")
 
 
@@ -39,7 +41,33 @@ def _same(got, expected) -> bool:
     return canon(got) == canon(expected)
 
 
+def runtime_diff(case: dict) -> list[str]:
+    """The runtime level: the route's error, else what processes the weights, the load-time
+    failure (vLLM's Python before any compiled op), the activation precision and isa_hint
+    where vLLM's Python decides them. Forward-time failures are not recorded there."""
+    e, i = case["expected"], case["input"]
+    t = ROUTES[i["route"]](i["layer"], case["platform"], case["env"])
+    if e["route_error"] is not None or t.error is not None:
+        return [] if t.error and e["route_error"] == f"{t.error_type}: {t.error}" else ["route_error"]
+    rt = t.runtime_detail
+    if rt is None:
+        return ["runtime_detail"]
+    out = []
+    if e["stage"] == "load":
+        out += [] if (rt.fails_at, rt.error, rt.error_type) == ("load", e["error"],
+                                                               e["error_type"]) else ["load error"]
+    elif rt.fails_at == "load":
+        out.append("fails_at")
+    if e["activation"] is not None and rt.activation != e["activation"]:
+        out.append("activation")
+    if "isa_hint" in e["layer_state"] and rt.isa_hint != e["layer_state"]["isa_hint"]:
+        out.append("isa_hint")
+    return out
+
+
 def diff(case: dict) -> list[str]:
+    if case["level"] == "runtime":
+        return runtime_diff(case)
     e, fn = case["expected"], LEVELS[case["level"]][1]
     got = fn(case["input"], case["platform"], case["env"]).to_json()
     if case["level"] == "config-gate":
