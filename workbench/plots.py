@@ -37,6 +37,11 @@ def _layout(fig: go.Figure, title: str, **kwargs: Any) -> go.Figure:
 # --------------------------------------------------------------------------- layer
 
 
+def _short(name: str) -> str:
+    """The last two parts of a module name (`mlp.down_proj`), as a title can hold them."""
+    return ".".join(name.split(".")[-2:])
+
+
 def int4_histogram(layer) -> go.Figure:
     """How often each int4 code occurs in the layer's weight (signed, or unsigned with zeros)."""
     import torch
@@ -49,7 +54,8 @@ def int4_histogram(layer) -> go.Figure:
     fig = go.Figure(go.Bar(x=codes, y=counts, marker_color=_SELECTED, name="weights"))
     kind = "signed int4 (symmetric)" if signed else "unsigned int4 with zero points"
     # Plotly renders <a>, <b>, <br> in text: a name from a checkpoint is escaped.
-    return _layout(fig, f"Weight codes of {escape(layer.name)}<br>{kind}",
+    # The short name: the full one heads the page, and a half-width title cannot wrap it.
+    return _layout(fig, f"Weight codes of {escape(_short(layer.name))}<br>{kind}",
                    xaxis_title="int4 code", yaxis_title="count", bargap=0.1)
 
 
@@ -59,7 +65,7 @@ def scale_histogram(layer) -> go.Figure:
 
     s = layer.scales.to(torch.float32).flatten().tolist()
     fig = go.Figure(go.Histogram(x=s, nbinsx=60, marker_color=_OK, name="scales"))
-    return _layout(fig, f"Scales of {escape(layer.name)}<br>{layer.scales.shape[0]} x "
+    return _layout(fig, f"Scales of {escape(_short(layer.name))}<br>{layer.scales.shape[0]} x "
                         f"{layer.scales.shape[1]}, {str(layer.scales.dtype).removeprefix('torch.')}",
                    xaxis_title="scale", yaxis_title="count")
 

@@ -71,8 +71,9 @@ DEFAULTS: dict[str, Any] = {
     "tp.size": 1,
     "tp.parallel": "auto",
     "kern.m_list": "1,4,16,64,256",
-    # Seven timed calls per point (after the warm-up) keep the p20-p80 band narrow on a
-    # loaded 2-core machine; three gave 0.23 ms at M = 1 and 7.8 ms at M = 4 for one path.
+    # Seven timed calls per point: a call slowed by other load moves the median of seven less
+    # than that of three (with three, one path read 0.23 ms at M = 1 and 7.8 ms at M = 4 on a
+    # loaded 2-core machine). Past a load of the core count no count helps: the page says so.
     "kern.reps": 7,
     "align.model": "",
     "align.dim": "N",
