@@ -32,7 +32,7 @@ from workbench.results import load_results  # noqa: E402
 
 FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
 # Host shapes the calibration never times (its own are workbench.perf.cpu.CALIBRATION_SHAPES).
-HOST_SHAPES = ((3072, 2048), (2048, 4096))
+HOST_SHAPES = ((4096, 4096), (5120, 2560))
 HOST_MS = (1, 8, 32, 128)
 HOST_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense")
 
@@ -46,11 +46,47 @@ def _stats(errs: list[float]) -> dict:
             "max_abs_err": round(a[-1], 4)}
 
 
+def _legacy_configs(path: Path, recs: list) -> list:
+    """Records of the pre-schema H200 file with the config each launched, rebuilt from the
+    tables the file carries (its M buckets: <= 16, <= 512, larger), as the kernels then fitted
+    them (grouped W4A8 block_k = g; W4A16 block_k <= g; block_k dividing Kp / 2)."""
+    from dataclasses import replace as _replace
+
+    from w4a8_kernels.triton_pack import _padded_k
+    from w4a8_kernels.triton_runtime import TileConfig, fit_block_k
+
+    tables = json.loads(path.read_text()).get("tables")
+    if not tables:
+        return recs
+    out = []
+    for r in recs:
+        kind = {"w4a8_native": "w4a8", "w4a8_prequant": "w4a8", "w4a16_fallback": "w4a16"}.get(r.path)
+        if kind is None or r.config is not None:
+            out.append(r)
+            continue
+        bucket = "decode" if r.m <= 16 else "mid" if r.m <= 512 else "prefill"
+        per_channel = r.group_size in (-1, r.k)
+        cfg = TileConfig(**tables[kind][f"{bucket}|{'channel' if per_channel else 'group'}"])
+        half_k = _padded_k(r.k, 128 if per_channel else r.group_size) // 2
+        if not per_channel and kind == "w4a8":
+            cfg = _replace(cfg, block_k=r.group_size)
+        elif not per_channel and cfg.block_k > r.group_size:
+            cfg = _replace(cfg, block_k=r.group_size)
+        cfg = fit_block_k(cfg, half_k) if per_channel or kind == "w4a16" else cfg
+        from dataclasses import asdict
+
+        out.append(_replace(r, config=asdict(cfg)))
+    return out
+
+
 def h200_loso(path: Path) -> dict:
+    from workbench.perf.calibrate import _config
+
     res = load_results(path)
     hw = hardware_for(res.platform or "sm90-h200")
     recs = _records(res, ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm",
                           "triton_int8_mm", "quantizer"))
+    recs = _legacy_configs(path, recs)
     shapes = sorted({(r.n, r.k) for r in recs})
     points = []
     for shape in shapes:
@@ -58,12 +94,13 @@ def h200_loso(path: Path) -> dict:
         for r in recs:
             if (r.n, r.k) != shape or r.path not in FOUR:
                 continue
-            fit = fits.get(key_for(r.path, r.m, r.n, r.k, r.group_size))
+            fit = fits.get(key_for(r.path, r.m, r.n, r.k, r.group_size, _config(r)))
             if fit is None:
                 points.append({"path": r.path, "n": r.n, "k": r.k, "group_size": r.group_size, "m": r.m,
                                "measured_us": r.median_us, "predicted_us": None})
                 continue
-            us = fit.predict(point_for(r.path, r.m, r.n, r.k, r.group_size, hw.units, tile=tiles.get(r.path)))
+            us = fit.predict(point_for(r.path, r.m, r.n, r.k, r.group_size, hw.units, tile=tiles.get(key_for(r.path, r.m, r.n, r.k, r.group_size)),
+                                       config=_config(r)))
             lo, hi = _band(us, fit.err_lo, fit.err_hi, "measured")
             points.append({"path": r.path, "n": r.n, "k": r.k, "group_size": r.group_size, "m": r.m,
                            "measured_us": r.median_us, "predicted_us": round(us, 3), "low_us": round(lo, 3),

@@ -27,7 +27,8 @@ H200_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / 
 TRITON_PATHS = {"w4a8_native": "w4a8", "w4a8_prequant": "w4a8", "w4a16_fallback": "w4a16"}
 # Library paths: one tile shape each, fitted from these candidates.
 LIBRARY_PATHS = ("bf16_dense", "int8_mm", "triton_int8_mm")
-_LIB_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+# None: no tile term at all, the call is latency plus bytes streamed (cuBLAS at small M).
+_LIB_TILES = (None, (64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 
 
 def bytes_moved(path: str, m: int, n: int, k: int, g: int, split: int = 1) -> float:
@@ -68,6 +69,8 @@ def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None, conf
                              None if config is None else tuple(sorted(config.items())))
     if path == "quantizer":
         return Launch({}, -(-m // 1), 1, 1, 1)  # one program per token row
+    if tile is None:
+        return Launch({"block_k": 1}, 0, 1, 0, 1)  # no programs: t = t0 + bytes / BW
     bm, bn = tile
     return cublas_launch(m, n, k, bm, bn)
 
@@ -97,7 +100,7 @@ class GpuCalibration:
         fit = self.fits.get(key)
         if fit is None:
             return None
-        return fit.predict(point_for(path, m, n, k, g, self.sms, tile=self.tiles.get(path)))
+        return fit.predict(point_for(path, m, n, k, g, self.sms, tile=self.tiles.get(key)))
 
 
 def _records(res, paths: Iterable[str]) -> list[ResultRecord]:
@@ -118,7 +121,7 @@ def _config(r: ResultRecord) -> dict | None:
 
 
 def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple[dict, dict]:
-    """(fits by key, library tiles) from records; peak_bw in bytes per us."""
+    """(fits by key, library tiles by key) from records; peak_bw in bytes per us."""
     fits: dict = {}
     tiles: dict = {}
     groups: dict = {}
@@ -137,7 +140,7 @@ def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple
             f = fit_waves(pts, sms, peak_bw, groups=[(r.n, r.k) for r in rs])
             if best is None or f.rms_log < best[0].rms_log:
                 best = (f, tile)
-        fits[key], tiles[path] = best
+        fits[key], tiles[key] = best
     return fits, tiles
 
 
@@ -164,12 +167,12 @@ def _tuplify(v):
 def _from_json(doc: dict) -> GpuCalibration:
     fits = {_tuplify(k): WaveFit(**f) for k, f in doc["fits"]}
     return GpuCalibration(doc["platform"], doc["sms"], doc["source"], doc["digest"], fits,
-                          {p: tuple(t) for p, t in doc["tiles"].items()}, {})
+                          {_tuplify(k): (None if t is None else tuple(t)) for k, t in doc["tiles"]}, {})
 
 
 def _to_json(c: GpuCalibration) -> dict:
     return {"platform": c.platform, "sms": c.sms, "source": c.source, "digest": c.digest,
-            "fits": [[k, f.to_dict()] for k, f in c.fits.items()], "tiles": c.tiles}
+            "fits": [[k, f.to_dict()] for k, f in c.fits.items()], "tiles": [[k, t] for k, t in c.tiles.items()]}
 
 
 def _tables_digest() -> str:
@@ -180,7 +183,7 @@ def _tables_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-_FIT_VERSION = "4"  # bump when the fit changes: cached calibrations of older fits are ignored
+_FIT_VERSION = "6"  # bump when the fit changes: cached calibrations of older fits are ignored
 
 
 @lru_cache(maxsize=8)
@@ -208,7 +211,14 @@ def calibrate_gpu(path: str | Path = H200_RESULTS) -> GpuCalibration:
     from workbench.perf.hardware import hardware_for
 
     p = Path(path)
-    digest = hashlib.sha256(p.read_bytes()).hexdigest()[:16]
-    platform = load_results(p).platform or "sm90-h200"
+    st = p.stat()
+    digest, platform = _identity(str(p), st.st_mtime_ns, st.st_size)
     hw = hardware_for(platform)
     return _calibrate_cached(str(p), digest, hw.units, hw.mem_gbs * 1e3)
+
+
+@lru_cache(maxsize=16)
+def _identity(path: str, mtime_ns: int, size: int) -> tuple[str, str]:
+    """(content digest, platform) of a results file, read once per version of the file."""
+    p = Path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest()[:16], load_results(p).platform or "sm90-h200"

@@ -29,7 +29,7 @@ __all__ = ["LinearFit", "HostCalibration", "host_calibration", "fit_linear", "fe
 
 # Shapes and token counts the host calibration times (small: seconds in all). Predictions
 # elsewhere are extrapolations of the fitted terms, checked by benchmarks/validate_perf.py.
-CALIBRATION_SHAPES = ((1024, 2048), (2048, 1024), (1536, 1536))
+CALIBRATION_SHAPES = ((2048, 4096), (4096, 2048), (3072, 3072))
 CALIBRATION_MS = (1, 4, 16, 64, 128)
 CALIBRATION_GROUP = 128
 # Path -> the bench paths whose fits predict it (the fastest of them wins).
@@ -39,7 +39,7 @@ CPU_PATHS = {"w4a8_native": ("w4a8_native",), "w4a16_fallback": ("w4a16_tinygemm
 # vLLM's x86 Dynamic4bit reference loop is slow (tens of ms per token at 4096 x 4096):
 # timed at small M only, where its per-token cost is already clear.
 _SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
-_FIT_VERSION = "1"
+_FIT_VERSION = "2"
 
 
 def features(m: int, n: int, k: int) -> np.ndarray:

@@ -115,7 +115,9 @@ def _waves(programs: int, sms: int, occ: int, alpha: float) -> float:
     return full * occ ** alpha + (rest ** alpha if rest else 0.0)
 
 
-_SHAPES = tuple((occ, alpha) for occ in (1, 2, 4) for alpha in ((1.0,) if occ == 1 else
+# Highest occupancy first: where the records cannot tell two apart (no SM ever held more
+# programs than the smaller one), the first wins, and fewer waves carry better to wider N.
+_SHAPES = tuple((occ, alpha) for occ in (4, 2, 1) for alpha in ((1.0,) if occ == 1 else
                                                               (0.3, 0.45, 0.6, 0.75, 0.9)))
 
 
