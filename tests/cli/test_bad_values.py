@@ -66,6 +66,11 @@ SLOTS = [
        "--max-call-s", "--out")],
     ("bench", TINY_BENCH + ["--model", "Llama-3.1-8B"], "--layer", []),
     ("bench", TINY_BENCH + ["--layer", "o_proj"], "--model", []),
+    ("trace", ["--mp-config", MP], "--against-vllm", []),
+    *[("predict", ["--n", "64", "--k", "128", "--group", "32", "--m", "1"], opt, []) for opt in
+      ("--platform", "--n", "--k", "--group", "--m", "--paths")],
+    ("report", [], None, []),
+    *[("report", ["Llama-3.2-3B"], opt, []) for opt in ("--platform", "--tp", "--decode-m", "--prefill-m")],
 ]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from workbench.cli.inputs import int_in
 from workbench.errors import InvalidInputError
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected"
@@ -28,8 +29,8 @@ def _ints(text: str, name: str) -> list[int]:
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predicted GEMM time per path and M on a platform")
     p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, or 'host'")
-    p.add_argument("--n", type=int, required=True, help="output features (N)")
-    p.add_argument("--k", type=int, required=True, help="input features (K)")
+    p.add_argument("--n", type=int_in(1, 2**31 - 1), required=True, help="output features (N)")
+    p.add_argument("--k", type=int_in(1, 2**31 - 1), required=True, help="input features (K)")
     p.add_argument("--group", type=int, default=128, help="group size, -1 per-channel (default 128)")
     p.add_argument("--m", default="1,16,256", help="token counts, comma-separated")
     p.add_argument("--paths", default=_DEFAULT_PATHS,
