@@ -35,6 +35,8 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as tmp
 
+from w4a8_kernels.errors import KernelInputError
+
 MODEL = "Qwen2-72B"
 HIDDEN, INTERMEDIATE = 8192, 29568  # Qwen2-72B config.json: hidden_size, intermediate_size
 TPS = (1, 2, 4, 8)
@@ -48,7 +50,8 @@ def shard_shapes(hidden: int = HIDDEN, intermediate: int = INTERMEDIATE, tps=TPS
     out = []
     for tp in tps:
         if intermediate % tp:
-            raise ValueError(f"intermediate {intermediate} does not split over {tp} ranks")
+            raise KernelInputError(f"intermediate size {intermediate} does not split over {tp} ranks; "
+                                   "accepted: a TP size that divides it")
         out.append(("gate_up_proj", tp, (2 * intermediate // tp, hidden)))
         out.append(("down_proj", tp, (hidden, intermediate // tp)))
     return out
@@ -72,8 +75,9 @@ def row_shard(w_q: torch.Tensor, scales: torch.Tensor, g: int, tp: int, rank: in
     """RowParallelLinear: the input dimension split over ranks (linear.py:1779)."""
     k = w_q.shape[1]
     per = k // tp
-    if g != -1 and per % g:
-        raise ValueError(f"K = {k} over {tp} ranks gives {per} per rank, not a multiple of g{g}")
+    if k % tp or g != -1 and per % g:
+        raise KernelInputError(f"K = {k} over {tp} ranks gives {k / tp:g} per rank, not a multiple of "
+                               f"g{g}; accepted: a TP size that leaves whole groups on every rank")
     sl = slice(rank * per, (rank + 1) * per)
     s = scales if g == -1 else scales[:, rank * per // g: (rank + 1) * per // g]
     return w_q[:, sl].contiguous(), s.contiguous(), sl

@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from w4a8_kernels.errors import KernelInputError
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -27,7 +29,7 @@ def test_shards_follow_vllm_and_refuse_what_does_not_split(tp):
     # merged outputs [gate 0..3 | up 4..7] over 2 ranks: rank 1 holds gate 2..3 and up 6..7
     w1, s1 = tp.column_shard(w, s, [4, 4], 2, 1)
     assert torch.equal(w1, w[[2, 3, 6, 7]]) and torch.equal(s1.flatten(), s[[2, 3, 6, 7]].flatten())
-    with pytest.raises(ValueError, match="not a multiple of g128"):
+    with pytest.raises(KernelInputError, match="not a multiple of g128"):
         tp.row_shard(torch.zeros(4, 14784, dtype=torch.int8), torch.ones(4, 115), 128, 2, 0)
 
 
