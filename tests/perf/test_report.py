@@ -67,3 +67,18 @@ def test_trace_page_cost_line_and_kernels_page_predicted_curves():
     at = open_app("kernels", state={"pf.preset": "sm80-a100", "kern.saved": []})
     text = unplain(" ".join(_walk(at._tree)))
     assert "Predicted on sm80-a100" in text and "w4a8_native: scaled" in text
+
+
+def test_report_and_predicted_curves_work_for_every_preset():
+    from workbench.perf import predict
+    from workbench.perf.predict import predicted_crossover, sweep_ms
+    from workbench.platforms import PRESETS
+
+    for name in PRESETS:
+        rep = model_report("Qwen2.5-7B", name, 2)
+        assert len(rep.layers) == 4 and rep.totals()["decode_us"] >= 0, name
+        curves = {path: [predict(name, path, m, 3584, 18944 // 2, 128) for m in sweep_ms(1, 4096)[::3]]
+                  for path in ("w4a8_native", "w4a16_fallback")}
+        predicted_crossover(curves["w4a8_native"], curves["w4a16_fallback"])
+        assert all(p.predicted_us and p.low_us <= p.predicted_us <= p.high_us
+                   for ps in curves.values() for p in ps), name
