@@ -128,13 +128,26 @@ def _throughputs() -> dict:
 
 
 def _host_key() -> str:
-    import torch
+    """This machine and torch build, read without importing torch (the app's landing page
+    asks whether a calibration is cached, and must not pay torch's import)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    from workbench.bench import host_provenance
-
-    prov = host_provenance()
-    ident = json.dumps([prov.get("cpu"), prov.get("isa"), prov.get("machine"), torch.__version__,
-                        torch.get_num_threads(), _FIT_VERSION, CALIBRATION_SHAPES, CALIBRATION_MS])
+    try:
+        torch_version = version("torch")
+    except PackageNotFoundError:
+        torch_version = ""
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith(("model name", "flags")):
+                cpu += line
+            if line.startswith("flags"):
+                break
+    except OSError:
+        cpu = _platform.processor()
+    threads = os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())
+    ident = json.dumps([cpu, _platform.machine(), torch_version, threads, _FIT_VERSION,
+                        CALIBRATION_SHAPES, CALIBRATION_MS])
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
