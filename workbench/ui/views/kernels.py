@@ -313,11 +313,12 @@ def per_token(layer, ref, key: str) -> None:
                                 "skipped": skipped}
     pt = ss.get("kern.per_token")
     if pt and pt["layer_key"] == ref.key:
-        fig = plots.per_token_error_figure(pt["errors"], title=f"Per-token error at M = {pt['m']} "
+        fig = plots.per_token_error_figure(pt["errors"], title=f"Per-token error at M = {pt['m']}, "
+                                           f"N {layer.out_features} x K {layer.in_features} "
                                            "(against x @ W_float^T)")
         st.plotly_chart(fig, key=f"{key}-per-token")
         for p, why in pt["skipped"].items():
-            st.caption(f"`{p}` not run: {why}")
+            st.caption(plain(f"{p} not run: {why}"))
         _export(fig, "per_token_error", key)
 
 
