@@ -227,6 +227,9 @@ class QuantizedLayer(LayerSpec):
         if self.zeros is not None and tuple(self.zeros.shape) != (n, g):
             raise InvalidInputError(f"layer {self.name}: zeros shape {tuple(self.zeros.shape)}; "
                                     f"expected {(n, g)}")
+        if self.bias is not None and tuple(self.bias.shape) != (n,):
+            raise InvalidInputError(f"layer {self.name}: bias shape {tuple(self.bias.shape)}; "
+                                    f"expected [N] = ({n},)")
         if self.g_idx is not None and tuple(self.g_idx.shape) != (self.in_features,):
             raise InvalidInputError(f"layer {self.name}: g_idx shape {tuple(self.g_idx.shape)}; "
                                     f"expected [K] = ({self.in_features},)")

@@ -388,6 +388,13 @@ CATALOG = [
     ("index maps a tensor to '/etc/x.safetensors'", "InvalidConfigError: a file name in the same directory",
      _raises(InvalidConfigError, _gist("'/etc/x.safetensors'", "same directory"),
              _edit(SHARDED, lambda c: c["weight_map"].update(x="/etc/x.safetensors"), _INDEX))),
+    ("index maps a tensor to 'a\\x00.safetensors' (a NUL byte)", "InvalidConfigError: printable, no separators",
+     _raises(InvalidConfigError, _gist("weight_map", "printable, no separators"),
+             _edit(SHARDED, lambda c: c["weight_map"].update(x="a\0.safetensors"), _INDEX))),
+    ("GPTQ bias of shape [3] for N = 256", "TensorMismatchError: expected float [N] = [256]",
+     _raises(TensorMismatchError, _gist(f"{D}.bias is F32 [3]", "expected float [N] = [256]"),
+             lambda tmp: (_copy(tmp, GPTQ), _tensors(tmp / "ckpt", lambda t: t.update(
+                 {f"{D}.bias": torch.ones(3)})))[0])),
     # Config values of the wrong type or out of range.
     ("config.json group_size of 5000 digits", "InvalidConfigError: config.json is not valid JSON",
      _raises(InvalidConfigError, "config.json is not valid JSON", _big_int_config)),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from workbench.checkpoints.errors import (
     CorruptFileError, InvalidConfigError, MissingConfigError, MissingTensorError,
-    MissingWeightsError, NotAFileError, PickleRefusedError,
+    MissingWeightsError, NotAFileError, PickleRefusedError, shown,
 )
 from workbench.checkpoints.paths import checkpoint_roots, file_kind, open_file
 from workbench.checkpoints.safetensors_file import TensorInfo, read_header
@@ -86,10 +86,11 @@ def _index_files(root: Path, roots: tuple[Path, ...]) -> dict[str, Path]:
         # Shard names are plain file names beside the index; anything else could point
         # outside the checkpoint.
         if (not isinstance(shard, str) or not shard.endswith(".safetensors")
-                or os.path.basename(shard) != shard or shard in (".", "..")):
+                or os.path.basename(shard) != shard or shard in (".", "..")
+                or not shard.isprintable() or "\\" in shard):
             raise InvalidConfigError(
-                f"{root / INDEX_NAME}: weight_map[{name!r}] = {shard!r}; accepted: the file "
-                "name of a .safetensors shard in the same directory")
+                f"{root / INDEX_NAME}: weight_map[{shown(name)}] = {shown(shard)}; accepted: the "
+                "file name of a .safetensors shard in the same directory (printable, no separators)")
         out[name] = root / shard
     return out
 
@@ -137,7 +138,8 @@ def find_files(path: str | os.PathLike,
             absent = [f.name for f in files if not os.path.lexists(f)]
             if absent:
                 raise MissingWeightsError(
-                    f"{root / INDEX_NAME} names shard(s) that are absent: {', '.join(absent[:4])}")
+                    f"{root / INDEX_NAME} names shard(s) that are absent: "
+                    f"{', '.join(shown(a) for a in absent[:4])}")
         else:
             index = None
             files = [root / n for n in names if n.endswith(".safetensors")]

@@ -321,8 +321,12 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
                 raise TensorMismatchError(f"layer {prefix}: g_idx is {gidx.dtype} {list(gidx.shape)}; "
                                           f"expected I32 [{k}]")
             names["g_idx"] = gidx.name
-        if f"{prefix}.bias" in tensors:
-            names["bias"] = f"{prefix}.bias"
+        bias = tensors.get(f"{prefix}.bias")
+        if bias is not None:
+            if bias.dtype not in _SCALE_DTYPES or bias.shape != (n,):
+                raise TensorMismatchError(f"layer {prefix}: {bias.name} is {bias.dtype} "
+                                          f"{list(bias.shape)}; expected float [N] = [{n}]")
+            names["bias"] = bias.name
         weight_args = {"num_bits": bits, "type": "int", "symmetric": sym,
                        "strategy": "channel" if group == -1 else "group",
                        "group_size": None if group == -1 else group, "dynamic": False,
