@@ -82,3 +82,15 @@ def test_layer_inputs_of_the_wrong_kind(tools):
         layer.dequantize(torch.bfloat16)
     assert layer.packed(WeightPacking.GPTQ).shape == (1024 // 8, 256)
 
+
+
+def test_open_walk_follows_no_link_in_any_component(tools, tmp_path):
+    # What a directory swapped for a symlink after the realpath check would look like:
+    # the walk that opens the checked path refuses the link instead of following it.
+    from workbench.checkpoints.paths import _open_no_links
+
+    path = tools.copy_sample("ct-w4a8-int-g128", tmp_path)
+    os.symlink(path, tmp_path / "swapped")
+    os.close(_open_no_links(path / "config.json"))
+    with pytest.raises(OSError):
+        _open_no_links(tmp_path / "swapped" / "config.json")

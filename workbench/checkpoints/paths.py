@@ -72,12 +72,29 @@ def real_path(path: Path, roots: tuple[Path, ...], missing: type[CheckpointError
     return real, st
 
 
+def _open_no_links(real: Path) -> int:
+    """Open a resolved path one component at a time, none of them followed if a symlink: a
+    directory swapped for a link after `realpath` cannot redirect the open outside the roots."""
+    if os.open not in os.supports_dir_fd or not real.is_absolute():
+        return os.open(real, _OPEN_FLAGS)
+    dir_flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    fd = os.open(real.anchor, dir_flags)
+    try:
+        for part in real.parts[1:-1]:
+            nxt = os.open(part, dir_flags, dir_fd=fd)
+            os.close(fd)
+            fd = nxt
+        return os.open(real.name, _OPEN_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+
+
 def open_file(path: Path, roots: tuple[Path, ...], missing: type[CheckpointError]) -> BinaryIO:
     """`real_path`'s checks, then open it read-only and check the descriptor is that file."""
     real, before = real_path(path, roots, missing)
     try:
-        fd = os.open(real, _OPEN_FLAGS)
-    except OSError as exc:  # ELOOP: the last component became a symlink after the check
+        fd = _open_no_links(real)
+    except OSError as exc:  # ELOOP: a component became a symlink after the check
         raise NotAFileError(f"{path}: cannot be opened as a regular file: {exc.strerror or exc}") from None
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
