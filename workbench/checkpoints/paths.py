@@ -4,7 +4,8 @@ Every file a reader opens (config JSON, the shard index, each safetensors file) 
 `open_file`. Its real path (symlinks followed) must lie under an allowed root: a symlink
 inside the checkpoint that points elsewhere is refused by name. It must be a regular file,
 judged by `stat` before opening, because `open()` on a FIFO blocks forever and a device can
-stream without end; the descriptor is opened with O_NOFOLLOW | O_NONBLOCK and checked again
+stream without end; the resolved path is opened component by component with O_NOFOLLOW
+(the file itself with O_NONBLOCK too) and the descriptor checked again
 with `fstat`, and must be the very file that was judged (same device and inode), so a file
 swapped in between is refused too.
 
