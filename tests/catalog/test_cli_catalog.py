@@ -88,6 +88,12 @@ def _batch_platform_text_deep():
     assert rc == 2 and "case.platform: JSON nested 3001 levels deep" in json.loads(out)["input_error"]
 
 
+def _awq_group_zero():
+    rc, out, _ = _main(["trace", "--awq", '{"bits": 4, "group_size": 0, "zero_point": true}', "--json"])
+    t = json.loads(out)
+    assert rc == 0 and (t["error_type"], t["error"]) == ("ZeroDivisionError", "integer modulo by zero")
+
+
 def _inc_missing_group_size():
     rc, out, _ = _main(["trace", "--inc", '{"bits": 4}', "--platform", "xpu", "--json"])
     t = json.loads(out)
@@ -208,6 +214,9 @@ CATALOG = [
     ("trace --inc '{\"bits\": 4}' (no group_size)",
      "ok: vLLM's ValueError \"Cannot find any of ['group_size'] in the model's quantization config.\" (inc/inc.py:279), no default 128",
      _inc_missing_group_size),
+    ("trace --awq with group_size 0 on sm90-h200",
+     "ok: vLLM's own ZeroDivisionError from create_weights (auto_awq.py:819), recorded in the trace",
+     _awq_group_zero),
     ("trace --checkpoint ... --layer down_proj --tp 2", "ok: row-parallel by default, K split to 576: vLLM's group-size ValueError",
      _checkpoint_row_parallel_default),
     ("trace (no source)", "exit 2: error: one of the arguments --mp-config ... is required (usage error)",

@@ -313,6 +313,8 @@ def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace,
     """`AutoAWQLinearMethod` (auto_awq.py:800-911): the Triton AWQ GEMM, weight-only."""
     t.scheme, t.method = "AutoAWQLinearMethod", method
     g = group if group != -1 else layer.in_features
+    if g == 0:  # create_weights takes the group size modulo as given (auto_awq.py:819)
+        raise VllmError("ZeroDivisionError", "integer modulo by zero")
     if layer.input_size_per_partition % g != 0 or layer.output_size_per_partition % (32 // bits):
         which = "input" if layer.input_size_per_partition % g != 0 else "output"
         raise VllmError("ValueError", (
@@ -354,9 +356,10 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
             return t
         use_marlin = (not env.batch_invariant and p.is_cuda()
                       and check_marlin_supported(ST["uint4"], group, zero_point, p)[0])
-        # check_marlin_supports_layer: only a group straddling the shard is refused.
-        whole = (group == -1 or group >= layer.in_features
-                 or layer.input_size_per_partition % group == 0)
+        # check_marlin_supports_layer, asked only once Marlin is supported (auto_awq.py:320-322):
+        # only a group straddling the shard is refused.
+        whole = use_marlin and (group == -1 or group >= layer.in_features
+                                or layer.input_size_per_partition % group == 0)
         if use_marlin and whole:
             awq_marlin_linear(group, zero_point, layer, p, env, t,
                               input_dtype=_env_input_dtype(env, p))
