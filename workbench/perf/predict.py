@@ -229,7 +229,7 @@ def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: f
 
     big = max(m, 4096)
     fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1)
-    here, _, _, _ = _gpu_fit(hw, FAMILIES[family].act, 1, n, k, -1)  # the launch-latency floor
+    here, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, n, k, -1)  # launch latency (as _eta_of_point)
     if fit is None or here is None:
         return None
     rate = 2 * big * n * k / fit.predict(point)  # operations per us
