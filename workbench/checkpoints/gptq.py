@@ -180,7 +180,7 @@ def _dynamic_body(key: str) -> str:
 
 
 def _inc_regex(key: str) -> Pattern | None:
-    """An extra_config key vLLM treats as a regex (inc/config_parser.py:85-103 and 128-139:
+    """An extra_config key vLLM treats as a regex (inc/config_parser.py:87-104 and 129-152:
     a key holding a special character; one that does not compile is skipped)."""
     if not any(ch in _REGEX_CHARS for ch in key):
         return None
@@ -221,10 +221,10 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
         return base
     if cfg.method is CheckpointFormat.AWQ:
         return None if any(s in name for s in cfg.skip_modules) else base
-    # INC: INCConfigParser._resolve_raw (inc/config_parser.py:152-229): an exact key, then a
+    # INC: INCConfigParser._resolve_raw (inc/config_parser.py:82-214): an exact key, then a
     # key the name ends with (".key"), are used with the base defaults; otherwise the layer
     # is quantized when inside block_name_to_quantize (and not lm_head, ParallelLMHead in
-    # vLLM), and get_config (:104-151) applies the first regex key that re.search-es the
+    # vLLM), and get_config (:106-158) applies the first regex key that re.search-es the
     # name, with 16-bit defaults for a layer that is not quantized.
     extra = cfg.extra_config
 
