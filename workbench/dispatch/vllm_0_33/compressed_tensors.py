@@ -453,7 +453,8 @@ def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
             raise SchemeError("ValueError", str(exc)) from None
         # wNa16.py:156-159: the config, already selected with, now carries the input dtype.
         run_with = t.mp_config if marlin_input is None else replace(t.mp_config, act_type=marlin_input)
-        t.runtime_detail = kernel_runtime(t.selected, run_with, p, env)
+        t.runtime_detail = kernel_runtime(t.selected, run_with, p, env,
+                                          model_dtype=dtype(s.params_dtype))
     else:
         return
     if not (group == -1 and _row_parallel(s)):

@@ -149,7 +149,8 @@ def _env_input_dtype(env: Env, p: Platform) -> DType | None:
 def _select(t: Trace, layer: Layer, config: MPConfig, p: Platform, env: Env, packing: str) -> None:
     t.kernel_stage = True
     if select_into(t, config, p, env):
-        t.runtime_detail = kernel_runtime(t.selected, config, p, env, packing)
+        t.runtime_detail = kernel_runtime(t.selected, config, p, env, packing,
+                                          model_dtype=dtype(layer.params_dtype))
 
 
 # --------------------------------------------------------------------------- AutoGPTQ

@@ -15,8 +15,8 @@ from dataclasses import replace
 from typing import ClassVar
 
 from workbench.dispatch.env import Env
-from workbench.dispatch.types import (BF16, FP16, FP32, FP8_E4M3, INT8, ST, MPConfig, Runtime,
-                                      activation_name)
+from workbench.dispatch.types import (BF16, FP16, FP32, FP8_E4M3, INT8, ST, DType, MPConfig,
+                                      Runtime, activation_name)
 from workbench.platforms import (DYN_QUANT_OP, RDNA3_OP, ZENTORCH_DA8W4_OP, ZENTORCH_WOQ_OPS,
                                  Platform)
 
@@ -51,11 +51,12 @@ class MPKernel:
 
     @classmethod
     def runtime(cls, c: MPConfig, p: Platform, env: Env, packing: str = CT_PACKING,
-                input_schema: str | None = None) -> Runtime:
+                input_schema: str | None = None, model_dtype: DType | None = None) -> Runtime:
         """What the kernel computes once selected (default: weight-only on 16-bit activations).
 
         `packing` is how the checkpoint packs its int4 weights (`PACKINGS`); `input_schema` the
-        activation schema a scheme attached to the layer ("int8", "int4"; Humming reads it).
+        activation schema a scheme attached to the layer ("int8", "int4"; Humming reads it);
+        `model_dtype` the layer's params dtype (its scales' dtype) when `c.act_type` is not it.
         """
         # A 1-byte act_type (VLLM_MARLIN_INPUT_DTYPE read before selection) reaches these
         # kernels' prepack and GEMM as is; what their compiled ops then do is not modelled.
@@ -102,7 +103,7 @@ class CutlassW4A8LinearKernel(MPKernel):
         return True, None
 
     @classmethod
-    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
         return Runtime(cls.__name__, "fp8", str(c.weight_type), cls.op, cls.op_source)
 
 
@@ -196,7 +197,7 @@ class MarlinLinearKernel(MPKernel):
         return True, None
 
     @classmethod
-    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
         """`c.act_type` is what the scheme left after selection: `VLLM_MARLIN_INPUT_DTYPE`
         turns it into int8 or fp8 (`marlin_input_act_type`)."""
         base = super().runtime(c, p, env)
@@ -325,7 +326,7 @@ class HummingLinearKernel(MPKernel):
         return True, None
 
     @classmethod
-    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
         """humming.py:66: an int8/fp8 act_type, or the scheme's input schema, quantizes
         activations per token; a 16-bit act_type alone runs weight-only."""
         base = super().runtime(c, p, env)
@@ -438,7 +439,7 @@ class XPUW4A8IntLinearKernel(MPKernel):
         return True, None
 
     @classmethod
-    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
         """xpu.py:198-203: symmetric per-token int8 activations; the op returns float16."""
         warning = None
         if c.act_type != FP16:  # xpu.py:146-152, logged by can_implement
@@ -507,7 +508,7 @@ class Dynamic4bitLinearKernel(MPKernel):
         return True, None
 
     @classmethod
-    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
         """The aten op quantizes activations to int8 per row; KleidiAI micro-kernels exist
         only on Arm, other CPUs run torch's generic reference loop (very slow)."""
         return Runtime(cls.__name__, "int8", str(c.weight_type), cls.op, cls.op_source,
@@ -541,7 +542,7 @@ class ZentorchWNA16LinearKernel(MPKernel):
         return True, None
 
     @classmethod
-    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
         """zentorch.py:184-204: DA8W4 if eligible, else the WOQ path for compressed-tensors
         packing, else CPUWNA16's own processing (GPTQ dim-0 and AWQ layouts)."""
         k = c.partition_weight_shape[0]
@@ -555,7 +556,8 @@ class ZentorchWNA16LinearKernel(MPKernel):
                            KERNELS_DIR + "zentorch.py:287", emulation=W4A8_PATH)
         if woq:
             return super().runtime(c, p, env)
-        return replace(CPUWNA16LinearKernel.runtime(c, p, env, packing), method=cls.__name__,
+        return replace(CPUWNA16LinearKernel.runtime(c, p, env, packing, model_dtype=model_dtype),
+                       method=cls.__name__,
                        source=KERNELS_DIR + "zentorch.py:199")
 
 
@@ -583,22 +585,26 @@ class CPUWNA16LinearKernel(MPKernel):
         return True, None
 
     @classmethod
-    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None):
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
         """cpu.py:170-182 picks int4_scaled_mm_cpu (W4A8, uint8 activations with zero point
         128) or cpu_gemm_wna16 with `_get_isa_hint` (cpu.py:212-224); an op the loaded build
         does not register fails at the first forward (csrc/cpu/torch_bindings.cpp)."""
         if env.cpu_int4_w4a8 and c.act_type == BF16 and (p.amx or p.cpu_arch == "riscv"):
             return Runtime(cls.__name__, "int8", str(c.weight_type), "ops.int4_scaled_mm_cpu",
                            KERNELS_DIR + "cpu.py:192", emulation="vllm_int4_scaled_mm")
-        if p.amx and c.act_type == BF16:
+        # cpu_gemm_wna16 reads the activations as the model gives them, and the isa hint
+        # follows the scales' dtype (the params dtype), whatever act_type says.
+        model = model_dtype or c.act_type
+        if p.amx and model == BF16:
             isa = "amx"
         elif p.cpu_arch == "riscv":
             isa = "rvv"
-        elif c.act_type == BF16 and p.cpu_arch == "powerpc":
+        elif model == BF16 and p.cpu_arch == "powerpc":
             isa = "vsx"
         else:
             isa = "vec"
-        base = replace(super().runtime(c, p, env), isa_hint=isa)
+        base = Runtime(cls.__name__, activation_name(model), str(c.weight_type), cls.op,
+                       cls.op_source, emulation=W4A16_PATH, isa_hint=isa)
         # torch_bindings.cpp:929-936 registers cpu_gemm_wna16 for AVX512F, RVV, s390x, Power.
         built = (p.cpu_arch in ("riscv", "s390x", "powerpc")
                  or (p.cpu_arch == "x86" and cpu_extension(p) != "_C_AVX2"))
@@ -610,8 +616,11 @@ class CPUWNA16LinearKernel(MPKernel):
 
 
 def cpu_extension(p: Platform) -> str:
-    """Which vLLM CPU extension `CpuPlatform.import_kernels` loads on x86 (platforms/cpu.py:657)."""
-    if p.avx512 and p.avx512_bf16:
+    """Which vLLM CPU extension `CpuPlatform.import_kernels` loads on x86 (platforms/cpu.py:657).
+
+    AMX tiles come with AVX512-BF16 on every CPU that has them, so AMX means the `_C` build.
+    """
+    if p.amx or (p.avx512 and p.avx512_bf16):
         return "_C"
     return "_C_AVX512" if p.avx512 else "_C_AVX2"
 
