@@ -72,8 +72,8 @@ class Checkpoint:
         for s in self.layers:
             if s.name == name:
                 return s
-        shown = ", ".join(self.layer_names()[:6]) + (" ..." if len(self.layers) > 6 else "")
-        raise UnknownLayerError(f"{self.path}: no quantized layer named {name!r}; layers: {shown}")
+        listed = ", ".join(self.layer_names()[:6]) + (" ..." if len(self.layers) > 6 else "")
+        raise UnknownLayerError(f"{self.path}: no quantized layer named {shown(name)}; layers: {listed}")
 
     def load_layer(self, name: str) -> QuantizedLayer:
         """Read one layer's tensors (only those bytes) into a QuantizedLayer."""
