@@ -171,3 +171,29 @@ def test_the_recorders_quantization_config_form():
     dyn = {**qc, "desc_act": False, "dynamic": {r"-:.*down_proj": {}}}
     assert trace_gptq({**LAYER, "quantization_config": dyn}, "sm80-a100").method == \
         "UnquantizedLinearMethod"
+
+
+def test_an_awq_checkpoint_layer_traces_through_the_cli_form(tmp_path):
+    import json
+
+    import torch
+    from safetensors.torch import save_file
+
+    from w4a8_kernels import packing
+    from workbench.checkpoints import trace_checkpoint_layer
+
+    name, n, k = "model.layers.0.mlp.down_proj", 64, 256
+    q = torch.randint(0, 16, (n, k), dtype=torch.int8)
+    z = torch.full((n, k // 128), 8, dtype=torch.int8)
+    save_file({f"{name}.qweight": packing.pack_int4_awq(q).contiguous(),
+               f"{name}.qzeros": packing.pack_int4_awq_zeros(z).contiguous(),
+               f"{name}.scales": torch.full((k // 128, n), 0.01, dtype=torch.float16)},
+              str(tmp_path / "model.safetensors"), metadata={"format": "pt"})
+    (tmp_path / "config.json").write_text(json.dumps({
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "dtype": "float16",
+        "quantization_config": {"quant_method": "awq", "w_bit": 4, "q_group_size": 128,
+                                "zero_point": True, "version": "gemm"}}))
+    t = trace_checkpoint_layer(tmp_path, name, "sm80-a100")
+    assert (t.method, t.selected) == ("AutoAWQMarlinLinearMethod", "MarlinLinearKernel")
+    assert t.runtime_detail.activation == "fp16"
+    assert trace_checkpoint_layer(tmp_path, name, "x86-avx512").selected == "CPUWNA16LinearKernel"
