@@ -154,7 +154,7 @@ def _summary(layer, ckpt=None) -> None:
         st.markdown("**Layer**")
         # Tall enough for every row: a table clipped inside its own scroll area hides fields.
         st.dataframe([{"field": k, "value": str(v)} for k, v in info.items()], hide_index=True,
-                     width="stretch", height=36 * (len(info) + 1) + 4)
+                     width="stretch", height=35 * (len(info) + 1) + 3)
     with right:
         st.markdown("**Quantization args**")
         st.json({"weights": layer.weight_args, "input_activations": layer.input_args,
