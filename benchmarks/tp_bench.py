@@ -252,7 +252,8 @@ def worker(rank: int, world: int, args: dict) -> None:
     else:
         torch.set_num_threads(args.get("threads", 1))
         device = torch.device("cpu")
-    dist.init_process_group(backend, rank=rank, world_size=world)
+    dist.init_process_group(backend, rank=rank, world_size=world,
+                            device_id=device if backend == "nccl" else None)
     kern = Kernels(device)
     out = {"checks": [], "timings": []}
     try:
