@@ -125,3 +125,20 @@ def test_timing_noise_flags_a_wide_band_or_a_loaded_machine():
     assert wide.spread_high and (wide.worst_path, wide.worst_m) == ("b", 4)
     loaded = timing_noise([{"path": "a", "m": 1, "p20_ms": 1.0, "p80_ms": 1.1}], [0.5, 2.5], cores=2)
     assert loaded.overloaded and not loaded.spread_high and loaded.load == 2.5
+
+
+def test_a_sweep_cut_short_keeps_what_it_measured(ui):
+    # Issue 13.4: the header's Stop ends the script with no rerun, mid-sweep. The records of
+    # each M are in the session as they arrive; the next run says where it stopped and plots them.
+    at = ui.open_app("kernels", state={"kern.saved": []})
+    at.text_input(key="w:kern.m_list").set_value("1,2").run()
+    at.number_input(key="w:kern.reps").set_value(1).run()
+    at.multiselect(key="w:kern.paths").set_value(["w4a8_native", "w4a16_fallback"]).run()
+    at.button(key="kern.run").click().run(timeout=300)
+    meta = at.session_state["kern.meta"]
+    assert meta["status"] == "done" and meta["done_m"] == 2
+    meta["status"] = "running"  # what a script stopped after M = 2 leaves behind
+    at.session_state["kern.meta"] = meta
+    at.run()
+    assert "M = [1, 2], stopped after M = 2" in ui.text(at)
+    assert ui.plotly_count(at) >= 2 and len(at.session_state["kern.records"]) == 4
