@@ -378,8 +378,8 @@ def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
     """Available engines, fastest first, timed once per process on a mid-size W4A8 problem.
 
     The timing is the whole native call (M = 64, N = K = 1024, group 128 when
-    `grouped`), five interleaved rounds, each engine's minimum process CPU time; engines
-    within 15% of the fastest are ordered by `_PREFERENCE`. `_int_mm` is timed only where AVX512-VNNI or
+    `grouped`), five interleaved rounds on one thread, each engine's minimum CPU time;
+    engines within 15% of the fastest are ordered by `_PREFERENCE`. `_int_mm` is timed only where AVX512-VNNI or
     AMX give it oneDNN's int8 kernels (elsewhere it is orders of magnitude slower and
     ranked last untimed).
     """
@@ -401,14 +401,19 @@ def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
             candidates[engine.value] = prepare_w4a8(w, scales, g, engine=engine)
             w4a8_native(x, candidates[engine.value])  # warm-up: library load, first allocations
     best = {name: float("inf") for name in candidates}
-    # Interleaved rounds, each engine's minimum of this process's CPU time (all its
-    # threads): time other processes held the cores is left out, so a loaded machine
-    # does not flip the choice the way wall time did.
-    for _ in range(5):
-        for name, prepared in candidates.items():
-            t0 = time.process_time()
-            w4a8_native(x, prepared)
-            best[name] = min(best[name], time.process_time() - t0)
+    # Interleaved rounds on one thread, each engine's minimum of the thread's CPU time:
+    # time other processes held the core is left out (a loaded machine does not flip the
+    # choice the way wall time did), and no OpenMP worker spinning in a barrier is counted.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(5):
+            for name, prepared in candidates.items():
+                t0 = time.thread_time()
+                w4a8_native(x, prepared)
+                best[name] = min(best[name], time.thread_time() - t0)
+    finally:
+        torch.set_num_threads(threads)
     fastest = min(best.values())
     order = [e.value for e in _PREFERENCE]
     ranked = sorted(best.items(), key=lambda item: (0, order.index(item[0]))
