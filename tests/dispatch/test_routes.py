@@ -20,6 +20,31 @@ def test_gptq_g256_on_h200_is_vllms_verify_marlin_error():
     assert t.selected is None and not t.steps
 
 
+@pytest.mark.parametrize("trace, full, missing, keys", [
+    (trace_gptq, GPTQ, "bits", "['bits']"),
+    (trace_gptq, GPTQ, "group_size", "['group_size']"),
+    (trace_gptq, GPTQ, "desc_act", "['desc_act']"),
+    (trace_gptq, GPTQ, "sym", "['sym']"),
+    (trace_awq, AWQ, "bits", "['w_bit', 'bits']"),
+    (trace_awq, AWQ, "group_size", "['q_group_size', 'group_size']"),
+    (trace_awq, AWQ, "zero_point", "['zero_point']"),
+])
+def test_short_form_without_a_required_key_is_vllms_get_from_keys_error(trace, full, missing, keys):
+    # from_config has no default for these (auto_gptq.py:199-202, auto_awq.py:239-241).
+    layer = {k: v for k, v in full.items() if k != missing}
+    for case in (layer, {**LAYER, "quantization_config": {k: v for k, v in layer.items()
+                                                          if k not in LAYER}}):
+        t = trace(case, "sm90-h200")
+        assert (t.error_type, t.error) == (
+            "ValueError", f"Cannot find any of {keys} in the model's quantization config.")
+        assert t.selected is None
+
+
+def test_gptq_missing_keys_are_reported_in_vllms_order_before_any_value_is_checked():
+    t = trace_gptq({"bits": "four", "sym": True, **LAYER}, "sm90-h200")
+    assert t.error == "Cannot find any of ['group_size'] in the model's quantization config."
+
+
 def test_gptq_config_gate_capability_then_dtype():
     t = trace_gptq(GPTQ, {"device": "cuda", "capability": 50})
     assert t.error == ("The quantization method auto_gptq is not supported for the current GPU. "

@@ -62,7 +62,10 @@ def verify_marlin_supported(quant_type: ScalarType, group_size: int, has_zp: boo
 
 @dataclass(frozen=True)
 class Layer:
-    """The shapes and dtype of one Linear layer, as `create_weights` receives them."""
+    """The shapes and dtype of one Linear layer, as `create_weights` receives them.
+
+    Its defaults (4096 x 4096, bfloat16, a down_proj name) describe the workbench's stand-in
+    layer, not a checkpoint's quantization config: vLLM's `from_config` invents none."""
 
     in_features: int
     out_features: int
@@ -179,7 +182,8 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
     Input: the layer's `in_features`, `out_features`, `input/output_size_per_partition`,
     `params_dtype`, `layer_name`, and the checkpoint's `quantization_config` (`bits`,
     `group_size`, `desc_act`, `sym`, optional `dynamic`, `modules_in_block_to_quantize`); the
-    short form puts those fields on the layer object itself (defaults 4, 128, false, true).
+    short form puts those fields on the layer object itself. Like vLLM, neither form has a
+    default for `bits`, `group_size`, `desc_act` or `sym` (see `gptq_from_config`).
     `gate=False` skips the VllmConfig gate (traced on its own at the config-gate level).
     """
     where = "gptq"
@@ -187,10 +191,9 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
         raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
     layer = Layer.from_json(data, where)
     qc = quant_config(data, where)
-    short = "quantization_config" not in data
     t = Trace(level="gptq")
     try:
-        bits, group, desc_act, sym, dynamic = gptq_from_config(qc, short, where)
+        bits, group, desc_act, sym, dynamic = gptq_from_config(qc, where)
         if gate:
             config_gate(quantization, p, layer.params_dtype)
         # get_linear_quant_method (utils/gptq_utils.py:172-201).
@@ -213,31 +216,33 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
     return t
 
 
-def gptq_from_config(qc: dict, short: bool = False, where: str = "gptq") -> tuple:
-    """`AutoGPTQConfig.from_config` and `__init__` (auto_gptq.py:116-211): bits, group size,
-    desc_act, sym, dynamic. `short`: the workbench's short form, with defaults."""
-    dynamic = get_from_keys(qc, ["dynamic"], {}) or {}
-    bits = typed(get_from_keys(qc, ["bits"], *([4] if short else [])), int, f"{where}.bits")
-    group = typed(get_from_keys(qc, ["group_size"], *([128] if short else [])), int,
-                  f"{where}.group_size")
-    desc_act = typed(get_from_keys(qc, ["desc_act"], *([False] if short else [])), bool,
-                     f"{where}.desc_act")
-    sym = typed(get_from_keys(qc, ["sym"], *([True] if short else [])), bool, f"{where}.sym")
+def gptq_from_config(qc: dict, where: str = "gptq") -> tuple:
+    """`AutoGPTQConfig.from_config` and `__init__` (auto_gptq.py:195-211, 116, 151-154): bits,
+    group size, desc_act, sym, dynamic. bits, group_size, desc_act and sym have no default:
+    `get_from_keys` raises vLLM's ValueError for the first one missing, in this order, before
+    any value is checked (base_config.py:185-192); `dynamic` defaults to {} (None too)."""
+    dynamic = get_from_keys(qc, ["dynamic"], {})
+    dynamic = {} if dynamic is None else dynamic
+    raw = [get_from_keys(qc, [key]) for key in ("bits", "group_size", "desc_act", "sym")]
+    bits, group, desc_act, sym = (typed(v, kind, f"{where}.{key}") for v, kind, key in zip(
+        raw, (int, int, bool, bool), ("bits", "group_size", "desc_act", "sym")))
+    if not isinstance(dynamic, dict):
+        raise InvalidInputError(f"{where}.dynamic: expected a JSON object of rules, got "
+                                f"{dynamic!r}")
     _desc_act(desc_act, group, dynamic)
     if (bits, sym) not in GPTQ_TYPES:
         raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
     return bits, group, desc_act, sym, dynamic
 
 
-def awq_from_config(qc: dict, short: bool = False, where: str = "awq") -> tuple:
-    """`AutoAWQConfig.from_config` and `__init__` (auto_awq.py:186-260): bits, group size,
-    zero_point, modules_to_not_convert."""
-    bits = typed(get_from_keys(qc, ["w_bit", "bits"], *([4] if short else [])), int,
-                 f"{where}.bits")
-    group = typed(get_from_keys(qc, ["q_group_size", "group_size"], *([128] if short else [])),
-                  int, f"{where}.group_size")
-    zero_point = typed(get_from_keys(qc, ["zero_point"], *([True] if short else [])), bool,
-                       f"{where}.zero_point")
+def awq_from_config(qc: dict, where: str = "awq") -> tuple:
+    """`AutoAWQConfig.from_config` and `__init__` (auto_awq.py:237-260, 204-211): bits, group
+    size, zero_point, modules_to_not_convert. The first three have no default: `get_from_keys`
+    raises vLLM's ValueError for the first one missing (base_config.py:185-192)."""
+    raw = [get_from_keys(qc, keys) for keys in (["w_bit", "bits"],
+                                                ["q_group_size", "group_size"], ["zero_point"])]
+    bits, group, zero_point = (typed(v, kind, f"{where}.{key}") for v, kind, key in zip(
+        raw, (int, int, bool), ("bits", "group_size", "zero_point")))
     skip = get_from_keys(qc, ["modules_to_not_convert"], None) or []
     awq_config(bits)
     return bits, group, zero_point, skip
@@ -333,17 +338,17 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
 
     Input: the layer fields of `trace_gptq_layer` and the checkpoint's `quantization_config`
     (`w_bit` or `bits`, `q_group_size` or `group_size`, `zero_point`, optional
-    `modules_to_not_convert`); the short form puts them on the layer (defaults 4, 128, true).
+    `modules_to_not_convert`); the short form puts them on the layer. Neither form has a
+    default for the bits, the group size or `zero_point` (see `awq_from_config`).
     """
     where = "awq"
     if not isinstance(data, dict):
         raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
     layer = Layer.from_json(data, where)
     qc = quant_config(data, where)
-    short = "quantization_config" not in data
     t = Trace(level="awq")
     try:
-        bits, group, zero_point, skip = awq_from_config(qc, short, where)
+        bits, group, zero_point, skip = awq_from_config(qc, where)
         if gate:  # off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286)
             config_gate(quantization or ("awq" if p.is_cpu() else "auto_awq"), p,
                         layer.params_dtype)
