@@ -196,6 +196,10 @@ def main() -> None:
         doc["host"] = host_check()
     doc["provenance"]["seconds"] = round(time.perf_counter() - t, 1)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    if args.results == H200_RESULTS:  # the committed file's calibration, for a fast first predict
+        from workbench.perf.calibrate import write_committed_calibration
+
+        print(f"calibration: {write_committed_calibration()}")
     h = doc["h200_leave_one_shape_out"]
     print("H200 leave-one-shape-out:", json.dumps(h["all"]))
     for name, s in h["by_path"].items():
