@@ -3,7 +3,8 @@
 Plain C shared libraries called through ctypes: they need only a C compiler (no torch
 headers, so each builds in about a second) and ctypes releases the GIL during the call.
 Variants (`VARIANTS`): `avx2_u8s8` (w4a8_avx2.c, int8-stored weights), `u4_avx2` and
-`u4_vnni512` (w4a8_u4.c built for AVX2 or AVX-512 VNNI, packed int4 weights). Each is
+`u4_vnni512` (w4a8_u4.c built for AVX2 or AVX-512 VNNI, packed int4 weights), `u4_amx`
+(w4a8_amx.c, AMX-INT8 tiles, packed int4 weights). Each is
 built only where /proc/cpuinfo lists its ISA flags: detected, never assumed. Where one
 cannot build or run, `load(variant)` returns None and `why_unavailable(variant)` says
 why; callers then use another engine or the pure-torch path.
@@ -32,6 +33,9 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "u4_vnni512": ("w4a8_u4.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni",
                                  "-DW4A8_VNNI512"),
                    ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")),
+    # activations are quantized by u4_vnni512's quantizer, hence its flags too
+    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8"),
+               ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_tile", "amx_int8")),
 }
 _state: dict[str, dict[str, object]] = {}
 
@@ -108,6 +112,15 @@ def _build(variant: str) -> ctypes.CDLL:
         os.replace(tmp, out)
     lib = ctypes.CDLL(str(out))
     i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
+    if variant == "u4_amx":
+        if lib.w4a8_amx_init() != 0:
+            raise OSError("the kernel refused this process the AMX tile state (arch_prctl "
+                          "ARCH_REQ_XCOMP_PERM failed)")
+        fn = lib.w4a8_amx_gemm
+        fn.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
+        fn.restype = c_int
+        lib.gemm = fn
+        return lib
     if variant == "avx2_u8s8":
         fn = lib.w4a8_gemm_u8s8
         fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, i64, c_int]

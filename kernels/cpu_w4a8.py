@@ -25,9 +25,15 @@ from w4a8_kernels.int8_gemm import (FP32_EXACT_MAX_TERMS, Int8Engine,
 from w4a8_kernels.quant import center_int4, quantize_per_token_int8, quantize_per_token_int8_codes
 
 __all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized",
-           "rank_engines"]
+           "rank_engines", "LARGE_M"]
 
 _NR = 8  # columns per tile of the AVX2 kernel
+# "auto" ranks the engines twice: at _SMALL_M_TIMED tokens (decode: memory-bound, where the
+# VNNI kernel streams the packed weight) and at _LARGE_M_TIMED (compute-bound, where AMX
+# tiles do several times the multiply-adds). Where the two winners differ, calls of at
+# least LARGE_M tokens run the second on its own copy of the weight (at N = K = 4096 on an
+# AMX host, single thread: VNNI 2.7 ms and AMX 1.7 ms at M = 32, VNNI 1.3 and AMX 1.25 at 16).
+_SMALL_M_TIMED, _LARGE_M_TIMED, LARGE_M = 4, 128, 32
 
 
 @dataclass(eq=False)
@@ -43,11 +49,21 @@ class W4A8Prepared:
     blocks: list = field(default_factory=list)  # engine-specific per-group weight blocks
     avx2: dict = field(default_factory=dict)  # AVX2 kernel buffers
     u4: dict = field(default_factory=dict)  # packed-int4 C kernel buffers
+    amx: dict = field(default_factory=dict)  # AMX kernel buffers
     notes: tuple[str, ...] = ()  # accepted but unusual inputs (e.g. negative scales)
+    large_m: "W4A8Prepared | None" = None  # the same weight for calls of >= LARGE_M tokens
 
     @property
     def n_groups(self) -> int:
         return self.k // self.group_size
+
+    def for_m(self, m: int) -> "W4A8Prepared":
+        """The layout that runs a call of m tokens."""
+        return self.large_m if self.large_m is not None and m >= LARGE_M else self
+
+    def engine_for(self, m: int) -> Int8Engine:
+        """The integer engine a call of m tokens runs."""
+        return self.for_m(m).engine
 
 
 def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
@@ -106,6 +122,24 @@ def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Ten
             "sc": sc.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous()}
 
 
+def _prepare_amx(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor,
+                 g: int) -> dict:
+    """Pack the weight's unsigned nibbles as w4a8_amx.c reads them; groups padded to 64."""
+    n, k = w_q.shape
+    groups, gp = k // g, -(-g // 64) * 64
+    n_pad = -(-n // 32) * 32
+    k64 = groups * gp // 64
+    u = torch.zeros(n_pad, groups, gp, dtype=torch.uint8)
+    u[:n, :, :g] = (w_q if zeros is not None else w_q + 8).view(torch.uint8).view(n, groups, g)
+    u = u.view(n_pad // 16, 16, k64, 2, 32)  # k = 64 kb + 32 h + j
+    packed = (u[:, :, :, 0] | (u[:, :, :, 1] << 4)).permute(0, 2, 1, 3)  # [N/16, K64, 16, 32]
+    zs = torch.zeros(n_pad, groups, dtype=torch.int32)
+    zs[:n] = zeros.to(torch.int32) if zeros is not None else 8
+    sc = torch.zeros(n_pad, groups, dtype=torch.float32)
+    sc[:n] = scales
+    return {"bp": packed.contiguous(), "gp": gp, "kpg": gp // 64, "zs": zs, "sc": sc}
+
+
 def prepare_w4a8(
     w_q: torch.Tensor,
     scales: torch.Tensor,
@@ -117,40 +151,51 @@ def prepare_w4a8(
     """Check the weight once and lay it out for an integer engine.
 
     engine "auto" takes the fastest engine this CPU has for per-channel or grouped
-    weights (timed once per process, see `rank_engines`); a named engine is used or
-    refused with the reason. `avx2_u8s8` needs a group size that is a multiple of 4 (or
+    weights (timed once per process, see `rank_engines`), and where another is faster
+    for many tokens, that one too for calls of at least LARGE_M tokens (`for_m`); a named
+    engine is used or refused with the reason. `avx2_u8s8` needs a group size that is a multiple of 4 (or
     per-channel); auto then takes the next engine. An engine whose int32 sums could
     overflow for this group length is never used (`check_accumulator_range`).
     """
     n, k, g, scales = check_weight(w_q, scales, group_size, zeros, device="cpu")
     grouped = g != k
-    w_absmax = 15 if zeros is not None else 8
     if engine == "auto":
-        order = [Int8Engine(e) for e, _ in rank_engines(grouped)]
-    else:
+        small, large = (_first_fitting([Int8Engine(e) for e, _ in rank_engines(grouped, m)], g, k, zeros)
+                        for m in (_SMALL_M_TIMED, _LARGE_M_TIMED))
+        prepared = _guarded_prepare(w_q, zeros, scales, g, small)
+        if large is not small:
+            prepared.large_m = _guarded_prepare(w_q, zeros, scales, g, large)
+        return prepared
+    try:
+        chosen = Int8Engine(engine)
+    except ValueError:
+        raise KernelInputError(f"unknown int8 engine {engine!r}; known: auto, "
+                               f"{', '.join(e.value for e in Int8Engine)}") from None
+    ok, why = engine_available(chosen)
+    if not ok:
+        raise KernelUnavailableError(f"int8 engine {chosen.value} cannot run here: {why}")
+    if grouped and g % 4 and chosen is Int8Engine.AVX2_U8S8:  # its groups step by 4 columns
+        raise KernelInputError(
+            f"the avx2_u8s8 engine needs a group size that is a multiple of 4, got {g}")
+    check_accumulator_range(chosen, g, 15 if zeros is not None else 8)  # padding adds zeros
+    return _guarded_prepare(w_q, zeros, scales, g, chosen)
+
+
+def _first_fitting(order: list, g: int, k: int, zeros) -> Int8Engine:
+    """The first engine of `order` that runs this layer exactly (fp32_exact always can)."""
+    for e in order:
+        if e is Int8Engine.AVX2_U8S8 and g != k and g % 4:
+            continue  # its groups step by 4 columns
         try:
-            order = [Int8Engine(engine)]
-        except ValueError:
-            raise KernelInputError(f"unknown int8 engine {engine!r}; known: auto, "
-                                   f"{', '.join(e.value for e in Int8Engine)}") from None
-        ok, why = engine_available(order[0])
-        if not ok:
-            raise KernelUnavailableError(f"int8 engine {order[0].value} cannot run here: {why}")
-    if grouped and g % 4 and Int8Engine.AVX2_U8S8 in order:
-        if len(order) == 1:
-            raise KernelInputError(
-                f"the avx2_u8s8 engine needs a group size that is a multiple of 4, got {g}")
-        order.remove(Int8Engine.AVX2_U8S8)
-    fits = []
-    for e in order:  # an engine whose int32 sums could overflow never runs this layer
-        try:
-            check_accumulator_range(e, g, w_absmax)  # padding terms are zero products
-            fits.append(e)
+            check_accumulator_range(e, g, 15 if zeros is not None else 8)
         except KernelInputError:
-            if len(order) == 1:
-                raise
-    order = fits or [Int8Engine.FP32_EXACT]
-    chosen = order[0]
+            continue  # an engine whose int32 sums could overflow never runs this layer
+        return e
+    return Int8Engine.FP32_EXACT
+
+
+def _guarded_prepare(w_q, zeros, scales, g: int, chosen: Int8Engine) -> W4A8Prepared:
+    n, k = w_q.shape
     # int8 copies of the weight (centered, padded or packed per group), float32 for fp32_exact
     nbytes = (5 if chosen is Int8Engine.FP32_EXACT else 3) * n * k
     with memory_guard(f"preparing a W4A8 layer of {n} x {k} for engine {chosen.value}", nbytes):
@@ -159,13 +204,17 @@ def prepare_w4a8(
 
 def _prepare(w_q, zeros, scales, g: int, chosen: Int8Engine) -> W4A8Prepared:
     n, k = w_q.shape
-    packed_int4 = chosen in (Int8Engine.U4_AVX2, Int8Engine.U4_VNNI512)  # reads w_q itself
+    packed_int4 = chosen in (Int8Engine.U4_AVX2, Int8Engine.U4_VNNI512, Int8Engine.U4_AMX)
     wc = None if packed_int4 else center_int4(w_q, zeros, g)
     prepared = W4A8Prepared(n=n, k=k, group_size=g, engine=chosen,
                             scales=scales.to(torch.float32).contiguous(),
                             asymmetric=zeros is not None, notes=scale_notes(scales))
     if chosen is Int8Engine.AVX2_U8S8:
         prepared.avx2 = _prepare_avx2(wc, prepared.scales, g)
+        return prepared
+    if chosen is Int8Engine.U4_AMX:
+        _c_lib(chosen)
+        prepared.amx = _prepare_amx(w_q, zeros, prepared.scales, g)
         return prepared
     if packed_int4:
         prepared.u4 = _prepare_u4(w_q, zeros, prepared.scales, g, _c_lib(chosen).nr)
@@ -209,6 +258,8 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
     """The GEMM on already-quantized activations: x_q int8 [M, K], x_scale [M, 1] -> float32 [M, N]."""
     if not isinstance(prepared, W4A8Prepared):
         raise KernelInputError("prepared must come from prepare_w4a8")
+    if isinstance(x_q, torch.Tensor) and x_q.dim() == 2:
+        prepared = prepared.for_m(x_q.shape[0])
     if not isinstance(x_q, torch.Tensor) or x_q.dtype != torch.int8 or x_q.dim() != 2:
         raise KernelInputError(f"x_q must be int8 [M, K], got "
                                f"{getattr(x_q, 'dtype', type(x_q).__name__)} {tuple(getattr(x_q, 'shape', ()))}")
@@ -226,6 +277,13 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
     if m == 0:
         return torch.empty(0, prepared.n, dtype=torch.float32)
     x_scale = x_scale.to(torch.float32).reshape(m).contiguous()
+    if prepared.amx:
+        g, gp, groups = prepared.group_size, prepared.amx["gp"], prepared.n_groups
+        codes = x_q.reshape(m, groups, g)
+        a = torch.zeros(-(-m // 32) * 32, groups, gp, dtype=torch.int8)
+        a[:m, :, :g] = codes
+        asum = codes.sum(-1, dtype=torch.int32)
+        return _amx_gemm(a.view(a.shape[0], groups * gp), asum, x_scale, prepared)
     if prepared.u4:
         g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups
         codes = x_q.reshape(m, groups, g)
@@ -253,6 +311,27 @@ def _c_lib(engine: Int8Engine):
         raise KernelUnavailableError(
             f"{engine.value} W4A8 kernel unavailable: {_native_lib.why_unavailable(engine.value)}")
     return lib
+
+
+def _amx_gemm(a: torch.Tensor, asum: torch.Tensor, x_scale: torch.Tensor,
+              prepared: W4A8Prepared) -> torch.Tensor:
+    """w4a8_amx.c on group-padded codes [Mp, G * gp] (Mp a multiple of 32, pad rows zero),
+    the real rows' group sums [M, G] and scales [M]."""
+    u = prepared.amx
+    mp, kp = a.shape
+    m = asum.shape[0]
+    # B tiles: [Mp / 16][K / 64][16 k-quads][16 tokens][4 codes]
+    bt = a.view(mp // 16, 16, kp // 64, 16, 4).permute(0, 2, 3, 1, 4).contiguous()
+    asum_t = torch.zeros(prepared.n_groups, mp, dtype=torch.int32)
+    asum_t[:, :m] = asum.t()
+    out = torch.empty(m, prepared.n, dtype=torch.float32)
+    rc = _c_lib(prepared.engine).gemm(
+        bt.data_ptr(), mp, m, asum_t.data_ptr(), prepared.n_groups, u["kpg"], u["bp"].data_ptr(),
+        u["zs"].data_ptr(), u["sc"].data_ptr(), x_scale.data_ptr(), out.data_ptr(), out.stride(0),
+        prepared.n, torch.get_num_threads())
+    if rc != 0:
+        raise KernelUnavailableError(f"{prepared.engine.value} W4A8 kernel failed with code {rc}")
+    return out
 
 
 def _u4_gemm(a: torch.Tensor, asum: torch.Tensor, x_scale: torch.Tensor,
@@ -301,6 +380,18 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
     m = x.shape[0]
     if m == 0 or x.dtype not in (torch.float32, torch.bfloat16) or x.stride(1) != 1:
         return None
+    if prepared.amx:
+        quant = _native_lib.load(Int8Engine.U4_VNNI512.value)  # AMX hosts have AVX-512 VNNI
+        if quant is None:
+            return None
+        g, gp, groups = prepared.group_size, prepared.amx["gp"], prepared.n_groups
+        a = torch.zeros(-(-m // 32) * 32, groups * gp, dtype=torch.int8)
+        asum = torch.empty(m, groups, dtype=torch.int32)
+        x_scale = torch.empty(m, dtype=torch.float32)
+        rc = quant.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, prepared.k, x.stride(0),
+                            g, gp, a.data_ptr(), a.stride(0), asum.data_ptr(), x_scale.data_ptr())
+        _raise_bad_row(rc)
+        return _amx_gemm(a, asum, x_scale, prepared)
     if prepared.u4:
         lib = _c_lib(prepared.engine)
         g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups
@@ -352,6 +443,7 @@ def w4a8_native(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
         raise KernelInputError("prepared must come from prepare_w4a8")
     check_activations(x, prepared.k)
     m = x.shape[0]
+    prepared = prepared.for_m(m)
     # codes (up to 4 bytes each), a float32 copy of x and the float32 output
     with memory_guard(f"running W4A8 on x {tuple(x.shape)} x a {prepared.n} x {prepared.k} layer",
                       8 * m * prepared.k + 4 * m * prepared.n):
@@ -368,23 +460,23 @@ def w4a8_native(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
 
 # Tie-break order: where two engines time within _TIE of each other, the one listed first
 # wins (the wider ISA, then fewer weight bytes): a loaded machine then cannot flip the choice.
-_PREFERENCE = (Int8Engine.U4_VNNI512, Int8Engine.U4_AVX2, Int8Engine.AVX2_U8S8, Int8Engine.FBGEMM,
+_PREFERENCE = (Int8Engine.U4_AMX, Int8Engine.U4_VNNI512, Int8Engine.U4_AVX2, Int8Engine.AVX2_U8S8, Int8Engine.FBGEMM,
                Int8Engine.INT_MM, Int8Engine.FP32_EXACT)
 _TIE = 1.15
 
 
 @lru_cache(maxsize=None)
-def rank_engines(grouped: bool) -> tuple[tuple[str, float], ...]:
-    """Available engines, fastest first, timed once per process on a mid-size W4A8 problem.
+def rank_engines(grouped: bool, m: int = 64) -> tuple[tuple[str, float], ...]:
+    """Available engines, fastest first, timed once per process on an m-token W4A8 problem.
 
-    The timing is the whole native call (M = 64, N = K = 1024, group 128 when
+    The timing is the whole native call (N = K = 1024, group 128 when
     `grouped`), five interleaved rounds on one thread, each engine's minimum CPU time;
     engines within 15% of the fastest are ordered by `_PREFERENCE`. `_int_mm` is timed only where AVX512-VNNI or
     AMX give it oneDNN's int8 kernels (elsewhere it is orders of magnitude slower and
     ranked last untimed).
     """
     gen = torch.Generator().manual_seed(0)
-    n, k, m = 1024, 1024, 64
+    n = k = 1024
     w = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
     g = 128 if grouped else -1
     scales = torch.rand(n, k // (g if grouped else k), generator=gen) + 0.5

@@ -10,6 +10,8 @@ epilogue, or int32). They differ only in speed, which depends on the CPU:
   half the weight bytes: decode streams 4 bits a weight), unsigned nibbles times int8
   codes with the zero point removed through the activations' group sums; built for
   AVX2 (vpmaddubsw) or AVX-512 VNNI (vpdpbusd) where the CPU has it. Any group size.
+- `u4_amx`: the same arithmetic on AMX-INT8 tiles (kernels/csrc/w4a8_amx.c), where the CPU
+  has AMX and the kernel grants the process its tile state.
 - `fbgemm`: torch's quantized linear (FBGEMM's u8 x s8 kernels, AVX2/AVX-512) run with
   unit scales and zero point 128, so its float output is the exact integer sum.
 - `int_mm`: `torch._int_mm` (oneDNN; fast only with AVX512-VNNI or AMX, otherwise a
@@ -40,6 +42,8 @@ class Int8Engine(str, Enum):
     """Our C kernel on packed int4 (w4a8_u4.c), AVX2 vpmaddubsw."""
     U4_VNNI512 = "u4_vnni512"
     """Our C kernel on packed int4 (w4a8_u4.c), AVX-512 VNNI vpdpbusd."""
+    U4_AMX = "u4_amx"
+    """Our C kernel on packed int4 (w4a8_amx.c), AMX-INT8 tdpbusd tiles."""
     FBGEMM = "fbgemm"
     """FBGEMM u8 x s8 through torch.ops.quantized with unit scales (exact float output)."""
     INT_MM = "int_mm"
@@ -54,10 +58,11 @@ FP32_EXACT_MAX_TERMS = (1 << 24) // (127 * 15)
 INT32_MAX = (1 << 31) - 1
 # Largest activation operand each engine multiplies: the u8 engines add 128 to the int8
 # code (|code| <= 127), so they see up to 255; the others the code itself.
-_ACT_MAX = {"avx2_u8s8": 255, "fbgemm": 255, "int_mm": 127, "u4_avx2": 127, "u4_vnni512": 127}
+_ACT_MAX = {"avx2_u8s8": 255, "fbgemm": 255, "int_mm": 127, "u4_avx2": 127, "u4_vnni512": 127,
+            "u4_amx": 127}
 # The packed-int4 engines multiply the unsigned nibble (up to 15) whatever the weight's sign.
-_W_MAX = {"u4_avx2": 15, "u4_vnni512": 15}
-C_ENGINES = ("avx2_u8s8", "u4_avx2", "u4_vnni512")  # engine value = _native_lib variant
+_W_MAX = {"u4_avx2": 15, "u4_vnni512": 15, "u4_amx": 15}
+C_ENGINES = ("avx2_u8s8", "u4_avx2", "u4_vnni512", "u4_amx")  # engine value = _native_lib variant
 
 
 def _fbgemm_available() -> tuple[bool, str]:

@@ -208,7 +208,8 @@ def _detail(p: _Prepared, m: int) -> str:
     state = p.state
     # what the kernel noted about accepted but unusual input (e.g. negative scales)
     notes = "; ".join(getattr(state, "notes", ()))
-    engine = getattr(state, "engine", None)
+    engine_for = getattr(state, "engine_for", None)  # W4A8: the engine can differ by M
+    engine = engine_for(m) if engine_for is not None else getattr(state, "engine", None)
     if engine is not None:
         return "; ".join(filter(None, [f"int8 engine {engine.value}", notes]))
     choices = getattr(state, "choices", None)

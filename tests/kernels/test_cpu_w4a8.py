@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from w4a8_kernels.cpu_w4a8 import prepare_w4a8, rank_engines, w4a8_native, w4a8_native_from_quantized
-from w4a8_kernels.int8_gemm import FP32_EXACT_MAX_TERMS, Int8Engine, engine_available
+from w4a8_kernels.cpu_w4a8 import LARGE_M
+from w4a8_kernels.int8_gemm import C_ENGINES, FP32_EXACT_MAX_TERMS, Int8Engine, engine_available
 from w4a8_kernels.quant import quantize_per_token_int8
 from w4a8_kernels.reference import w4a8_reference
 
@@ -129,8 +130,7 @@ def test_c_quantizer_is_bit_exact_with_the_torch_one(dtype):
                                   None, None, 8, keep.data_ptr()) == -2  # row 1
 
 
-@pytest.mark.parametrize("engine", [e for e in ENGINES if e.value in ("u4_avx2", "u4_vnni512", "avx2_u8s8")],
-                         ids=lambda e: e.value)
+@pytest.mark.parametrize("engine", [e for e in ENGINES if e.value in C_ENGINES], ids=lambda e: e.value)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_c_engines_over_row_blocks_and_threads(layer_factory, x_factory, engine, threads):
     # M = 301 rows at K = 4096 spans several of the kernel's row blocks (144 rows), with a
@@ -145,3 +145,17 @@ def test_c_engines_over_row_blocks_and_threads(layer_factory, x_factory, engine,
             assert rel(out, w4a8_reference(x, w_q, scales, g, zeros)) <= 1e-6
     finally:
         torch.set_num_threads(prev)
+
+
+def test_auto_runs_the_large_m_engine_from_large_m(layer_factory, x_factory):
+    # where the decode and the many-token rankings differ (AMX hosts), calls of LARGE_M
+    # tokens or more run the second engine on its own layout; both give the reference
+    w_q, scales, zeros = layer_factory(48, 512, 128, asym=True, seed=5)
+    p = prepare_w4a8(w_q, scales, 128, zeros)
+    for m in (1, LARGE_M - 1, LARGE_M, 3 * LARGE_M + 5):
+        x = x_factory(m, 512, seed=m)
+        expected = p.large_m.engine if p.large_m is not None and m >= LARGE_M else p.engine
+        assert p.engine_for(m) is expected
+        assert rel(w4a8_native(x, p), w4a8_reference(x, w_q, scales, 128, zeros)) <= 1e-6
+        x_q, x_scale = quantize_per_token_int8(x)
+        assert rel(w4a8_native_from_quantized(x_q, x_scale, p), w4a8_reference(x, w_q, scales, 128, zeros)) <= 1e-6
