@@ -254,12 +254,9 @@ def _stepper(page, main, name: str) -> None:
         assert button("Next").is_disabled()
 
 
-def _hostile_upload(page, tmp_path) -> None:
+def _hostile_upload(page, ui, tmp_path) -> None:
     """Issue 11.3 in the browser: tensor names that are Markdown render as text, fetch nothing."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from conftest import IMAGE, hostile_checkpoint
-
-    folder, image, _ = hostile_checkpoint(tmp_path)
+    folder, image, _ = ui.hostile_checkpoint(tmp_path)
     fetched = []
     page.on("request", lambda r: fetched.append(r.url) if "127.0.0.1:8600" in r.url else None)
     page.locator('[data-testid="stRadio"]').get_by_text("Upload (safetensors)").click()
@@ -270,7 +267,7 @@ def _hostile_upload(page, tmp_path) -> None:
         [str(folder / "config.json"), str(folder / "model.safetensors")])
     page.get_by_text("Uploaded: model.safetensors").first.wait_for(timeout=60_000)
     _idle(page)
-    _select(page, "Layer", IMAGE[:6])
+    _select(page, "Layer", ui.IMAGE[:6])
     main = page.locator('[data-testid="stMain"]')
     main.get_by_text(f"Loaded model.safetensors / {image[:image.index('http')]}").first.wait_for()
     # read as typed (an invisible word joiner keeps the URL from becoming a link)
@@ -282,7 +279,7 @@ def _hostile_upload(page, tmp_path) -> None:
     _screen(page, "02b-layer-hostile-names")
 
 
-def test_browser_walkthrough(server, tmp_path):
+def test_browser_walkthrough(server, ui, tmp_path):
     """Layer, Platform (three platforms, stepped), Kernels (sweep, Stop, restart), Alignment
     (TP 1/2/4/8, a model preset), Docs, every Tour step, a bad link: no traceback anywhere,
     every figure's x-axis within its data."""
@@ -313,7 +310,7 @@ def test_browser_walkthrough(server, tmp_path):
             _no_traceback(page, "Layer")
             _shot(page, "02-layer")
             _screen(page, "02-layer")
-            _hostile_upload(page, tmp_path)
+            _hostile_upload(page, ui, tmp_path)
             _no_traceback(page, "Layer (upload)")
             page.locator('[data-testid="stRadio"]').get_by_text("Bundled sample").click()
             _idle(page)
