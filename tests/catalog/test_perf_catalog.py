@@ -1,8 +1,6 @@
 """Bad input to the performance model, the results reader and the predict / report CLI."""
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from workbench.__main__ import main

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from workbench.perf import BASES, predict
-from workbench.perf.calibrate import H200_RESULTS, calibrate_gpu, key_for, point_for
+from workbench.perf.calibrate import H200_RESULTS, calibrate_gpu
 from workbench.perf.fit import Point, WaveFit, fit_waves
 from workbench.perf.hardware import hardware_for
 from workbench.perf.launch import _packed, _split, triton_config

@@ -13,7 +13,6 @@ grid; nothing in them is entered by hand.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import asdict, dataclass
 from typing import Sequence
