@@ -17,7 +17,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PLATFORM_KEYS = {"device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages", "torch_ops"}
 LAYER_KEYS = {"quantization", "method", "inner", "error", "error_type", "kernel"}
 EXPECTED_KEYS = {"gptq": LAYER_KEYS, "awq": LAYER_KEYS, "inc": LAYER_KEYS,
-                 "config-gate": {"quantization", "error", "error_type"}}
+                 "config-gate": {"quantization", "error", "error_type"},
+                 "runtime": {"route_error", "kernel", "kernel_act_type", "fails_at", "error",
+                             "error_type", "load_op", "layer_state", "isa_hint", "activation"}}
 KERNEL_KEYS = {"mp_config", "selected", "reasons", "error", "error_type"}
 
 
@@ -35,7 +37,7 @@ def test_generated_fixture_rows_are_in_the_oracle_format(level):
         assert set(c["platform"]) - {"ark_backend_lib"} == PLATFORM_KEYS
         assert set(c["expected"]) == EXPECTED_KEYS[level]
         kernel = c["expected"].get("kernel")
-        if kernel is not None:
+        if isinstance(kernel, dict):
             assert KERNEL_KEYS <= set(kernel)
             assert (kernel["mp_config"] is None) == ("candidates" not in kernel)
         # an error is vLLM's exception: a type name and its text, together or not at all
@@ -116,12 +118,35 @@ def _gate_agrees(case: dict) -> bool:
             == (_canonical(case["expected"]["error"]), case["expected"]["error_type"]))
 
 
-AGREES = {"gptq": _layer_agrees(getattr(dispatch, "trace_gptq", None)),
+def _runtime_agrees(case: dict) -> bool:
+    """After selection: where vLLM fails at load (type and text), CPUWNA16's isa_hint, and the
+    activation precision wherever the recorder could read it off vLLM's state."""
+    e, route = case["expected"], case["input"]["route"]
+    if e["route_error"] is not None:  # the route's own refusal: the other levels compare it
+        return True
+    tracer = {"scheme": dispatch.trace_scheme, "gptq": dispatch.trace_gptq,
+              "awq": dispatch.trace_awq, "inc": dispatch.trace_inc}[route]
+    try:
+        rd = tracer(case["input"]["layer"], case["platform"], case["env"]).runtime_detail
+    except Exception:
+        return False
+    if rd is None:
+        return False
+    got = {"fails_at": rd.fails_at, "error": rd.error, "error_type": rd.error_type}
+    want = {k: e[k] for k in got}
+    for key in ("activation", "isa_hint"):
+        if e[key] is not None:
+            got[key], want[key] = getattr(rd, key), e[key]
+    return got == want
+
+
+AGREES = {"runtime": _runtime_agrees,
+          "gptq": _layer_agrees(getattr(dispatch, "trace_gptq", None)),
           "awq": _layer_agrees(getattr(dispatch, "trace_awq", None)),
           "inc": _layer_agrees(dispatch.trace_inc), "config-gate": _gate_agrees}
 # The floor each level must keep: what agreed when these cases were recorded (see the report
 # printed by the test). Raise it as the modelling lands.
-FLOOR = {"gptq": 0.0, "awq": 0.0, "inc": 0.0, "config-gate": 0.0}
+FLOOR = {"gptq": 0.0, "awq": 0.0, "inc": 0.0, "config-gate": 0.0, "runtime": 0.0}
 
 
 def agreement(level: str) -> float:
@@ -168,9 +193,10 @@ def test_against_vllm_refuses_what_it_cannot_compare(argv, message, tmp_path, ca
 
 def test_against_vllm_refuses_an_sdist_of_another_version(tmp_path, capsys):
     from workbench.__main__ import main
-    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 0.34.0\n")
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: vllm\nVersion: 99.0.0\n")
     assert main(["trace", "--mp-config", MP, "--against-vllm", str(tmp_path)]) == 2
-    assert "that sdist is vLLM 0.34.0, the trace used the 0.33.0 rules" in capsys.readouterr().err
+    assert (f"that sdist is vLLM 99.0.0, the trace used the {dispatch.DEFAULT_VERSION} rules"
+            in capsys.readouterr().err)
 
 
 @pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")

@@ -26,9 +26,11 @@ FIXED_FILES = {"vllm_oracle_sample.json": "json", "vllm_oracle_generated.jsonl":
 GENERATED_LEVELS = {"gptq": ("vllm_oracle_gptq.jsonl", 330),
                     "awq": ("vllm_oracle_awq.jsonl", 300),
                     "inc": ("vllm_oracle_inc.jsonl", 420),
-                    "config-gate": ("vllm_oracle_config_gate.jsonl", 220)}
+                    "config-gate": ("vllm_oracle_config_gate.jsonl", 220),
+                    "runtime": ("vllm_oracle_runtime.jsonl", 240)}
 PROVENANCE_FILE = "vllm_oracle_provenance.json"
 CASE_KEYS = ("id", "level", "input", "platform", "env", "expected")
+LEVELS = ("mp", "scheme", *GENERATED_LEVELS)
 
 
 class RecorderError(InvalidInputError):
@@ -57,11 +59,12 @@ def recorder_module(version: str) -> ModuleType:
     return importlib.import_module(RULE_SETS[version] + ".recorder")
 
 
-def open_vllm(src: str | Path) -> tuple[ModuleType, Any]:
-    """(the version's recorder module, its loaded vLLM) for an unpacked sdist."""
+def open_vllm(src: str | Path, packages: tuple[str, ...] = ()) -> tuple[ModuleType, Any]:
+    """(the version's recorder module, its loaded vLLM) for an unpacked sdist, imported with
+    the optional `packages` present."""
     src = Path(src)
     rec = recorder_module(sdist_version(src))
-    return rec, rec.Vllm(src)
+    return rec, rec.Vllm(src, tuple(packages))
 
 
 def record_case(rec: ModuleType, vllm: Any, case: dict) -> dict:
@@ -87,9 +90,9 @@ def write_cases(path: Path, cases: list[dict]) -> None:
                                 + "\n" for c in cases))
 
 
-def _record_group(src: str, cases: list[dict]) -> tuple[list[dict], dict]:
+def _record_group(src: str, cases: list[dict], packages: tuple[str, ...]) -> tuple[list[dict], dict]:
     """In a fresh interpreter: every case of one optional-package set, and the provenance."""
-    rec, vllm = open_vllm(src)
+    rec, vllm = open_vllm(src, packages)
     return [record_case(rec, vllm, c) for c in cases], vllm.provenance()
 
 
@@ -111,7 +114,8 @@ def record_all(src: str | Path, cases: list[dict]) -> dict:
     ctx = multiprocessing.get_context("spawn")
     for key, idx in sorted(groups.items()):
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=ctx) as pool:
-            expected, prov = pool.submit(_record_group, str(src), [cases[i] for i in idx]).result()
+            expected, prov = pool.submit(_record_group, str(src), [cases[i] for i in idx],
+                                         key).result()
         for i, e in zip(idx, expected):
             cases[i]["expected"] = e
         calls = set(provenance.get("stub_calls", [])) | set(prov["stub_calls"])
@@ -128,10 +132,13 @@ def regenerate(src: str | Path, out: str | Path, levels: Iterable[str] | None = 
     The provenance file is updated for the files written.
     """
     from workbench.recorder import cases as gen
-    sdist_version(Path(src))  # a wrong folder fails before any interpreter starts
+    wanted = set(levels) if levels else None
+    if wanted and wanted - set(LEVELS):
+        raise RecorderError(f"--levels: unknown level(s) {sorted(wanted - set(LEVELS))}; "
+                            f"levels: {', '.join(LEVELS)}")
+    recorder_module(sdist_version(Path(src)))  # a wrong folder fails before any interpreter starts
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    wanted = set(levels) if levels else None
     files: dict[str, list[dict]] = {}
     for name in FIXED_FILES:
         path = out / name

@@ -91,7 +91,7 @@ def compare(kind: str, data: dict, platform: Platform, env: dict, trace: Any,
     level = LEVELS[kind]
     case = {"id": "cli", "level": level, "input": oracle_input(kind, data),
             "platform": oracle_platform(platform), "env": dict(env)}
-    rec, vllm = open_vllm(vllm_src)
+    rec, vllm = open_vllm(vllm_src, tuple(sorted(case["platform"]["packages"])))
     expected = record_case(rec, vllm, case)
     diffs = [Difference(f, w, v) for f, w, v in _pairs(level, trace, expected) if w != v]
     return expected, diffs

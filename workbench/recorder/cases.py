@@ -31,6 +31,8 @@ SHAPES = [(4096, 4096), (4096, 11008), (11008, 4096), (14336, 4096), (2048, 5632
 def _platform(r: random.Random, level: str) -> dict:
     pool = PLATFORMS + ([p for p in PLATFORMS if p["device"] in ("xpu", "cpu")] * 2
                         if level == "inc" else [])
+    if level == "runtime":
+        pool = RUNTIME_PLATFORMS
     p = dict(r.choice(pool))
     ops = ["aten._dyn_quant_matmul_4bit"] if r.random() < 0.85 else []
     packages: list[str] = []
@@ -136,7 +138,57 @@ def _gate(r: random.Random) -> tuple[dict, dict]:
             "dtype": r.choice(["bfloat16", "float16", "float32"])}, {}
 
 
-DRAW = {"gptq": _gptq, "awq": _awq, "inc": _inc, "config-gate": _gate}
+def _scheme(r: random.Random) -> tuple[dict, dict]:
+    """A compressed-tensors layer on an MP scheme: W4A16/W8A16 pack-quantized or W4A8 int."""
+    bits, sym = r.choice([4, 4, 8]), r.random() < 0.7
+    weights = {"num_bits": bits, "type": "int", "symmetric": sym, "strategy": "group",
+               "dynamic": False, "group_size": r.choice([128, 128, 64, 32])}
+    if r.random() < 0.2:
+        weights.update(strategy="channel", group_size=None)
+    inp, fmt = None, "pack-quantized"
+    if r.random() < 0.35:
+        weights.update(num_bits=4, symmetric=True)
+        inp = {"num_bits": 8, "type": "int", "symmetric": r.random() < 0.8, "strategy": "token",
+               "dynamic": True}
+        fmt = r.choice(["int-quantized", "pack-quantized"])
+    layer = _layer(r, ("bfloat16", "bfloat16", "float16"))
+    return {"format": fmt, "weights": weights, "input_activations": inp,
+            "output_activations": None, **layer}, _marlin_env(r)
+
+
+def _runtime(r: random.Random) -> tuple[dict, dict]:
+    """A layer whose route mostly gets a kernel, so that its weight processing runs."""
+    route = r.choice(["scheme", "scheme", "gptq", "gptq", "awq", "inc"])
+    layer = _layer(r, ("bfloat16", "bfloat16", "float16"))
+    env = {}
+    if route == "scheme":
+        layer, env = _scheme(r)
+    elif route == "gptq":
+        layer["quantization_config"] = {"quant_method": "gptq", "bits": r.choice([4, 4, 8]),
+                                        "group_size": r.choice([128, 128, 64, 32, -1]),
+                                        "desc_act": False, "sym": True}
+    elif route == "awq":
+        layer["quantization_config"] = {"quant_method": "awq", "bits": 4,
+                                        "group_size": r.choice([128, 128, 64, -1]),
+                                        "zero_point": r.random() < 0.9, "version": "gemm"}
+    else:
+        layer["quantization_config"] = {"quant_method": "auto-round", "bits": 4,
+                                        "group_size": r.choice([128, 128, 32, -1]),
+                                        "sym": r.random() < 0.85,
+                                        "packing_format": r.choice(["auto_round:auto_gptq",
+                                                                    "auto_round:auto_awq"])}
+        if r.random() < 0.5:
+            env["VLLM_XPU_INC_WNA16_BACKEND"] = r.choice(["auto", "w4a16", "w4a8", "ark"])
+    if r.random() < 0.5:
+        env["VLLM_MARLIN_INPUT_DTYPE"] = r.choice(["int8", "fp8"])
+    return {"route": route, "layer": layer}, env
+
+
+RUNTIME_PLATFORMS = [p for p in PLATFORMS if p["device"] != "rocm" and
+                     p.get("capability") not in (60, 70)]
+
+
+DRAW = {"gptq": _gptq, "awq": _awq, "inc": _inc, "config-gate": _gate, "runtime": _runtime}
 
 
 def draw(level: str, n: int, seed: int) -> list[dict]:

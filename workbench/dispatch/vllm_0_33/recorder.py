@@ -90,7 +90,9 @@ def _fake_amdsmi(arch: str) -> types.ModuleType:
 class Vllm:
     """The imported vLLM tree, and the switches that put it on one simulated platform."""
 
-    def __init__(self, src: Path) -> None:
+    def __init__(self, src: Path, packages: tuple[str, ...] = ()) -> None:
+        """Import vLLM from `src` with the optional `packages` importable: some vLLM modules
+        decide at import what an optional package provides (`if has_humming(): ...`)."""
         src = Path(src).resolve()
         version = sdist_version(src)
         if version != VLLM_VERSION or not (src / "vllm" / "__init__.py").is_file():
@@ -104,6 +106,7 @@ class Vllm:
         sys.path.insert(0, str(src))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         sandbox.install(STUBBED, OPTIONAL)
+        sandbox.set_packages(OPTIONAL, set(packages))
         sys.modules["amdsmi"] = _fake_amdsmi("gfx942")
         import vllm.platforms as platforms
         from vllm.platforms.cpu import CpuPlatform
@@ -320,10 +323,10 @@ def _kernel_stage(v: Vllm, obs: sandbox.Observer, error: dict | None) -> dict:
     return out
 
 
-def create_weights(v: Vllm, scheme: Any, case_input: dict) -> Any:
+def create_weights(v: Vllm, scheme: Any, case_input: dict, layer: Any = None) -> Any:
     """`scheme.create_weights` as vLLM's linear layer calls it (one partition, no loader)."""
     import torch
-    layer = torch.nn.Module()
+    layer = torch.nn.Module() if layer is None else layer
     in_f, out_f = case_input["in_features"], case_input["out_features"]
     scheme.create_weights(
         layer=layer, output_size=out_f, input_size=in_f,
@@ -466,6 +469,7 @@ def _carrier_layer(v: Vllm, case_input: dict) -> Any:
     layer.output_size_per_partition = case_input.get("output_size_per_partition",
                                                      case_input["out_features"])
     layer.output_partition_sizes = [layer.output_size_per_partition]
+    del layer.weight  # built by UnquantizedLinearMethod; the quantized method makes its own
     return layer
 
 
@@ -516,3 +520,190 @@ def record_config_gate(v: Vllm, case: dict) -> dict:
 RECORDERS: dict[str, Callable[[Vllm, dict], dict]] = {
     "mp": record_mp, "scheme": record_scheme, "gptq": record_quant_method,
     "awq": record_quant_method, "inc": record_quant_method, "config-gate": record_config_gate}
+
+
+# -- the runtime level: what happens after selection, at weight processing -------------------
+# Input: {"route": "scheme" | "gptq" | "awq" | "inc", "layer": that level's input}. The layer is
+# built as at that level, then `process_weights_after_loading` runs with every compiled op
+# present (a full build for the device) but recorded instead of run: the first one called
+# stops the processing. Expected: {"route_error": the route's own error (type: text) or None,
+# "kernel": the kernel (MP) or linear method that processes the weights, "kernel_act_type":
+# the activation dtype vLLM configured that kernel with, "fails_at": "load" when the processing
+# raised in vLLM's Python before any compiled op, "error", "error_type", "load_op": the first
+# compiled op it called (or the optional package, or "torch.<device>" for the device runtime,
+# where the processing stops being observable here), "layer_state": the plain values it set on the layer (use_w4a8,
+# isa_hint, ...), "isa_hint": CPUWNA16's, "activation": the precision the forward computes the activations in where
+# vLLM's Python decides it (an 8-bit kernel act type, CPUWNA16's use_w4a8, a weight-only
+# kernel's 16-bit act type), else None}.
+
+
+class OpReached(Exception):
+    """A compiled op was called: the processing goes no further here."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.name = name
+
+
+class _RecordingOps:
+    """`torch.ops.<ns>` of a full build: every op (or those listed) exists; a call stops."""
+
+    def __init__(self, ns: str, only: set[str] | None = None, answers: dict | None = None):
+        self._ns, self._only, self._answers = ns, only, answers or {}
+
+    def __getattr__(self, op: str) -> Any:
+        if op.startswith("__"):
+            raise AttributeError(op)
+        if op in self._answers:
+            return self._answers[op]
+        if self._only is not None and op not in self._only:
+            raise AttributeError(f"'_OpNamespace' '{self._ns}' object has no attribute '{op}'")
+
+        return _RecordedOp(f"{self._ns}.{op}")
+
+
+class _RecordedOp:
+    """An op packet (`torch.ops.ns.op`, `.default` and other overloads): a call stops."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, overload: str) -> "_RecordedOp":
+        if overload.startswith("__"):
+            raise AttributeError(overload)
+        return self
+
+    def __call__(self, *args, **kwargs):
+        raise OpReached(self._name)
+
+
+@contextmanager
+def _recording_ops(platform: dict) -> Iterator[None]:
+    import torch
+    have = set(platform.get("torch_ops", []))
+    spaces = {"_C": _RecordingOps("_C", None, C_QUERIES)}
+    for ns in ("_xpu_C", "_rocm_C", "zentorch"):
+        spaces[ns] = _RecordingOps(ns, {p.split(".", 1)[1] for p in have if p.startswith(ns + ".")})
+    saved = {ns: torch.ops.__dict__.get(ns) for ns in spaces}
+    for ns, obj in spaces.items():
+        setattr(torch.ops, ns, obj)
+    try:
+        yield
+    finally:
+        for ns, value in saved.items():
+            if value is None:
+                torch.ops.__dict__.pop(ns, None)
+            else:
+                setattr(torch.ops, ns, value)
+
+
+def _plain_state(layer: Any, before: set[str]) -> dict:
+    out = {}
+    for k, val in vars(layer).items():
+        if k in before or k.startswith("_"):
+            continue
+        if isinstance(val, (bool, int, float, str)) or val is None:
+            out[k] = val
+        elif type(val).__name__ == "dtype":
+            out[k] = str(val).removeprefix("torch.")
+    return out
+
+
+def _build(v: Vllm, route: str, i: dict, params_dtype: str) -> tuple[Any, Any, dict]:
+    """(the object that processes the weights, the layer, the route's record) as the route's
+    level builds them."""
+    import torch
+    if route == "scheme":
+        ct = v.mod(CT)
+        with _non_mp_kernel_inits(v):
+            config = ct.CompressedTensorsConfig.from_config(_ct_config(i))
+            scheme = config.get_scheme(torch.nn.Linear(1, 1, bias=False), i["layer_name"])
+        with v.observer.watching() as obs:
+            layer = create_weights(v, scheme, i, _carrier_layer(v, i))
+        return scheme, layer, {"method": type(scheme).__name__, "obs": obs}
+    out: dict = {}
+    config = load_quant_config(v, i["quantization_config"], params_dtype, out)
+    layer = _carrier_layer(v, i)
+    method = config.get_quant_method(layer, prefix=i["layer_name"])
+    with v.observer.watching() as obs:
+        method.create_weights(layer, i.get("input_size_per_partition", i["in_features"]),
+                              [i.get("output_size_per_partition", i["out_features"])],
+                              i["in_features"], i["out_features"], v.dtype(params_dtype),
+                              weight_loader=lambda *a, **k: None)
+    return method, layer, {"method": type(method).__name__, "obs": obs}
+
+
+def _kernel_object(method: Any) -> Any:
+    """The MPLinearKernel instance a scheme or method holds (INC wraps it twice)."""
+    seen = 0
+    while method is not None and seen < 4:
+        kernel = getattr(method, "kernel", None)
+        if kernel is not None and hasattr(kernel, "config"):
+            return kernel
+        method = getattr(method, "scheme", None) or getattr(method, "linear_method", None)
+        seen += 1
+    return None
+
+
+def record_runtime(v: Vllm, case: dict) -> dict:
+    import torch
+    route, i = case["input"]["route"], case["input"]["layer"]
+    out: dict[str, Any] = {"route_error": None, "kernel": None, "kernel_act_type": None,
+                           "fails_at": None, "error": None, "error_type": None, "load_op": None,
+                           "layer_state": {}, "isa_hint": None, "activation": None}
+    try:
+        with v.on(case["platform"], case["env"], i["params_dtype"]):
+            try:
+                method, layer, built = _build(v, route, i, i["params_dtype"])
+            except Exception as exc:
+                out["route_error"] = f"{type(exc).__name__}: {exc}"
+                return out
+            kernel = _kernel_object(method)
+            out["kernel"] = type(kernel).__name__ if kernel is not None else built["method"]
+            act = getattr(getattr(kernel, "config", None), "act_type", None)
+            out["kernel_act_type"] = None if act is None else str(act).removeprefix("torch.")
+            for p in layer.parameters():
+                p.data.zero_()
+            before = set(vars(layer))
+            stub_calls = len(sandbox.Stub.CALLS)
+            with _recording_ops(case["platform"]):
+                try:
+                    method.process_weights_after_loading(layer)
+                except OpReached as reached:
+                    out["load_op"] = reached.name
+                except Exception as exc:
+                    if len(sandbox.Stub.CALLS) > stub_calls:  # an optional package's stub ran
+                        out["load_op"] = sandbox.Stub.CALLS[stub_calls].split("(")[0]
+                    elif str(exc).startswith("Torch not compiled with"):  # the device runtime
+                        out["load_op"] = f"torch.{case['platform']['device']}"
+                    else:
+                        out.update(fails_at="load", **error_fields(exc))
+            out["layer_state"] = _plain_state(layer, before)
+            out["isa_hint"] = out["layer_state"].get("isa_hint")
+    except Exception as exc:
+        out.update(fails_at="load", **error_fields(exc))
+    if out["fails_at"] is None and out["route_error"] is None:
+        if out["kernel_act_type"] in ("int8", "float8_e4m3fn") and out["kernel"] in ACT_TYPE_RUNS:
+            out["activation"] = "int8" if out["kernel_act_type"] == "int8" else "fp8"
+        elif out["layer_state"].get("use_w4a8"):
+            out["activation"] = "int8"  # cpu.py: int4_scaled_mm_cpu quantizes x per token
+        elif out["kernel_act_type"] in ("bfloat16", "float16") and out["kernel"] in WEIGHT_ONLY:
+            out["activation"] = {"bfloat16": "bf16", "float16": "fp16"}[out["kernel_act_type"]]
+    return out
+
+
+# Kernels whose forward takes the activations as they come for a 16-bit act type (no
+# activation quantization in their apply path): marlin.py, machete.py, exllama.py,
+# triton_w4a16.py, conch.py, cpu.py (cpu_gemm_wna16 unless use_w4a8), xpu.py (int4_gemm_w4a16).
+# Others quantize inside their op (Dynamic4bit's aten op, XPUW4A8Int, Humming with a schema):
+# their activation is left unrecorded (None) rather than guessed.
+# Kernels whose forward quantizes the activations to an 8-bit act type: marlin.py:200 passes
+# `input_dtype=c.act_type` to apply_gptq_marlin_linear (marlin_quant_input); humming.py maps
+# int8 / float8_e4m3fn to its per-token dynamic input quantization.
+ACT_TYPE_RUNS = {"MarlinLinearKernel", "HummingLinearKernel"}
+WEIGHT_ONLY = {"MarlinLinearKernel", "MacheteLinearKernel", "ExllamaLinearKernel",
+               "TritonW4A16LinearKernel", "ConchLinearKernel", "CPUWNA16LinearKernel",
+               "XPUwNa16LinearKernel"}
+
+
+RECORDERS["runtime"] = record_runtime
