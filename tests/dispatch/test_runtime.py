@@ -75,3 +75,44 @@ def test_every_level_carries_the_version_and_an_unknown_version_is_named():
     with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'; available: "):
         trace_mp(CONFIGS[0], version="0.1.0")
     assert rules(DEFAULT_VERSION).VLLM_VERSION == DEFAULT_VERSION
+
+
+GPTQ_LAYER = {"in_features": 4096, "out_features": 4096, "params_dtype": "float16",
+              "layer_name": "model.layers.0.mlp.down_proj", "bits": 4, "group_size": 128,
+              "sym": True, "desc_act": False}
+INT8_INPUT = {"VLLM_MARLIN_INPUT_DTYPE": "int8"}
+
+
+@pytest.mark.parametrize("zero_point, b_type", [(False, "uint4b8"), (True, "uint4")])
+def test_machete_with_an_int8_act_type_fails_in_its_prepack(zero_point, b_type):
+    # GPTQ/AWQ put VLLM_MARLIN_INPUT_DTYPE into act_type before selection; on an H200 Machete
+    # admits it, and its prepack has no int8 layout (machete.py:66, generate.py:215-238).
+    from workbench.dispatch import trace_awq, trace_gptq
+    layer = ({k: v for k, v in GPTQ_LAYER.items() if k not in ("sym", "desc_act")}
+             | {"zero_point": True} if zero_point else GPTQ_LAYER)
+    t = (trace_awq if zero_point else trace_gptq)(layer, "sm90-h200", INT8_INPUT)
+    rt = t.runtime_detail
+    assert t.selected == "MacheteLinearKernel" and t.mp_config.act_type.name == "int8"
+    assert (rt.fails_at, rt.error_type, rt.failing_op, rt.computes) == (
+        "load", "RuntimeError", "_C.machete_prepack_B", "none")
+    assert rt.error == ("NotImplementedError: prepack_B_dispatch(..) is not implemented for "
+                        f"atype = Char, b_type = {b_type}, with_group_scales_type= Char")
+    assert "<file>:<line>" in rt.caveat and t.to_json()["runtime_detail"]["caveat"] == rt.caveat
+    assert "fails at weight loading" in t.runtime
+    # without the variable Machete runs weight-only on the model's dtype, nothing uncertain
+    plain = trace_gptq(GPTQ_LAYER, "sm90-h200").runtime_detail
+    assert (plain.activation, plain.fails_at, plain.caveat) == ("fp16", None, None)
+
+
+def test_conch_ignores_a_one_byte_act_type_and_runs_on_the_model_dtype():
+    from workbench.dispatch import trace_gptq
+    for params_dtype, act in (("float16", "fp16"), ("bfloat16", "bf16")):
+        t = trace_gptq({**GPTQ_LAYER, "params_dtype": params_dtype}, "rocm-mi300x", INT8_INPUT)
+        rt = t.runtime_detail
+        assert t.selected == "ConchLinearKernel" and t.mp_config.act_type.name == "int8"
+        assert (rt.activation, rt.computes, rt.emulation, rt.caveat) == (
+            act, "w4a16", "w4a16_fallback", None)
+    # an MP config alone does not carry the model dtype: the assumption is stated
+    c = {**CONFIGS[0], "weight_type": "uint4b8", "act_type": "int8"}
+    rt = trace_mp(c, "rocm-mi300x").runtime_detail
+    assert rt.method == "ConchLinearKernel" and rt.activation == "bf16" and "assumed" in rt.caveat

@@ -257,6 +257,10 @@ class Runtime:
     - `isa_hint`: CPUWNA16's `layer.isa_hint`; `impl`: which implementation of the op runs
       ("kleidiai", "reference", ...); `output`: the op's output dtype when it is not the
       model's; `warning`: vLLM's logged warning, exact.
+    - `failing_op`: for a failure raised inside a compiled op (not in vLLM's Python), that op
+      as `torch.ops` names it ("_C.machete_prepack_B"); its `error` is then the op's own text.
+    - `caveat`: what vLLM's source leaves undetermined about this value (a build-dependent
+      part of an error text, a dtype the input does not give), for the faces to show.
 
     `to_json()` is the trace JSON's `runtime_detail`, the keys the recorder writes too.
     """
@@ -277,6 +281,8 @@ class Runtime:
     min_tokens: int | None = None
     fallback_op: str | None = None
     scale_dtype: str | None = None
+    failing_op: str | None = None
+    caveat: str | None = None
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:

@@ -58,11 +58,11 @@ class MPKernel:
         activation schema a scheme attached to the layer ("int8", "int4"; Humming reads it);
         `model_dtype` the layer's params dtype (its scales' dtype) when `c.act_type` is not it.
         """
-        # A 1-byte act_type (VLLM_MARLIN_INPUT_DTYPE read before selection) reaches these
-        # kernels' prepack and GEMM as is; what their compiled ops then do is not modelled.
-        path = W4A16_PATH if c.act_type.itemsize != 1 else None
+        # A 1-byte act_type (VLLM_MARLIN_INPUT_DTYPE, read before selection by AutoGPTQ /
+        # AutoAWQ) reaches only the kernels whose can_implement admits it: Marlin, Humming,
+        # Machete and Conch say what they do with it; the other weight-only kernels refuse it.
         return Runtime(cls.__name__, activation_name(c.act_type), str(c.weight_type), cls.op,
-                       cls.op_source, emulation=path)
+                       cls.op_source, emulation=W4A16_PATH)
 
 
 def _fmt(types) -> str:
@@ -144,6 +144,33 @@ class MacheteLinearKernel(MPKernel):
         if n % mn != 0:
             return False, f"Output features size must be divisible by {mn}"
         return True, None
+
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
+        """can_implement admits an int8 act_type (group sizes [-1, 128]); process_weights
+        then prepacks with a_type = group_scales_type = act_type (machete.py:66-71), and the
+        build generates prepack layouts for fp16 / bf16 activations only (GPTQ and AWQ type
+        configs, csrc/quantization/machete/generate.py:555-600; W4A8 is commented out at 603), so
+        prepack_B_dispatch raises (generate.py:234-240) through STD_TORCH_CHECK_NOT_IMPLEMENTED
+        (csrc/torch_utils.h:18), a std::runtime_error that reaches Python as RuntimeError."""
+        base = super().runtime(c, p, env)
+        if c.act_type.itemsize != 1:
+            return base
+        a_type = _TORCH_SCALAR_NAME[c.act_type.name]
+        return replace(
+            base, emulation=None, fails_at="load", error_type="RuntimeError",
+            error=(f"NotImplementedError: prepack_B_dispatch(..) is not implemented for atype = "
+                   f"{a_type}, b_type = {c.weight_type}, with_group_scales_type= {a_type}"),
+            failing_op="_C.machete_prepack_B", source=KERNELS_DIR + "machete.py:66",
+            caveat=("Machete's prepack has no int8 or fp8 activation layout in this build, so "
+                    "loading fails inside the compiled op. Its message starts with "
+                    "'prepack_B_dispatch, <file>:<line>, ', where the file and line come from "
+                    "the build (STD_TORCH_CHECK in torch/headeronly/util/Exception.h), so the "
+                    "text shown omits that prefix."))
+
+
+# torch's c10 ScalarType names (torch/headeronly/core/ScalarType.h), as toString prints them.
+_TORCH_SCALAR_NAME = {"int8": "Char", "float8_e4m3fn": "Float8_e4m3fn"}
 
 
 MARLIN_SUPPORTED_GROUP_SIZES = [-1, 32, 64, 128]
@@ -244,6 +271,23 @@ class ConchLinearKernel(MPKernel):
             return False, ("conch-triton-kernels is not installed, please install it via "
                            "`pip install conch-triton-kernels` and try again!")
         return True, None
+
+    @classmethod
+    def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
+        """Conch never reads act_type: process_weights only lays out the weights, scales and
+        zero points (conch.py:60-117) and apply hands the layer's input to mixed_precision_gemm
+        as it comes (conch.py:137-148). A 1-byte act_type still runs weight-only, on the
+        model's dtype (the scales' dtype, which create_weights took from params_dtype)."""
+        base = super().runtime(c, p, env)
+        if c.act_type.itemsize != 1:
+            return base
+        caveat = None
+        if model_dtype is None:  # an MP config alone does not say the model's dtype
+            model_dtype = BF16
+            caveat = ("Conch ignores the int8/fp8 act_type and computes on the model's dtype, "
+                      "which an MP config does not give: bf16 is assumed here.")
+        return replace(base, activation=activation_name(model_dtype),
+                       source=KERNELS_DIR + "conch.py:140", caveat=caveat)
 
 
 _EXLLAMA_TYPES = [ST["uint4b8"], ST["uint8b128"]]
