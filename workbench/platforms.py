@@ -178,6 +178,9 @@ def get_preset(name: str) -> Platform:
     return PRESETS[key]
 
 
+# DeviceCapability.to_int() is major*10 + minor with a one-digit minor
+# (vllm/platforms/interface.py:128-134); majors 1-19 cover every CUDA and HIP device so far.
+CAPABILITY_RANGE = (10, 199)
 _JSON_FIELDS = {"device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages",
                 "torch_ops", "ark_backend_lib", "avx2", "avx512", "avx512_bf16", "avx512_vnni",
                 "vendor", "name", "description"}
@@ -218,11 +221,12 @@ def platform_from_json(data: dict) -> Platform:
                 raise InvalidInputError(f"platform.{key}: expected true or false, got {value!r}")
             values[key] = value
         elif key == "capability":
+            lo, hi = CAPABILITY_RANGE
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)
-                                      or value < 0):
+                                      or not lo <= value <= hi):
                 raise InvalidInputError(
-                    f"platform.capability: expected null or an integer like 90 (major*10+minor), "
-                    f"got {value!r}"
+                    f"platform.capability: got {value!r}; accepted: null or an integer from {lo} "
+                    f"to {hi}, major*10+minor like 90 for SM 9.0"
                 )
             values[key] = value
         else:

@@ -50,6 +50,16 @@ def _error(argv: list[str], gist: str):
     return run
 
 
+def _ok(argv: list[str]):
+    """Exit 0, nothing on stderr; with --json, every stdout line is a JSON record."""
+    def run():
+        rc, out, err = _main(argv)
+        assert rc == 0 and err == "", (rc, err)
+        if "--json" in argv:
+            assert all(isinstance(json.loads(line), dict) for line in out.splitlines()), out
+    return run
+
+
 _TMP = tempfile.TemporaryDirectory(prefix="cli-catalog-")  # removed when the process ends
 
 
@@ -183,9 +193,9 @@ CATALOG = [
     ("trace --platform '{\"capability\": \"x\"}'", "exit 2: error: platform.device: missing",
      _error(["trace", "--mp-config", json.dumps(MP), "--platform", '{"capability": "x"}'], r"platform.device: missing")),
     ("trace --platform '{\"preset\": \"sm90-h200\", \"capability\": \"x\"}'",
-     "exit 2: error: platform.capability: expected null or an integer like 90",
+     "exit 2: error: platform.capability: got 'x'; accepted: null or an integer from 10 to 199",
      _error(["trace", "--mp-config", json.dumps(MP), "--platform", '{"preset": "sm90-h200", "capability": "x"}'],
-            r"platform.capability: expected null or an integer")),
+            r"platform.capability: got 'x'; accepted: null or an integer from 10 to 199")),
     ("trace --platform <5000 characters>", "exit 2: error: --platform: ... is no preset name",
      _error(["trace", "--mp-config", json.dumps(MP), "--platform", "x" * 5000], r"is no preset name")),
     ("trace --batch: lines `5`, 3000-deep array, a good case", "ok: two input_error records, then the trace; exit 2, one error line naming lines 1, 2",
@@ -241,8 +251,8 @@ CATALOG = [
      _error(["inspect", SAMPLE, "--platform", "nope"], r"unknown preset 'nope'")),
     ("inspect --tp 0", "exit 2: error: argument --tp: '0'; accepted: an integer from 1 to 1024",
      _error(["inspect", SAMPLE, "--tp", "0"], r"--tp: '0'; accepted: an integer from 1 to 1024")),
-    ("bench --m 10000000 --n 256 --k 256", "exit 2: error: size: ... needs about N GiB; the limit here is M GiB",
-     _error(["bench", "--m", "10000000", "--n", "256", "--k", "256"], r"needs about [\d.]+ GiB; the limit here is [\d.]+ GiB")),
+    ("bench --m 1048576 --n 262144 --k 262144", "exit 2: error: size: ... needs about N GiB; the limit here is M GiB",
+     _error(["bench", "--m", "1048576", "--n", "262144", "--k", "262144"], r"needs about [\d.]+ GiB; the limit here is [\d.]+ GiB")),
     ("bench --out <a directory>", "exit 2: error: --out: ... is a directory (before any timing)",
      _error(["bench", "--n", "32", "--k", "64", "--group", "32", "--out", tempfile.gettempdir()], r"--out: .* is a directory")),
     ("bench --out /dev/null/x.json", "exit 2: error: --out: cannot write under '/dev/null'",
@@ -251,12 +261,48 @@ CATALOG = [
      _error(["bench", "--n", HUGE], r"--n: .*accepted: an integer from 1 to 2147483647")),
     ("bench --m ''", "exit 2: error: --m: empty; accepted: comma-separated integers",
      _error(["bench", "--m", ""], r"--m: empty")),
-    ("bench --m 1,-4", "exit 2: error: --m: '-4'; accepted: an integer from 0 to 2147483647",
-     _error(["bench", "--m", "1,-4"], r"--m: '-4'; accepted: an integer from 0")),
+    ("bench --m 1,-4", "exit 2: error: --m: '-4'; accepted: an integer from 1 to 1048576",
+     _error(["bench", "--m", "1,-4"], r"--m: '-4'; accepted: an integer from 1 to 1048576")),
     ("bench --max-call-s nan", "exit 2: error: argument --max-call-s: 'nan'; accepted: a number above 0",
      _error(["bench", "--max-call-s", "nan"], r"'nan'; accepted: a number above 0")),
     ("bench --layer o_proj (no --model)", "exit 2: error: --layer: given without --model",
      _error(["bench", "--layer", "o_proj"], r"--layer: given without --model")),
+    ("trace --mp-config weight_type int3", "exit 2: error: mp_config.weight_type: unknown weight type 'int3'; accepted: vLLM's scalar_types uint2, ...",
+     _error(["trace", "--mp-config", json.dumps({**MP, "weight_type": "int3"})],
+            r"weight_type: unknown weight type 'int3'; accepted: vLLM's scalar_types uint2, uint3, int4, .*uint8b128")),
+    ("trace --mp-config weight_type uint4b7", "exit 2: error: mp_config.weight_type: unknown weight type 'uint4b7'",
+     _error(["trace", "--mp-config", json.dumps({**MP, "weight_type": "uint4b7"})], r"unknown weight type 'uint4b7'; accepted")),
+    ("trace --mp-config weight_type bfloat16", "ok: exit 0 (vLLM's colloquial name for float16_e8m7)",
+     _ok(["trace", "--mp-config", json.dumps({**MP, "weight_type": "bfloat16"}), "--json"])),
+    ("trace --mp-config out_type int3", "exit 2: error: mp_config.out_type: unknown dtype 'int3'; accepted: torch dtypes float32, ...",
+     _error(["trace", "--mp-config", json.dumps({**MP, "out_type": "int3"})], r"out_type: unknown dtype 'int3'; accepted: torch dtypes float32")),
+    ("trace --mp-config partition [8192, 8192] of full [4096, 4096]", "exit 2: error: mp_config.partition_weight_shape: ... is larger than the full shape",
+     _error(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [8192, 8192]})],
+            r"partition \[8192, 8192\] of full \[4096, 4096\] is larger than the full shape; accepted: the full")),
+    ("trace --mp-config partition [4096, 3000] of full [4096, 4096]", "exit 2: error: ... does not divide the full shape",
+     _error(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 3000]})],
+            r"partition \[4096, 3000\] of full \[4096, 4096\] does not divide the full shape")),
+    ("trace --mp-config partition [2048, 2048] of full [4096, 4096]", "exit 2: error: ... splits both K and N",
+     _error(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [2048, 2048]})],
+            r"splits both K and N, but tensor parallelism splits one of them")),
+    ("trace --mp-config partition [4096, 1024] of full [4096, 4096]", "ok: exit 0 (column parallel, TP 4)",
+     _ok(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 1024]}), "--json"])),
+    ("trace --platform capability 1000000000", "exit 2: error: platform.capability: got 1000000000; accepted: null or an integer from 10 to 199",
+     _error(["trace", "--mp-config", json.dumps(MP), "--platform", '{"preset": "sm90-h200", "capability": 1000000000}'],
+            r"capability: got 1000000000; accepted: null or an integer from 10 to 199")),
+    ("trace --platform capability 0", "exit 2: error: platform.capability: got 0; accepted: ... from 10 to 199",
+     _error(["trace", "--mp-config", json.dumps(MP), "--platform", '{"preset": "sm90-h200", "capability": 0}'],
+            r"capability: got 0; accepted: null or an integer from 10")),
+    ("bench --m 0", "exit 2: error: --m: '0'; accepted: an integer from 1 to 1048576 (before any timing)",
+     _error(["bench", "--m", "0", "--n", "32", "--k", "64", "--group", "32"], r"--m: '0'; accepted: an integer from 1 to 1048576")),
+    ("bench --m 1,,2", "exit 2: error: --m: '1,,2' has an empty entry (entry 2)",
+     _error(["bench", "--m", "1,,2", "--n", "32", "--k", "64", "--group", "32"], r"--m: '1,,2' has an empty entry \(entry 2\)")),
+    ("predict --m 1,,2", "exit 2: error: --m: '1,,2' has an empty entry (entry 2)",
+     _error(["predict", "--n", "4096", "--k", "4096", "--m", "1,,2"], r"--m: '1,,2' has an empty entry \(entry 2\)")),
+    ("predict --m 99999999999", "exit 2: error: --m: '99999999999'; accepted: an integer from 1 to 1048576",
+     _error(["predict", "--n", "4096", "--k", "4096", "--m", "99999999999"], r"--m: '99999999999'; accepted: an integer from 1 to 1048576")),
+    ("predict --m 1,", "exit 2: error: --m: '1,' has an empty entry (entry 2)",
+     _error(["predict", "--n", "4096", "--k", "4096", "--m", "1,"], r"--m: '1,' has an empty entry \(entry 2\)")),
     ("trace --batch FILE | head -1", "ok: exit 0, nothing on stderr (no BrokenPipeError)", _closed_pipe),
 ]
 

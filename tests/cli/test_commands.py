@@ -177,7 +177,7 @@ def test_bench_names_the_reference_of_each_error():
 
 
 def test_bench_size_guard_states_the_need_and_the_limit():
-    rc, out, err = run_cli("bench", "--m", "10000000", "--n", "256", "--k", "256")
+    rc, out, err = run_cli("bench", "--m", "1048576", "--n", "262144", "--k", "262144")  # TiB
     assert rc == 2 and out == ""
     assert re.search(r"needs about [\d.]+ GiB; the limit here is [\d.]+ GiB", err)
 

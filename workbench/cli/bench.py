@@ -21,8 +21,9 @@ import json
 import os
 import sys
 
-from workbench.cli.inputs import float_in, int_in, int_list, output_file, shown
+from workbench.cli.inputs import float_in, int_in, m_list, output_file, shown
 from workbench.errors import InvalidInputError
+from workbench.memory import check_fits
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback"
 _DIM = int_in(1, 2**31 - 1)
@@ -30,7 +31,6 @@ ERROR_REFERENCES = {
     "rel_error": "unquantized weights (x @ W^T in float64)",
     "kernel_rel_error": "float64 reference of the quantized layer (w4a8_kernels.reference)",
 }
-MEMORY_FRACTION = 0.8  # of the memory available when the command starts
 
 
 def working_bytes(n: int, k: int, m: int, paths: int) -> int:
@@ -40,40 +40,11 @@ def working_bytes(n: int, k: int, m: int, paths: int) -> int:
     return n * k * (28 + 3 * paths) + m * k * (6 + 2 * paths) + m * n * (4 + 4 * paths)
 
 
-def available_bytes() -> int | None:
-    """MemAvailable, or less under a cgroup v2 memory limit; None where neither is readable."""
-    found = []
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            found += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
-            limit = f.read().strip()
-        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
-            used = int(f.read().strip())
-        if limit != "max":
-            found.append(int(limit) - used)
-    except (OSError, ValueError):
-        pass
-    if not found and hasattr(os, "sysconf"):
-        try:
-            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
-        except (OSError, ValueError):
-            pass
-    return min(found) if found else None
-
-
 def check_size(n: int, k: int, ms: list[int], paths: int) -> None:
     """Refuse a layer and token counts that would not fit, before anything is allocated."""
-    need = working_bytes(n, k, max(ms), paths)
-    free = available_bytes()
-    if free is not None and need > MEMORY_FRACTION * free:
-        raise InvalidInputError(
-            f"size: N = {n}, K = {k}, M up to {max(ms)} with {paths} path(s) needs about "
-            f"{need / 2**30:.1f} GiB; the limit here is {MEMORY_FRACTION * free / 2**30:.1f} GiB "
-            f"({MEMORY_FRACTION:.0%} of the available memory); use a smaller --m, --n or --k")
+    check_fits(working_bytes(n, k, max(ms), paths),
+               f"N = {n}, K = {k}, M up to {max(ms)} with {paths} path(s)",
+               "use a smaller --m, --n or --k")
 
 
 def register(subparsers) -> None:
@@ -159,7 +130,7 @@ def run(args) -> int:
     if unknown or not paths:
         given = ", ".join(unknown)[:80] if unknown else "(none given)"
         raise InvalidInputError(f"--paths: unknown {given}; known: {', '.join(PATHS)}")
-    args.path_names, args.ms = paths, int_list(args.m, "--m", 0, 2**31 - 1)
+    args.path_names, args.ms = paths, m_list(args.m)
     if args.out is not None:
         output_file(args.out, "--out", (".json", ".csv"))  # checked before the minutes of timing
     if args.threads is not None:

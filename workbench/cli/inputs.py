@@ -309,14 +309,29 @@ def float_in(lo: float, hi: float) -> Callable[[str], float]:
 
 
 def int_list(text: str, what: str, lo: int, hi: int, most: int = 64) -> list[int]:
-    """Comma-separated integers in [lo, hi], at most `most` of them."""
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    if not parts:
+    """Comma-separated integers in [lo, hi], at most `most` of them; an empty entry is refused
+    (`1,,2` is a typo, not the list 1,2)."""
+    if len(text) > 32 * most:
+        raise InvalidInputError(f"{what}: {len(text)} characters; accepted: at most {most} "
+                                "comma-separated integers")
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
         raise InvalidInputError(f"{what}: empty; accepted: comma-separated integers")
     if len(parts) > most:
         raise InvalidInputError(f"{what}: {len(parts)} values; accepted: at most {most}")
+    if not all(parts):
+        raise InvalidInputError(f"{what}: {shown(text, 40)} has an empty entry (entry "
+                                f"{parts.index('') + 1}); accepted: comma-separated integers")
     parse = int_in(lo, hi)
     try:
         return [parse(p) for p in parts]
     except argparse.ArgumentTypeError as exc:
         raise InvalidInputError(f"{what}: {exc} (comma-separated)") from None
+
+
+MAX_M = 2**20  # tokens in one GEMM call: above any max_num_batched_tokens a server runs
+
+
+def m_list(text: str, what: str = "--m") -> list[int]:
+    """Token counts M, as every command reads them: 1 to MAX_M each, no empty entry."""
+    return int_list(text, what, 1, MAX_M)

@@ -10,20 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 
-from workbench.cli.inputs import int_in
+from workbench.cli.inputs import int_in, m_list
 from workbench.errors import InvalidInputError
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected"
-
-
-def _ints(text: str, name: str) -> list[int]:
-    try:
-        vals = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
-        raise InvalidInputError(f"--{name} {text!r}: accepted: comma-separated integers >= 1") from None
-    if not vals or any(v < 1 for v in vals):
-        raise InvalidInputError(f"--{name} {text!r}: accepted: comma-separated integers >= 1")
-    return vals
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.perf import predict
 
-    ms = _ints(args.m, "m")
+    ms = m_list(args.m)
     paths = [s.strip() for s in args.paths.split(",") if s.strip()]
     if not paths:
         raise InvalidInputError("--paths is empty; accepted: comma-separated path names")

@@ -10,7 +10,6 @@ vLLM prints these in its reason strings, so each type here prints exactly as vLL
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -84,22 +83,22 @@ SCALAR_TYPES: dict[str, ScalarType] = {
     )
 }
 
-_INT_NAME = re.compile(r"^(u?)int(\d+)(?:b(\d+))?$")
+# vLLM's colloquial names for two members (scalar_type.py:352-354).
+_SCALAR_ALIASES = {"bfloat16": "float16_e8m7", "float16": "float16_e5m10"}
 
 
 def scalar_type(name: str, field: str = "weight_type") -> ScalarType:
-    """Parse a vLLM scalar type name (`int4`, `uint4b8`, `uint8`, `float8_e4m3fn`, ...)."""
+    """A member of vLLM's `scalar_types` by name (`int4`, `uint4b8`, `float8_e4m3fn`, ...):
+    only the names vllm/scalar_type.py:319-354 defines, so no kernel is asked about a type
+    (`int3`, `uint4b7`) that a vLLM config cannot hold."""
     if not isinstance(name, str):
         raise InvalidInputError(f"{field}: expected a scalar type name string, got {name!r}")
-    if name in SCALAR_TYPES:
-        return SCALAR_TYPES[name]
-    match = _INT_NAME.match(name)
-    if match and 1 <= int(match.group(2)) <= 64:
-        bits, bias = int(match.group(2)), int(match.group(3) or 0)
-        return _uint(bits, bias) if match.group(1) else _int(bits, bias)
+    key = _SCALAR_ALIASES.get(name, name)
+    if key in SCALAR_TYPES:
+        return SCALAR_TYPES[key]
     raise InvalidInputError(
-        f"{field}: unknown weight type {name!r}; accepted: {', '.join(SCALAR_TYPES)} "
-        "or any [u]int<bits>[b<bias>]"
+        f"{field}: unknown weight type {name[:40]!r}; accepted: vLLM's scalar_types "
+        f"{', '.join([*SCALAR_TYPES, *_SCALAR_ALIASES])}"
     )
 
 
@@ -142,7 +141,8 @@ def dtype(name: str, field: str = "act_type") -> DType:
     key = _DTYPE_ALIASES.get(key, key)
     if key not in _DTYPE_ITEMSIZE:
         raise InvalidInputError(
-            f"{field}: unknown dtype {name!r}; accepted: {', '.join(_DTYPE_ITEMSIZE)}"
+            f"{field}: unknown dtype {name[:40]!r}; accepted: torch dtypes "
+            f"{', '.join(_DTYPE_ITEMSIZE)} (or torch.<name>, {', '.join(_DTYPE_ALIASES)})"
         )
     return DType(key)
 
@@ -182,6 +182,7 @@ class MPConfig:
                 raise InvalidInputError(f"mp_config.{required}: missing (required)")
         full = _shape(data["full_weight_shape"], "mp_config.full_weight_shape")
         part = _shape(data.get("partition_weight_shape", full), "mp_config.partition_weight_shape")
+        _check_partition(full, part)
         group = data["group_size"]
         if isinstance(group, bool) or not isinstance(group, int):
             raise InvalidInputError(f"mp_config.group_size: expected an integer, got {group!r}")
@@ -226,6 +227,24 @@ def _shape(value: Any, field: str) -> tuple[int, int]:
     if any(v <= 0 for v in value):
         raise InvalidInputError(f"{field}: sizes must be positive, got {list(value)}")
     return (value[0], value[1])
+
+def _check_partition(full: tuple[int, int], part: tuple[int, int]) -> None:
+    """A TP shard of the full [K, N] as vLLM's linear layers cut it: ColumnParallelLinear keeps
+    K and divides N by the TP size (linear.py:496-497), RowParallelLinear divides K and keeps N
+    (linear.py:1708-1709); `divide` asserts that the size divides (distributed/utils.py:51-55)."""
+    shapes = f"partition {list(part)} of full {list(full)}"
+    accepted = ("accepted: the full [K, N] itself, [K / tp, N] (row parallel) or [K, N / tp] "
+                "(column parallel), tp a whole number")
+    if part[0] > full[0] or part[1] > full[1]:
+        raise InvalidInputError(f"mp_config.partition_weight_shape: {shapes} is larger than the "
+                                f"full shape; {accepted}")
+    if full[0] % part[0] or full[1] % part[1]:
+        raise InvalidInputError(f"mp_config.partition_weight_shape: {shapes} does not divide the "
+                                f"full shape; {accepted}")
+    if part[0] != full[0] and part[1] != full[1]:
+        raise InvalidInputError(f"mp_config.partition_weight_shape: {shapes} splits both K and N, "
+                                f"but tensor parallelism splits one of them; {accepted}")
+
 
 # --------------------------------------------------------------------------- what runs
 

@@ -81,7 +81,8 @@ def current_platform():
 
 def platform_editor() -> None:
     """Every field of the platform, editable; changes mark the platform '(edited)'."""
-    from workbench.platforms import CPU_ARCHES, DEVICES, KNOWN_PACKAGES, KNOWN_TORCH_OPS
+    from workbench.platforms import (CAPABILITY_RANGE, CPU_ARCHES, DEVICES, KNOWN_PACKAGES,
+                                     KNOWN_TORCH_OPS)
 
     ss = st.session_state
     c1, c2, c3, c4 = st.columns(4)
@@ -89,7 +90,7 @@ def platform_editor() -> None:
         bind(st.selectbox, "device", "pf.device", options=list(DEVICES))
     with c2:
         bind(st.number_input, "capability (major*10+minor; empty: none)", "pf.capability",
-             min_value=0, max_value=200, step=1,
+             min_value=CAPABILITY_RANGE[0], max_value=CAPABILITY_RANGE[1], step=1,
              help="None on CPU and XPU: vLLM then skips every min-capability check.")
     with c3:
         arches = [None, *CPU_ARCHES]
@@ -268,6 +269,8 @@ def ambiguity_notes(trace, env: dict[str, str]) -> list[str]:
     if trace.selected == "Dynamic4bitLinearKernel" and rt is not None and rt.impl == "reference":
         notes.append("Selection says W4A8, but on x86 torch's _dyn_quant_matmul_4bit has no KleidiAI "
                      "micro-kernels: it runs a generic reference path (see the Kernels page for its cost).")
+    if rt is not None and rt.caveat:  # what vLLM's source leaves undetermined, from the Runtime
+        notes.append(rt.caveat)
     if trace.selected == "MacheteLinearKernel" and trace.scheme == "CompressedTensorsWNA8Int":
         notes.append("The checkpoint carries an INT8 activation scheme, but Machete is weight-only: "
                      "it silently runs W4A16.")

@@ -1,0 +1,45 @@
+"""How much memory this machine can give a computation, and the one guard that refuses a size
+before anything is allocated (bench runs and synthetic layers both go through it)."""
+from __future__ import annotations
+
+import os
+
+from workbench.errors import InvalidInputError
+
+MEMORY_FRACTION = 0.8  # of the memory available when the check runs
+
+
+def available_bytes() -> int | None:
+    """MemAvailable, or less under a cgroup v2 memory limit; None where neither is readable."""
+    found = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            found += [int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")]
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as f:
+            limit = f.read().strip()
+        with open("/sys/fs/cgroup/memory.current", encoding="ascii") as f:
+            used = int(f.read().strip())
+        if limit != "max":
+            found.append(int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    if not found and hasattr(os, "sysconf"):
+        try:
+            found.append(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+        except (OSError, ValueError):
+            pass
+    return min(found) if found else None
+
+
+def check_fits(need: int, what: str, advice: str) -> None:
+    """Refuse `need` bytes above MEMORY_FRACTION of the available memory: the message says
+    what needs it (`what`), both sizes, and what to make smaller (`advice`)."""
+    free = available_bytes()
+    if free is not None and need > MEMORY_FRACTION * free:
+        raise InvalidInputError(
+            f"size: {what} needs about {need / 2**30:.1f} GiB; the limit here is "
+            f"{MEMORY_FRACTION * free / 2**30:.1f} GiB ({MEMORY_FRACTION:.0%} of the available "
+            f"memory); {advice}")
