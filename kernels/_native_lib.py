@@ -117,7 +117,7 @@ def _build(variant: str) -> ctypes.CDLL:
             raise OSError("the kernel refused this process the AMX tile state (arch_prctl "
                           "ARCH_REQ_XCOMP_PERM failed)")
         fn = lib.w4a8_amx_gemm
-        fn.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
+        fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
         fn.restype = c_int
         lib.gemm = fn
         return lib

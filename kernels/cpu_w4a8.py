@@ -282,8 +282,7 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
         codes = x_q.reshape(m, groups, g)
         a = torch.zeros(-(-m // 32) * 32, groups, gp, dtype=torch.int8)
         a[:m, :, :g] = codes
-        asum = codes.sum(-1, dtype=torch.int32)
-        return _amx_gemm(a.view(a.shape[0], groups * gp), asum, x_scale, prepared)
+        return _amx_gemm(a.view(a.shape[0], groups * gp), m, x_scale, prepared)
     if prepared.u4:
         g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups
         codes = x_q.reshape(m, groups, g)
@@ -313,22 +312,18 @@ def _c_lib(engine: Int8Engine):
     return lib
 
 
-def _amx_gemm(a: torch.Tensor, asum: torch.Tensor, x_scale: torch.Tensor,
-              prepared: W4A8Prepared) -> torch.Tensor:
-    """w4a8_amx.c on group-padded codes [Mp, G * gp] (Mp a multiple of 32, pad rows zero),
-    the real rows' group sums [M, G] and scales [M]."""
+def _amx_gemm(a: torch.Tensor, m: int, x_scale: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
+    """w4a8_amx.c on group-padded codes [Mp, G * gp] (Mp a multiple of 32, pad rows zero)
+    of m real rows, and their scales [m]."""
     u = prepared.amx
     mp, kp = a.shape
-    m = asum.shape[0]
     # B tiles: [Mp / 16][K / 64][16 k-quads][16 tokens][4 codes]
     bt = a.view(mp // 16, 16, kp // 64, 16, 4).permute(0, 2, 3, 1, 4).contiguous()
-    asum_t = torch.zeros(prepared.n_groups, mp, dtype=torch.int32)
-    asum_t[:, :m] = asum.t()
     out = torch.empty(m, prepared.n, dtype=torch.float32)
     rc = _c_lib(prepared.engine).gemm(
-        bt.data_ptr(), mp, m, asum_t.data_ptr(), prepared.n_groups, u["kpg"], u["bp"].data_ptr(),
-        u["zs"].data_ptr(), u["sc"].data_ptr(), x_scale.data_ptr(), out.data_ptr(), out.stride(0),
-        prepared.n, torch.get_num_threads())
+        bt.data_ptr(), mp, m, prepared.n_groups, u["kpg"], u["bp"].data_ptr(), u["zs"].data_ptr(),
+        u["sc"].data_ptr(), x_scale.data_ptr(), out.data_ptr(), out.stride(0), prepared.n,
+        torch.get_num_threads())
     if rc != 0:
         raise KernelUnavailableError(f"{prepared.engine.value} W4A8 kernel failed with code {rc}")
     return out
@@ -391,7 +386,7 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
         rc = quant.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, prepared.k, x.stride(0),
                             g, gp, a.data_ptr(), a.stride(0), asum.data_ptr(), x_scale.data_ptr())
         _raise_bad_row(rc)
-        return _amx_gemm(a, asum, x_scale, prepared)
+        return _amx_gemm(a, m, x_scale, prepared)
     if prepared.u4:
         lib = _c_lib(prepared.engine)
         g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups

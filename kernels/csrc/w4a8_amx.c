@@ -1,17 +1,19 @@
 /*
- * W4A8 GEMM on packed int4 weights with AMX-INT8 tiles (tdpbusd: u8 x s8 -> int32),
- * the same arithmetic as w4a8_u4.c:
+ * W4A8 GEMM on packed int4 weights with AMX-INT8 tiles (tdpbssd: s8 x s8 -> int32):
  *
- *   C[m, n] = xs[m] * sum_g s[n, g] * ( sum_{k in g} u[n, k] * a[m, k]  -  z[n, g] * asum[m, g] )
+ *   C[m, n] = xs[m] * sum_g s[n, g] * sum_{k in g} (u[n, k] - z[n, g]) * a[m, k]
+ *
+ * the nibble u minus its zero point z (8 when symmetric) is formed while unpacking, so
+ * no zero-point correction is left for the per-group epilogue.
  *
  * Bp   [N / 16][K64][16 rows][32 bytes]: byte j of row r in block kb holds the nibble of
  *      k = 64 kb + j (low) and k = 64 kb + 32 + j (high); each group is padded with zero
  *      nibbles to a multiple of 64 (gp), K64 = G * gp / 64. N is padded to 32.
  * Bt   int8 activation codes as AMX B tiles, [Mp / 16][K64][16 k-quads][16 m][4], Mp = M
- *      padded to 32 with zero codes; asumT int32 [G][Mp]: each group's code sums.
+ *      padded to 32 with zero codes (so padded weight columns, u - z != 0, add nothing).
  * zs, sc  int32 / float [N padded][G]: zero points (8 when symmetric), scales.
  *
- * A tile = 16 weight rows x 64 unsigned bytes (unpacked per 32 rows for the whole K
+ * A tile = 16 weight rows x 64 signed bytes (unpacked per 32 rows for the whole K
  * into a per-thread buffer, reused by every row block of tokens), B tile = 64 k x 16
  * tokens, C tile = 16 weight rows x 16 tokens of int32: each group's sum is exact in
  * int32 (the caller checks the group length), then scaled in float32 and summed in
@@ -45,26 +47,34 @@ static void config_tiles(void) {
   _tile_loadconfig(&cfg);
 }
 
-/* 32 weight rows (two 16-row blocks) x all of K, unpacked to u8 A tiles [2][K64][16][64]. */
-static void unpack_rows(const uint8_t* bp, int64_t k64, uint8_t* abuf) {
+/* 32 weight rows (two 16-row blocks, the first n0) x all of K, unpacked to s8 A tiles
+   [2][K64][16][64] holding u - z. */
+static void unpack_rows(const uint8_t* bp, int64_t k64, int64_t kpg, const int32_t* zs,
+                        int64_t G, int64_t n0, int8_t* abuf) {
   const __m512i mask = _mm512_set1_epi8(0x0F);
   for (int b = 0; b < 2; ++b) {
     const uint8_t* src = bp + b * k64 * 512;
-    uint8_t* dst = abuf + b * k64 * 1024;
+    int8_t* dst = abuf + b * k64 * 1024;
+    const int32_t* z = zs + (n0 + 16 * b) * G;
     for (int64_t kb = 0; kb < k64; ++kb, src += 512, dst += 1024) {
+      const int64_t grp = kb / kpg;
       for (int r = 0; r < 16; r += 2) {
         const __m512i p = _mm512_loadu_si512((const void*)(src + r * 32));
         const __m512i lo = _mm512_and_si512(p, mask);
         const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(p, 4), mask);
-        _mm512_storeu_si512((void*)(dst + r * 64), _mm512_shuffle_i64x2(lo, hi, 0x44));
-        _mm512_storeu_si512((void*)(dst + (r + 1) * 64), _mm512_shuffle_i64x2(lo, hi, 0xEE));
+        const __m512i z0 = _mm512_set1_epi8((char)z[r * G + grp]);
+        const __m512i z1 = _mm512_set1_epi8((char)z[(r + 1) * G + grp]);
+        _mm512_storeu_si512((void*)(dst + r * 64),
+                            _mm512_sub_epi8(_mm512_shuffle_i64x2(lo, hi, 0x44), z0));
+        _mm512_storeu_si512((void*)(dst + (r + 1) * 64),
+                            _mm512_sub_epi8(_mm512_shuffle_i64x2(lo, hi, 0xEE), z1));
       }
     }
   }
 }
 
 typedef struct {
-  const int8_t* Bt; int64_t Mp, M; const int32_t* asumT; int64_t G, kpg;
+  const int8_t* Bt; int64_t Mp, M, G, kpg;
   const uint8_t* Bp; const int32_t* zs; const float* sc; const float* xs;
   float* C; int64_t ldc, N, pair_begin, pair_end;
   int rc; /* -3: no memory for the unpacked weight rows */
@@ -72,13 +82,13 @@ typedef struct {
 
 static void run_job(job_t* j) {
   const int64_t k64 = j->G * j->kpg;
-  uint8_t* abuf = (uint8_t*)aligned_alloc(64, (size_t)(2 * k64 * 1024));
+  int8_t* abuf = (int8_t*)aligned_alloc(64, (size_t)(2 * k64 * 1024));
   if (!abuf) { j->rc = -3; return; }
   int32_t cbuf[32][32];
   float facc[32][32];
   config_tiles();
   for (int64_t np = j->pair_begin; np < j->pair_end; ++np) {
-    unpack_rows(j->Bp + np * 2 * k64 * 512, k64, abuf);
+    unpack_rows(j->Bp + np * 2 * k64 * 512, k64, j->kpg, j->zs, j->G, np * 32, abuf);
     for (int64_t mp = 0; mp < j->Mp / 32; ++mp) {
       const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
       const int8_t* b1 = b0 + k64 * 1024;
@@ -89,25 +99,19 @@ static void run_job(job_t* j) {
           _tile_loadd(5, abuf + (k64 + kb) * 1024, 64);
           _tile_loadd(6, b0 + kb * 1024, 64);
           _tile_loadd(7, b1 + kb * 1024, 64);
-          _tile_dpbusd(0, 4, 6);
-          _tile_dpbusd(1, 4, 7);
-          _tile_dpbusd(2, 5, 6);
-          _tile_dpbusd(3, 5, 7);
+          _tile_dpbssd(0, 4, 6);
+          _tile_dpbssd(1, 4, 7);
+          _tile_dpbssd(2, 5, 6);
+          _tile_dpbssd(3, 5, 7);
         }
         _tile_stored(0, &cbuf[0][0], 128);
         _tile_stored(1, &cbuf[0][16], 128);
         _tile_stored(2, &cbuf[16][0], 128);
         _tile_stored(3, &cbuf[16][16], 128);
-        const int32_t* as = j->asumT + grp * j->Mp + mp * 32;
-        const __m512i as0 = _mm512_loadu_si512((const void*)as);
-        const __m512i as1 = _mm512_loadu_si512((const void*)(as + 16));
         for (int r = 0; r < 32; ++r) {
-          const int64_t n = np * 32 + r;
-          const __m512i z = _mm512_set1_epi32(j->zs[n * j->G + grp]);
-          const __m512 s = _mm512_set1_ps(j->sc[n * j->G + grp]);
+          const __m512 s = _mm512_set1_ps(j->sc[(np * 32 + r) * j->G + grp]);
           for (int h = 0; h < 2; ++h) {
-            const __m512i acc = _mm512_loadu_si512((const void*)&cbuf[r][16 * h]);
-            const __m512i dot = _mm512_sub_epi32(acc, _mm512_mullo_epi32(z, h ? as1 : as0));
+            const __m512i dot = _mm512_loadu_si512((const void*)&cbuf[r][16 * h]);
             const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), s);
             /* 0 + the first term is the term itself: the same sum as starting from zero */
             _mm512_storeu_ps(&facc[r][16 * h],
@@ -130,7 +134,7 @@ static void run_job(job_t* j) {
 
 static void* thread_main(void* arg) { run_job((job_t*)arg); return NULL; }
 
-int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, const int32_t* asumT, int64_t G,
+int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, int64_t G,
                   int64_t kpg, const uint8_t* Bp, const int32_t* zs, const float* sc,
                   const float* xs, float* C, int64_t ldc, int64_t N, int nthreads) {
   const int64_t pairs = (N + 31) / 32;
@@ -142,7 +146,7 @@ int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, const int32_t* asumT,
   pthread_t th[64];
   int started[64] = {0};
   for (int i = 0; i < nthreads; ++i) {
-    job_t jb = {Bt, Mp, M, asumT, G, kpg, Bp, zs, sc, xs, C, ldc, N,
+    job_t jb = {Bt, Mp, M, G, kpg, Bp, zs, sc, xs, C, ldc, N,
                 pairs * i / nthreads, pairs * (i + 1) / nthreads, 0};
     jobs[i] = jb;
   }
