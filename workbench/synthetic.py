@@ -11,12 +11,14 @@ The result is returned in the project convention: signed int4 without zeros, uns
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from workbench.errors import InvalidInputError
 from workbench.layer import CheckpointFormat, Provenance, QuantizedLayer, WeightPacking, dtype_name
+from workbench.memory import check_fits
 
 __all__ = ["quantize_rtn", "quant_args", "SyntheticSpec", "synthetic_weight", "synthetic_layer",
            "layer_from_weight", "SCHEMES", "DISTRIBUTIONS"]
@@ -156,24 +158,45 @@ class SyntheticSpec:
 
     def __post_init__(self) -> None:
         for f in ("out_features", "in_features"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v <= 0:
-                raise InvalidInputError(f"{f}: {v!r}; accepted: a positive integer")
+            _check_int(f, getattr(self, f), 1, MAX_DIM)
         g = self.group_size
-        if g != -1 and (not isinstance(g, int) or g <= 0 or self.in_features % g):
-            raise InvalidInputError(f"group_size: {g} does not divide in_features = "
+        if isinstance(g, bool) or not isinstance(g, int) or (
+                g != -1 and (g <= 0 or self.in_features % g)):
+            raise InvalidInputError(f"group_size: {g!r} does not divide in_features = "
                                     f"{self.in_features}; accepted: -1 or a positive divisor of K")
-        if self.distribution not in DISTRIBUTIONS:
-            raise InvalidInputError(f"distribution: {self.distribution!r}; accepted: "
-                                    f"{', '.join(DISTRIBUTIONS)}")
-        if not 0 <= self.outlier_channels <= self.in_features:
-            raise InvalidInputError(f"outlier_channels: {self.outlier_channels}; accepted: 0.."
-                                    f"{self.in_features}")
-        if not self.std > 0 or not self.outlier_scale > 0:
-            raise InvalidInputError("std and outlier_scale must be positive")
-        if self.scheme not in SCHEMES:
-            raise InvalidInputError(f"scheme: {self.scheme!r}; accepted: {', '.join(SCHEMES)}")
-        _torch_dtype(self.params_dtype, "params_dtype")
+        if not isinstance(self.symmetric, bool):
+            raise InvalidInputError(f"symmetric: {self.symmetric!r}; accepted: True or False")
+        for f, names in (("distribution", DISTRIBUTIONS), ("scheme", SCHEMES),
+                         ("params_dtype", tuple(_DTYPES))):
+            v = getattr(self, f)
+            if not isinstance(v, str) or v not in names:
+                raise InvalidInputError(f"{f}: {_shown(v)}; accepted: {', '.join(names)}")
+        _check_int("outlier_channels", self.outlier_channels, 0, self.in_features)
+        _check_int("seed", self.seed, 0, 2**63 - 1)
+        for f in ("std", "outlier_scale"):
+            v = getattr(self, f)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
+                raise InvalidInputError(f"{f}: {_shown(v)}; accepted: a finite number above 0")
+        n, k = self.out_features, self.in_features
+        check_fits(n * k * BYTES_PER_ELEMENT, f"a synthetic {n} x {k} layer",
+                   "use smaller out_features / in_features")
+
+
+# Peak memory of synthetic_layer per weight element (the float weight, its draws, the RTN
+# temporaries, the layer's copies): 20-46 B measured over every distribution, symmetric and
+# asymmetric, group 32 / 128 / per-channel, bfloat16 / float16 / float32 (peak RSS, 2048 x 2048).
+BYTES_PER_ELEMENT = 56
+MAX_DIM = 2**31 - 1  # as bench's --n / --k
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:60] + "..."
+
+
+def _check_int(field: str, value, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise InvalidInputError(f"{field}: {_shown(value)}; accepted: an integer from {lo} to {hi}")
 
 
 def synthetic_weight(spec: SyntheticSpec) -> torch.Tensor:
@@ -196,12 +219,27 @@ def synthetic_weight(spec: SyntheticSpec) -> torch.Tensor:
         cols = torch.randperm(k, generator=gen)[: spec.outlier_channels]
         w[:, cols] *= spec.outlier_scale
     # The model holds weights in its dtype; quantize what the model would hold.
-    return w.to(_torch_dtype(spec.params_dtype, "params_dtype")).to(torch.float32)
+    w = w.to(_torch_dtype(spec.params_dtype, "params_dtype")).to(torch.float32)
+    if not torch.isfinite(w).all():  # std x outlier_scale past the dtype's range: inf weights
+        raise InvalidInputError(
+            f"std = {spec.std:g} with outlier_scale = {spec.outlier_scale:g}: weights overflow "
+            f"{spec.params_dtype} (largest {torch.finfo(_DTYPES[spec.params_dtype]).max:g}); "
+            "accepted: a std whose draws stay finite in params_dtype")
+    return w
 
 
 def synthetic_layer(spec: SyntheticSpec | None = None, *, name: str = "synthetic", **kwargs) -> QuantizedLayer:
     """A QuantizedLayer from a SyntheticSpec (or its fields as keyword arguments)."""
-    spec = spec or SyntheticSpec(**kwargs)
+    if spec is None:
+        unknown = sorted(set(kwargs) - set(SyntheticSpec.__dataclass_fields__))
+        if unknown:
+            raise InvalidInputError(f"synthetic_layer: unknown field(s) {unknown}; accepted: "
+                                    f"{', '.join(SyntheticSpec.__dataclass_fields__)}")
+        spec = SyntheticSpec(**kwargs)
+    elif not isinstance(spec, SyntheticSpec) or kwargs:
+        raise InvalidInputError(f"synthetic_layer: expected a SyntheticSpec or its fields as "
+                                f"keywords, got {type(spec).__name__}"
+                                + (f" and {sorted(kwargs)}" if kwargs else ""))
     w = synthetic_weight(spec)
     desc = (f"synthetic {spec.distribution} std={spec.std} seed={spec.seed}"
             + (f", {spec.outlier_channels} outlier input channels x{spec.outlier_scale}"

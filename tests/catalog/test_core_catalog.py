@@ -1,0 +1,102 @@
+"""Bad input to the core's Python API: each row a named `WorkbenchError` (or the right result),
+raised before anything large is allocated."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from workbench.dispatch.types import MPConfig
+from workbench.errors import InvalidInputError
+from workbench.platforms import platform_from_json
+from workbench.synthetic import SyntheticSpec, synthetic_layer
+
+SURFACE = "core"
+
+MP = {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128,
+      "full_weight_shape": [4096, 4096]}
+
+
+def _raises(pattern, fn, exc=InvalidInputError, within_s: float = 1.0):
+    """`fn` raises `exc` matching `pattern`, within `within_s` seconds (no allocation first)."""
+    def run():
+        start = time.perf_counter()
+        with pytest.raises(exc, match=pattern):
+            fn()
+        assert time.perf_counter() - start < within_s
+    return run
+
+
+def _spec(**fields):
+    return lambda: SyntheticSpec(**fields)
+
+
+def _ok(check):
+    def run():
+        assert check()
+    return run
+
+
+CATALOG = [
+    ("SyntheticSpec(out_features=2**20, in_features=2**20)",
+     "InvalidInputError: size: a synthetic 1048576 x 1048576 layer needs about N GiB; the limit here is M GiB",
+     _raises(r"synthetic 1048576 x 1048576 layer needs about [\d.]+ GiB; the limit here is [\d.]+ GiB",
+             _spec(out_features=2**20, in_features=2**20))),
+    ("SyntheticSpec 10^9 x 10^9", "InvalidInputError: size: ... needs about N GiB (at once, no hang)",
+     _raises(r"needs about [\d.]+ GiB", _spec(out_features=10**9, in_features=10**9))),
+    ("synthetic_layer(out_features=2**20, in_features=2**20)", "InvalidInputError: size: ... (not the allocator's RuntimeError)",
+     _raises(r"needs about [\d.]+ GiB", lambda: synthetic_layer(out_features=2**20, in_features=2**20))),
+    ("SyntheticSpec(out_features=True)", "InvalidInputError: out_features: True; accepted: an integer from 1 to 2147483647",
+     _raises(r"out_features: True; accepted: an integer from 1", _spec(out_features=True))),
+    ("SyntheticSpec(in_features=10**100)", "InvalidInputError: in_features: ...; accepted: an integer from 1 to 2147483647",
+     _raises(r"in_features: 1000.*accepted: an integer from 1 to 2147483647", _spec(in_features=10**100))),
+    ("SyntheticSpec(in_features=64.0)", "InvalidInputError: in_features: 64.0; accepted: an integer",
+     _raises(r"in_features: 64.0; accepted: an integer", _spec(in_features=64.0, group_size=-1))),
+    ("SyntheticSpec(group_size=True)", "InvalidInputError: group_size: True ...; accepted: -1 or a positive divisor of K",
+     _raises(r"group_size: True .*accepted: -1 or a positive divisor", _spec(group_size=True))),
+    ("SyntheticSpec(std=nan)", "InvalidInputError: std: nan; accepted: a finite number above 0",
+     _raises(r"std: nan; accepted: a finite number above 0", _spec(std=float("nan")))),
+    ("SyntheticSpec(outlier_scale=inf)", "InvalidInputError: outlier_scale: inf; accepted: a finite number above 0",
+     _raises(r"outlier_scale: inf; accepted: a finite number", _spec(outlier_scale=float("inf")))),
+    ("SyntheticSpec(std='0.02')", "InvalidInputError: std: '0.02'; accepted: a finite number above 0",
+     _raises(r"std: '0.02'; accepted", _spec(std="0.02"))),
+    ("SyntheticSpec(seed=-1)", "InvalidInputError: seed: -1; accepted: an integer from 0 to 2^63-1",
+     _raises(r"seed: -1; accepted: an integer from 0", _spec(seed=-1))),
+    ("SyntheticSpec(outlier_channels=1.5)", "InvalidInputError: outlier_channels: 1.5; accepted: an integer from 0 to K",
+     _raises(r"outlier_channels: 1.5; accepted: an integer from 0 to 4096", _spec(outlier_channels=1.5))),
+    ("SyntheticSpec(symmetric='no')", "InvalidInputError: symmetric: 'no'; accepted: True or False",
+     _raises(r"symmetric: 'no'; accepted: True or False", _spec(symmetric="no"))),
+    ("SyntheticSpec(params_dtype={})", "InvalidInputError: params_dtype: {}; accepted: bfloat16, float16, float32",
+     _raises(r"params_dtype: \{\}; accepted: bfloat16", _spec(params_dtype={}))),
+    ("synthetic_layer(64 x 128, std=1e6, float16)", "InvalidInputError: std ... weights overflow float16 (largest 65504)",
+     _raises(r"weights overflow float16 \(largest 65504\)",
+             lambda: synthetic_layer(out_features=64, in_features=128, std=1e6, params_dtype="float16"))),
+    ("synthetic_layer(bogus=1)", "InvalidInputError: synthetic_layer: unknown field(s) ['bogus']",
+     _raises(r"unknown field\(s\) \['bogus'\]", lambda: synthetic_layer(bogus=1))),
+    ("synthetic_layer({'out_features': 3})", "InvalidInputError: synthetic_layer: expected a SyntheticSpec ..., got dict",
+     _raises(r"expected a SyntheticSpec .*got dict", lambda: synthetic_layer({"out_features": 3}))),
+    ("synthetic_layer(out_features=64, in_features=130, group_size=-1)", "ok: a 64 x 130 per-channel layer",
+     _ok(lambda: synthetic_layer(out_features=64, in_features=130, group_size=-1).qweight.shape == (64, 130))),
+    ("MPConfig.from_json weight_type 'int3'", "InvalidInputError: mp_config.weight_type: unknown weight type 'int3'; accepted: vLLM's scalar_types ...",
+     _raises(r"unknown weight type 'int3'; accepted: vLLM's scalar_types", lambda: MPConfig.from_json({**MP, "weight_type": "int3"}))),
+    ("MPConfig.from_json act_type 'int3'", "InvalidInputError: mp_config.act_type: unknown dtype 'int3'; accepted: torch dtypes ...",
+     _raises(r"act_type: unknown dtype 'int3'; accepted: torch dtypes", lambda: MPConfig.from_json({**MP, "act_type": "int3"}))),
+    ("MPConfig.from_json partition [4096, 8192] of full [4096, 4096]", "InvalidInputError: ... is larger than the full shape",
+     _raises(r"is larger than the full shape",
+             lambda: MPConfig.from_json({**MP, "partition_weight_shape": [4096, 8192]}))),
+    ("MPConfig.from_json partition [1000, 4096] of full [4096, 4096]", "InvalidInputError: ... does not divide the full shape",
+     _raises(r"does not divide the full shape",
+             lambda: MPConfig.from_json({**MP, "partition_weight_shape": [1000, 4096]}))),
+    ("MPConfig.from_json partition [1024, 4096] of full [4096, 4096]", "ok: a row-parallel shard at TP 4",
+     _ok(lambda: MPConfig.from_json({**MP, "partition_weight_shape": [1024, 4096]}).partition_weight_shape == (1024, 4096))),
+    ("platform_from_json capability 10^9", "InvalidInputError: platform.capability: got 1000000000; accepted: null or an integer from 10 to 199",
+     _raises(r"got 1000000000; accepted: null or an integer from 10 to 199",
+             lambda: platform_from_json({"preset": "sm90-h200", "capability": 10**9}))),
+    ("platform_from_json capability 9.0", "InvalidInputError: platform.capability: got 9.0; accepted: ... an integer",
+     _raises(r"got 9.0; accepted: null or an integer", lambda: platform_from_json({"preset": "sm90-h200", "capability": 9.0}))),
+]
+
+
+@pytest.mark.parametrize("row", CATALOG, ids=[row[0] for row in CATALOG])
+def test_core_catalog(row):
+    row[2]()
