@@ -191,11 +191,13 @@ def _from_json(d: dict) -> HostCalibration:
 
 @lru_cache(maxsize=1)
 def host_calibration(refresh: bool = False) -> HostCalibration:
-    """This machine's calibration: read from the cache, or measured now (seconds)."""
+    """This machine's calibration: read from the cache, or measured now (seconds).
+    WORKBENCH_RECALIBRATE=1 measures again (a cache made on a loaded machine is noise)."""
     import torch
 
     key = _host_key()
     path = _cache_file(key)
+    refresh = refresh or os.environ.get("WORKBENCH_RECALIBRATE", "") not in ("", "0")
     if path is not None and path.is_file() and not refresh:
         try:
             return _from_json(json.loads(path.read_text()))
