@@ -193,8 +193,6 @@ def _from_json(d: dict) -> HostCalibration:
 def host_calibration(refresh: bool = False) -> HostCalibration:
     """This machine's calibration: read from the cache, or measured now (seconds).
     WORKBENCH_RECALIBRATE=1 measures again (a cache made on a loaded machine is noise)."""
-    import torch
-
     key = _host_key()
     path = _cache_file(key)
     refresh = refresh or os.environ.get("WORKBENCH_RECALIBRATE", "") not in ("", "0")
@@ -203,6 +201,8 @@ def host_calibration(refresh: bool = False) -> HostCalibration:
             return _from_json(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError):
             pass
+    import torch  # only to measure: a cached calibration is read without it (the app's landing page)
+
     t0 = time.perf_counter()
     thr = _throughputs()
     fits, prov = _bench_fits()
