@@ -116,3 +116,13 @@ def test_conch_ignores_a_one_byte_act_type_and_runs_on_the_model_dtype():
     c = {**CONFIGS[0], "weight_type": "uint4b8", "act_type": "int8"}
     rt = trace_mp(c, "rocm-mi300x").runtime_detail
     assert rt.method == "ConchLinearKernel" and rt.activation == "bf16" and "assumed" in rt.caveat
+
+
+def test_a_checkpoint_layer_is_traced_with_the_version_asked_for():
+    from workbench.checkpoints import trace_checkpoint_layer
+    from workbench.paths import SAMPLE_ROOT
+
+    path, layer = SAMPLE_ROOT / "ct-w4a8-int-g128", "model.layers.0.mlp.down_proj"
+    assert trace_checkpoint_layer(path, layer, "sm80-a100").vllm_version == DEFAULT_VERSION
+    with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'"):
+        trace_checkpoint_layer(path, layer, "sm80-a100", version="0.1.0")

@@ -15,25 +15,26 @@ from workbench.layer import CheckpointFormat, LayerSpec
 __all__ = ["trace_layer", "trace_checkpoint_layer", "resolved_scheme", "listing_rows"]
 
 def trace_layer(spec: LayerSpec, platform: Any = "sm90-h200", env: Mapping[str, Any] | None = None,
-                *, tp_size: int = 1, parallel: str | None = None):
-    """The dispatch Trace of one listed or loaded layer."""
+                *, tp_size: int = 1, parallel: str | None = None, version: str | None = None):
+    """The dispatch Trace of one listed or loaded layer (`version`: the vLLM rule set, None for
+    the default)."""
     from workbench.dispatch import trace_awq, trace_gptq, trace_inc, trace_scheme
 
     if spec.format in (CheckpointFormat.COMPRESSED_TENSORS, CheckpointFormat.SYNTHETIC):
-        return trace_scheme(spec.scheme_input(tp_size, parallel), platform, env)
+        return trace_scheme(spec.scheme_input(tp_size, parallel), platform, env, version)
     trace = {CheckpointFormat.INC: trace_inc, CheckpointFormat.GPTQ: trace_gptq,
              CheckpointFormat.AWQ: trace_awq}[spec.format]
-    return trace(spec.quant_config_input(tp_size, parallel), platform, env)
+    return trace(spec.quant_config_input(tp_size, parallel), platform, env, version)
 
 
 def trace_checkpoint_layer(path: str | os.PathLike, layer: str, platform: Any = "sm90-h200",
                            env: Mapping[str, Any] | None = None, *, tp_size: int = 1,
-                           parallel: str | None = None):
+                           parallel: str | None = None, version: str | None = None):
     """`python -m workbench trace --checkpoint PATH --layer NAME`: headers only, no weights."""
     from workbench.checkpoints.checkpoint import open_checkpoint
 
     return trace_layer(open_checkpoint(path).spec(layer), platform, env,
-                       tp_size=tp_size, parallel=parallel)
+                       tp_size=tp_size, parallel=parallel, version=version)
 
 
 def resolved_scheme(spec: LayerSpec, platform: Any = "sm90-h200", env: Mapping[str, Any] | None = None,

@@ -190,7 +190,8 @@ def run(args: argparse.Namespace) -> int:
         from workbench.checkpoints import trace_checkpoint_layer
 
         trace = trace_checkpoint_layer(checkpoint_path(args.checkpoint, "--checkpoint"), args.layer,
-                                       platform, env, tp_size=args.tp or 1, parallel=args.parallel)
+                                       platform, env, tp_size=args.tp or 1, parallel=args.parallel,
+                                       version=args.vllm_version)
     _print(trace, args)
     return 0
 

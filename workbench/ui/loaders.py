@@ -362,13 +362,15 @@ def load_layer(ref: LayerRef):
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def trace(layer_key: str, _spec, platform_json: str, env_json: str, tp_size: int,
-          parallel: str | None):
-    """The dispatch trace of a layer (keyed by its content key, not the spec object)."""
+          parallel: str | None, version: str | None = None):
+    """The dispatch trace of a layer (keyed by its content key, not the spec object), with the
+    rules of vLLM `version` (the sidebar's)."""
     from workbench.checkpoints import trace_layer
     from workbench.platforms import platform_from_json
 
     platform = platform_from_json(json.loads(platform_json))
-    return trace_layer(_spec, platform, json.loads(env_json), tp_size=tp_size, parallel=parallel)
+    return trace_layer(_spec, platform, json.loads(env_json), tp_size=tp_size, parallel=parallel,
+                       version=version)
 
 
 @st.cache_data(show_spinner=False)

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
+from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.paths import REPO_ROOT, SAMPLE_ROOT  # noqa: F401 - the pages read them from here
 
 DEFAULT_SAMPLE = "ct-w4a8-int-g128"
@@ -70,6 +71,7 @@ DEFAULTS: dict[str, Any] = {
     "pf.compare": "sm90-h200",
     "tp.size": 1,
     "tp.parallel": "auto",
+    "vllm.version": DEFAULT_VERSION,  # the rule set every trace uses (workbench.dispatch.versions)
     "kern.m_list": "1,4,16,64,256",
     # Seven timed calls per point: a call slowed by other load moves the median of seven less
     # than that of three (with three, one path read 0.23 ms at M = 1 and 7.8 ms at M = 4 on a
@@ -86,7 +88,7 @@ DEFAULTS: dict[str, Any] = {
 QUERY_KEYS = {
     "source": "layer.source", "sample": "layer.sample", "layer": "layer.name",
     "platform": "pf.preset", "compare": "pf.compare", "tp": "tp.size", "parallel": "tp.parallel",
-    "step": "tour.step", "model": "align.model", "m": "kern.m_list",
+    "step": "tour.step", "model": "align.model", "m": "kern.m_list", "vllm": "vllm.version",
 }
 # A link value longer than this is refused unread (a layer name or JSON edit is far shorter).
 MAX_QUERY_CHARS = 2000
@@ -182,6 +184,7 @@ def _validators() -> dict[str, Callable[[str], Any]]:
         "step": _tour_step,
         "model": _one_of(["", *MODELS], "a model preset"),
         "m": _m_list,
+        "vllm": _one_of(list(VERSIONS), "a vLLM version with a rule set"),
     }
 
 

@@ -181,7 +181,8 @@ def compute_trace(ref, platform, env: dict[str, str], tp_size: int | None = None
     par = ss["tp.parallel"] if parallel is None else parallel
     spec = loaders.layer_spec(ref)
     return loaders.trace(ref.key, spec, json.dumps(platform.to_json(), sort_keys=True),
-                         json.dumps(env, sort_keys=True), int(tp), None if par == "auto" else par)
+                         json.dumps(env, sort_keys=True), int(tp), None if par == "auto" else par,
+                         ss["vllm.version"])
 
 
 OUTCOME_MARK = {"selected": ":green[**selected**]", "rejected": ":red[rejected]",

@@ -140,7 +140,8 @@ def alignment_sweep(rows: list[dict], *, key: str = "align") -> None:
         if k <= 0 or n <= 0:
             continue
         try:  # the shard's own shape, so TP 1 here: the split is already made
-            t = trace_layer(alignment.spec_with_shape(spec, shard["layer"], k, n), platform, env)
+            t = trace_layer(alignment.spec_with_shape(spec, shard["layer"], k, n), platform, env,
+                            version=st.session_state["vllm.version"])
             picks = t.selected or f"{t.error_type}"
         except USER_ERRORS as exc:
             picks = f"{type(exc).__name__}: {exc}"

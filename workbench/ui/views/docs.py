@@ -12,7 +12,7 @@ def _cell_trace(row: str, preset: str, env: dict):
     from workbench.dispatch import trace_scheme
     from workbench.dispatch.docs_matrix import MODELLED_ROWS
 
-    return trace_scheme(MODELLED_ROWS[row][0], preset, env or None)
+    return trace_scheme(MODELLED_ROWS[row][0], preset, env or None, st.session_state["vllm.version"])
 
 
 def disagreements(rows: list[dict]) -> list[tuple[str, dict]]:

@@ -40,7 +40,9 @@ def _sources() -> list[str]:
 def render() -> None:
     ss = st.session_state
     st.title("Model report")
-    st.caption("Every linear layer, what vLLM 0.33.0 runs for it on the platform picked in the sidebar, "
+    from workbench.dispatch.versions import DEFAULT_VERSION  # the report traces the default rules
+
+    st.caption(f"Every linear layer, what vLLM {DEFAULT_VERSION} runs for it on the platform picked in the sidebar, "
                "and its predicted time per rank. Presets are quantized as llm-compressor's W4A8 preset.")
     sources = _sources()
     ss.setdefault("report.source", sources[0])

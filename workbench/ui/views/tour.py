@@ -84,7 +84,8 @@ def _view_machete() -> None:
     ref, platform, env = _layer_and_platform()
     t = trace_mp({"weight_type": "uint4b8", "act_type": "int8", "group_size": 128,
                   "zero_points": False, "full_weight_shape": [4096, 4096],
-                  "partition_weight_shape": [4096, 4096]}, platform, env)
+                  "partition_weight_shape": [4096, 4096]}, platform, env,
+                 version=st.session_state["vllm.version"])
     widgets.outcome_view(t)
     widgets.steps_view(t, key="tour-machete-int8")
 
