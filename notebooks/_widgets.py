@@ -265,9 +265,17 @@ def _mp_kernel_names() -> tuple[str, ...]:
 MP_KERNELS = _mp_kernel_names()
 
 
+def version_control() -> Any:
+    """The vLLM version to trace with: one of the versions with a rule set."""
+    from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+
+    return dropdown(VERSIONS, DEFAULT_VERSION, "vLLM version")
+
+
 def dispatch_controls(preset: str = "sm90-h200", layers: Iterable[str] = (),
                       layer: str | None = None) -> dict[str, Any]:
-    """Platform preset, its packages / torch ops / AMX, and vLLM's dispatch knobs.
+    """The vLLM version, the platform preset, its packages / torch ops / AMX, and vLLM's
+    dispatch knobs. `version` holds the rule set to trace with (`trace_*(..., version=)`).
 
     Choosing a preset resets packages, ops and AMX to that preset's values (see `link_preset`).
     """
@@ -281,6 +289,7 @@ def dispatch_controls(preset: str = "sm90-h200", layers: Iterable[str] = (),
         controls["layer"] = dropdown(layers, layer or layers[0], "layer")
         controls["tp_size"] = dropdown([1, 2, 4, 8], 1, "TP size")
     controls.update(
+        version=version_control(),
         preset=dropdown([*PRESETS, "host"], preset, "platform"),
         packages=multi(KNOWN_PACKAGES, base.packages, "packages"),
         torch_ops=multi(KNOWN_TORCH_OPS, base.torch_ops, "torch ops"),

@@ -222,3 +222,25 @@ def test_env_and_platform_from_controls():
     assert same == PRESETS["sm90-h200"]
     edited = nbw.platform_from_values("x86-avx512", (), ("aten._dyn_quant_matmul_4bit",), True)
     assert edited.amx and edited.name == "x86-avx512*" and edited.cpu_arch == "x86"
+
+
+def test_dispatch_controls_carry_the_vllm_version_into_the_trace():
+    nbw = _load_widgets()
+    from workbench.dispatch import trace_mp
+    from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+
+    c1 = {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": False,
+          "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}
+
+    def render(version, **values):
+        t = trace_mp(c1, nbw.platform_from_values(**values), nbw.env_from_values(**values),
+                     version=version)
+        return [t.vllm_version]
+
+    p = nbw.panel(nbw.dispatch_controls("sm90-h200"), render, display_now=False)
+    assert p.controls["version"].value == DEFAULT_VERSION
+    if hasattr(p.controls["version"], "options"):  # ipywidgets: the versions with a rule set
+        assert tuple(p.controls["version"].options) == VERSIONS
+    assert p.refresh() == [DEFAULT_VERSION]
+    p.controls["version"] = nbw._Value("0.1.0")  # no rule set: the panel says so, by name
+    assert "no rule set for '0.1.0'" in p.refresh()[0]
