@@ -32,14 +32,14 @@ def small_records():
     layer = synthetic_bench_layer(64, 256, 64, seed=3)
     seen = []
     recs = bench_layer_weight(layer, ["w4a8_native", "w4a16_fallback", "int8_mm", "bf16_dense",
-                                      "triton_w4a8"], [0, 1, 9], repeats=2,
+                                      "triton_w4a8"], [1, 9], repeats=2,
                               progress=lambda d, t, msg: seen.append((d, t)))
     return recs, seen
 
 
 def test_records_errors_and_availability(small_records):
     recs, seen = small_records
-    assert len(recs) == 15 and seen[-1] == (15, 15)
+    assert len(recs) == 10 and seen[-1] == (10, 10)
     by = {(r.path, r.m): r for r in recs}
     nat = by[("w4a8_native", 9)]
     assert nat.available and nat.median_ms > 0 and nat.p20_ms <= nat.p80_ms
@@ -52,7 +52,15 @@ def test_records_errors_and_availability(small_records):
     tri = by[("triton_w4a8", 1)]
     if not torch.cuda.is_available():
         assert not tri.available and tri.why == "no CUDA device" and tri.median_ms is None
-    assert by[("w4a8_native", 0)].median_ms is not None and by[("w4a8_native", 0)].rel_error is None
+
+
+def test_token_counts_are_checked_before_anything_runs():
+    layer = synthetic_bench_layer(64, 256, 64, seed=3)
+    for ms, gist in (([0, 1], r"m\[0\]: 0; accepted: an integer from 1 to 1048576"),  # ran, error None
+                     ([1, True], r"m\[1\]: True"), ([2.0], r"m\[0\]: 2.0"), ([], r"m: empty"),
+                     ([2**40], r"m\[0\]: 1099511627776; accepted")):
+        with pytest.raises(InvalidInputError, match=gist):
+            bench_layer_weight(layer, ["w4a8_native"], ms, repeats=1)
 
 
 def test_json_and_csv_round_trip(small_records, tmp_path):

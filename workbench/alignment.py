@@ -7,6 +7,9 @@ thread-tile families.
 """
 from __future__ import annotations
 
+from workbench.errors import InvalidInputError
+from workbench.limits import MAX_DIM, check_int, shown
+
 
 def _disabled(env: dict[str, str], extra: list[str]) -> dict[str, str]:
     """The env with `extra` kernels added to VLLM_DISABLED_KERNELS (to ask the next candidate)."""
@@ -65,11 +68,19 @@ def marlin_padded_nk(n: int, k: int, group_size: int) -> tuple[int, int]:
     """The rule set's `marlin_padded_nk`: the cheaper of Marlin's two padded tile families."""
     from workbench.dispatch.versions import rules
 
+    check_int("n", n, 1, MAX_DIM), check_int("k", k, 1, MAX_DIM)
+    check_int("group_size", group_size, 1, MAX_DIM, also=(-1,))
+
     return rules().marlin_padded_nk(n, k, group_size)
 
 
 def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size: int) -> list[dict]:
     """Extra work (%) of zero-padding each shape up to what each tile rule needs."""
+    if dim not in ("K", "N"):
+        raise InvalidInputError(f"dim: {shown(dim)}; accepted: 'K' or 'N'")
+    check_int("base", base, 1, MAX_DIM), check_int("other", other, 1, MAX_DIM)
+    for i, off in enumerate(offsets):
+        check_int(f"offsets[{i}]", off, -MAX_DIM, MAX_DIM)
     rows = []
     for off in offsets:
         size = base + off

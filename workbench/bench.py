@@ -34,6 +34,8 @@ from w4a8_kernels.reference import w4a8_reference, w4a16_reference
 from w4a8_kernels.registry import Int4Weight, KernelPath
 from workbench.errors import InvalidInputError, KernelError
 from workbench.execution import execution_path
+from workbench.limits import MAX_M, check_int, check_ms, shown
+from workbench.memory import bench_bytes, check_fits
 from workbench.metrics import compare
 
 __all__ = [
@@ -241,11 +243,16 @@ def bench_weight(
     records say so); one slower than `slow_call_s` is timed once per M instead of
     `repeats` times. `should_stop()` returning True ends the sweep early.
     """
-    if not paths:
-        raise InvalidInputError("paths: give at least one kernel path")
-    bad_m = [m for m in ms if not isinstance(m, int) or m < 0]
-    if bad_m or not ms:
-        raise InvalidInputError(f"m: token counts must be integers >= 0, got {list(ms)}")
+    if isinstance(paths, str) or not paths or not all(isinstance(p, str) for p in paths):
+        raise InvalidInputError(f"paths: {shown(paths)}; accepted: a list of kernel path names")
+    ms = check_ms(ms)  # M = 0 would time an empty GEMM and leave its errors None
+    warmup, repeats = check_int("warmup", warmup, 0, 100), check_int("repeats", repeats, 1, 1000)
+    check_int("error_rows", error_rows, 1, MAX_M)
+    held = sum(t.numel() * t.element_size() for t in (weight.w_q, weight.scales, weight.zeros,
+                                                       weight.bias, w_float) if t is not None)
+    check_fits(bench_bytes(weight.n, weight.k, max(ms), len(paths)) - held,  # what is still to come
+               f"benchmarking N = {weight.n}, K = {weight.k}, M up to {max(ms)} on {len(paths)} "
+               "path(s)", "use fewer or smaller token counts, or a smaller layer")
     prepared: dict[str, _Prepared] = {}
     for name in paths:
         path = execution_path(name)  # the kernels' paths, and Marlin W4A8-INT8 composed there

@@ -9,6 +9,13 @@ from workbench.errors import InvalidInputError
 MEMORY_FRACTION = 0.8  # of the memory available when the check runs
 
 
+def bench_bytes(n: int, k: int, m: int, paths: int) -> int:
+    """About the peak memory of one bench run, from peak RSS over the idle process: 32 B
+    per weight element with 2 paths, 43 B with 6; per token row, the activation copies and
+    the output every path keeps (this estimate is 1.2-1.5x the measured token part)."""
+    return n * k * (28 + 3 * paths) + m * k * (6 + 2 * paths) + m * n * (4 + 4 * paths)
+
+
 def available_bytes() -> int | None:
     """MemAvailable, or less under a cgroup v2 memory limit; None where neither is readable."""
     found = []

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable
 
 from workbench.errors import InvalidInputError, UnknownPresetError
+from workbench.limits import MAX_DIM, check_int, shown
 
 __all__ = [
     "ModelShape", "MODELS", "get_model", "Partition", "partitions", "ALIGNMENT_RULES",
@@ -85,6 +86,9 @@ MODELS: dict[str, ModelShape] = {m.name: m for m in (
 
 
 def get_model(name: str) -> ModelShape:
+    if not isinstance(name, str):
+        raise UnknownPresetError(f"model preset: expected a name, got {shown(name)}; known: "
+                                 f"{', '.join(MODELS)}")
     try:
         return MODELS[name]
     except KeyError:
@@ -117,8 +121,9 @@ def partitions(model: ModelShape | str, tp: int) -> list[Partition]:
 
     Raises InvalidInputError where vLLM itself refuses the split (heads not divisible).
     """
-    m = get_model(model) if isinstance(model, str) else model
-    if tp not in TP_SIZES and (tp <= 0 or tp & (tp - 1)):
+    m = model if isinstance(model, ModelShape) else get_model(model)
+    check_int("tp", tp, 1, 1024)
+    if tp not in TP_SIZES and tp & (tp - 1):
         raise InvalidInputError(f"tp: {tp}; accepted: a power of two such as {TP_SIZES}")
     heads = _split(m.heads, tp, "num_attention_heads", m.name)
     out: list[Partition] = []
@@ -208,14 +213,21 @@ ALIGNMENT_RULES: tuple[AlignmentRule, ...] = _alignment_rules()
 
 def broken_rules(k: int, n: int, group_size: int = 128) -> list[str]:
     """Names of the alignment rules a K x N shard breaks (with this group size)."""
+    check_int("k", k, 1, MAX_DIM), check_int("n", n, 1, MAX_DIM)
+    check_int("group_size", group_size, 1, MAX_DIM, also=(-1, 0))  # 0: channelwise, as holds()
     return [r.name for r in ALIGNMENT_RULES if not r.holds(k, n, group_size)]
 
 
 def partition_table(models: list[str] | None = None, tp_sizes: tuple[int, ...] = TP_SIZES,
                     group_size: int = 128) -> list[dict]:
     """One row per (model, tp, layer): shapes and the rules broken; refused splits too."""
+    if isinstance(models, str):  # a bare name would be walked letter by letter
+        raise InvalidInputError(f"models: {shown(models)}; accepted: a list of model names")
+    names = list(MODELS) if models is None else [get_model(name).name for name in models]
+    for tp in tp_sizes:
+        check_int("tp", tp, 1, 1024)
     rows = []
-    for name in models or list(MODELS):
+    for name in names:
         for tp in tp_sizes:
             try:
                 parts = partitions(name, tp)

@@ -11,6 +11,7 @@ from typing import Sequence
 
 from workbench.bench import BenchRecord, Progress, bench_weight, int4_weight_of, synthetic_bench_layer
 from workbench.errors import InvalidInputError
+from workbench.limits import check_int
 from workbench.models import broken_rules, get_model, partitions
 
 __all__ = [
@@ -64,6 +65,8 @@ def sweep_partitions(model: str, tp_sizes: Sequence[int] = (1, 2, 4, 8), group_s
     its records say so): vLLM refuses that split for a grouped checkpoint.
     """
     get_model(model)
+    for i, tp in enumerate(tp_sizes):  # here, not below: a refused split is skipped there
+        check_int(f"tp_sizes[{i}]", tp, 1, 1024)
     shards = []
     for tp in tp_sizes:
         try:

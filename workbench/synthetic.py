@@ -18,6 +18,7 @@ import torch
 
 from workbench.errors import InvalidInputError
 from workbench.layer import CheckpointFormat, Provenance, QuantizedLayer, WeightPacking, dtype_name
+from workbench.limits import MAX_DIM, check_int, shown
 from workbench.memory import check_fits
 
 __all__ = ["quantize_rtn", "quant_args", "SyntheticSpec", "synthetic_weight", "synthetic_layer",
@@ -158,7 +159,7 @@ class SyntheticSpec:
 
     def __post_init__(self) -> None:
         for f in ("out_features", "in_features"):
-            _check_int(f, getattr(self, f), 1, MAX_DIM)
+            check_int(f, getattr(self, f), 1, MAX_DIM)
         g = self.group_size
         if isinstance(g, bool) or not isinstance(g, int) or (
                 g != -1 and (g <= 0 or self.in_features % g)):
@@ -170,13 +171,13 @@ class SyntheticSpec:
                          ("params_dtype", tuple(_DTYPES))):
             v = getattr(self, f)
             if not isinstance(v, str) or v not in names:
-                raise InvalidInputError(f"{f}: {_shown(v)}; accepted: {', '.join(names)}")
-        _check_int("outlier_channels", self.outlier_channels, 0, self.in_features)
-        _check_int("seed", self.seed, 0, 2**63 - 1)
+                raise InvalidInputError(f"{f}: {shown(v)}; accepted: {', '.join(names)}")
+        check_int("outlier_channels", self.outlier_channels, 0, self.in_features)
+        check_int("seed", self.seed, 0, 2**63 - 1)
         for f in ("std", "outlier_scale"):
             v = getattr(self, f)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-                raise InvalidInputError(f"{f}: {_shown(v)}; accepted: a finite number above 0")
+                raise InvalidInputError(f"{f}: {shown(v)}; accepted: a finite number above 0")
         n, k = self.out_features, self.in_features
         check_fits(n * k * BYTES_PER_ELEMENT, f"a synthetic {n} x {k} layer",
                    "use smaller out_features / in_features")
@@ -186,17 +187,6 @@ class SyntheticSpec:
 # temporaries, the layer's copies): 20-46 B measured over every distribution, symmetric and
 # asymmetric, group 32 / 128 / per-channel, bfloat16 / float16 / float32 (peak RSS, 2048 x 2048).
 BYTES_PER_ELEMENT = 56
-MAX_DIM = 2**31 - 1  # as bench's --n / --k
-
-
-def _shown(value) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:60] + "..."
-
-
-def _check_int(field: str, value, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise InvalidInputError(f"{field}: {_shown(value)}; accepted: an integer from {lo} to {hi}")
 
 
 def synthetic_weight(spec: SyntheticSpec) -> torch.Tensor:

@@ -6,8 +6,10 @@ import time
 
 import pytest
 
+from workbench import alignment, models, sweeps
+from workbench.bench import bench_layer_weight, synthetic_bench_layer
 from workbench.dispatch.types import MPConfig
-from workbench.errors import InvalidInputError
+from workbench.errors import InvalidInputError, UnknownPresetError
 from workbench.platforms import platform_from_json
 from workbench.synthetic import SyntheticSpec, synthetic_layer
 
@@ -94,6 +96,44 @@ CATALOG = [
              lambda: platform_from_json({"preset": "sm90-h200", "capability": 10**9}))),
     ("platform_from_json capability 9.0", "InvalidInputError: platform.capability: got 9.0; accepted: ... an integer",
      _raises(r"got 9.0; accepted: null or an integer", lambda: platform_from_json({"preset": "sm90-h200", "capability": 9.0}))),
+    ("bench_layer_weight(64 x 256 layer, M = [0, 1])", "InvalidInputError: m[0]: 0; accepted: an integer from 1 to 1048576 (an empty GEMM was timed, its errors None)",
+     _raises(r"m\[0\]: 0; accepted: an integer from 1 to 1048576",
+             lambda: bench_layer_weight(synthetic_bench_layer(64, 256, 64), ["w4a8_native"], [0, 1]))),
+    ("bench_layer_weight(64 x 256 layer, M = [10**7])", "InvalidInputError: m[0]: 10000000; accepted: ... to 1048576 (not the allocator's error)",
+     _raises(r"m\[0\]: 10000000; accepted", lambda: bench_layer_weight(synthetic_bench_layer(64, 256, 64), ["w4a8_native"], [10**7]))),
+    ("bench_layer_weight(64 x 65536 layer, M = [2**20], 6 paths)", "InvalidInputError: size: benchmarking ... needs about 1154 GiB; the limit here is M GiB",
+     _raises(r"size: benchmarking N = 64, K = 65536, M up to 1048576 on 6 path\(s\) needs about [\d.]+ GiB",
+             lambda: bench_layer_weight(synthetic_bench_layer(64, 65536, 128), ["w4a8_native"] * 6, [2**20]), within_s=5)),
+    ("bench_layer_weight(paths='w4a8_native')", "InvalidInputError: paths: 'w4a8_native'; accepted: a list of kernel path names",
+     _raises(r"paths: 'w4a8_native'; accepted: a list", lambda: bench_layer_weight(synthetic_bench_layer(64, 256, 64), "w4a8_native", [1]))),
+    ("models.partitions(model, tp=2.0)", "InvalidInputError: tp: 2.0; accepted: an integer from 1 to 1024 (n was 3072.0)",
+     _raises(r"tp: 2.0; accepted: an integer from 1 to 1024", lambda: models.partitions("Llama-3.1-8B", 2.0))),
+    ("models.partitions(model, tp=True)", "InvalidInputError: tp: True; accepted: an integer from 1 to 1024",
+     _raises(r"tp: True; accepted", lambda: models.partitions("Llama-3.1-8B", True))),
+    ("models.partitions(model, tp=None)", "InvalidInputError: tp: None; accepted: ... (was a TypeError)",
+     _raises(r"tp: None; accepted", lambda: models.partitions("Llama-3.1-8B", None))),
+    ("models.get_model([])", "UnknownPresetError: model preset: expected a name, got []",
+     _raises(r"expected a name, got \[\]", lambda: models.get_model([]), exc=UnknownPresetError)),
+    ("models.partition_table('Qwen2.5-7B')", "InvalidInputError: models: a list of model names (a string was walked letter by letter)",
+     _raises(r"accepted: a list of model names", lambda: models.partition_table("Qwen2.5-7B"))),
+    ("models.partition_table(['x'])", "UnknownPresetError: model preset 'x' does not exist (was a 'refused' row)",
+     _raises(r"model preset 'x' does not exist", lambda: models.partition_table(["x"]), exc=UnknownPresetError)),
+    ("models.broken_rules(k=0, n=4096)", "InvalidInputError: k: 0; accepted: an integer from 1 to 2147483647 (was: no rule broken)",
+     _raises(r"k: 0; accepted: an integer from 1", lambda: models.broken_rules(0, 4096))),
+    ("models.broken_rules(4096, 4096, group_size=nan)", "InvalidInputError: group_size: nan; accepted: ... or -1 or 0",
+     _raises(r"group_size: nan; accepted", lambda: models.broken_rules(4096, 4096, float("nan")))),
+    ("alignment.marlin_padded_nk(n=-1, ...)", "InvalidInputError: n: -1; accepted: an integer from 1 (was the shape (0, 4096))",
+     _raises(r"n: -1; accepted: an integer from 1", lambda: alignment.marlin_padded_nk(-1, 4096, 128))),
+    ("alignment.marlin_padded_nk(group_size=2.5)", "InvalidInputError: group_size: 2.5; accepted: ... or -1",
+     _raises(r"group_size: 2.5; accepted", lambda: alignment.marlin_padded_nk(4096, 4096, 2.5))),
+    ("alignment.padding_rows(dim='X')", "InvalidInputError: dim: 'X'; accepted: 'K' or 'N'",
+     _raises(r"dim: 'X'; accepted: 'K' or 'N'", lambda: alignment.padding_rows("X", 4096, 4096, [0], 128))),
+    ("sweeps.sweep_partitions(model, tp_sizes=(0,))", "InvalidInputError: tp_sizes[0]: 0; accepted ... (was an empty sweep)",
+     _raises(r"tp_sizes\[0\]: 0; accepted", lambda: sweeps.sweep_partitions("Llama-3.1-8B", (0,)))),
+    ("sweeps.sweep_m(n=0)", "InvalidInputError: out_features: 0; accepted: an integer from 1",
+     _raises(r"out_features: 0; accepted", lambda: sweeps.sweep_m(0, 128, 64, ms=[1]))),
+    ("sweeps.sweep_alignment(ns=(64.0,))", "InvalidInputError: out_features: 64.0; accepted: an integer",
+     _raises(r"out_features: 64.0; accepted", lambda: sweeps.sweep_alignment((64.0,), 128, ms=[1]))),
 ]
 
 

@@ -189,5 +189,5 @@ def test_bench_size_guard_states_the_need_and_the_limit():
     (1024, 1024, 32768, 2, 0.624e9),
 ])
 def test_bench_working_memory_estimate_is_not_below_a_measured_peak(n, k, m, paths, measured):
-    from workbench.cli.bench import working_bytes
-    assert measured <= working_bytes(n, k, m, paths) <= 1.6 * measured
+    from workbench.memory import bench_bytes
+    assert measured <= bench_bytes(n, k, m, paths) <= 1.6 * measured

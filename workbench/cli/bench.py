@@ -23,26 +23,20 @@ import sys
 
 from workbench.cli.inputs import float_in, int_in, m_list, output_file, shown
 from workbench.errors import InvalidInputError
-from workbench.memory import check_fits
+from workbench.limits import MAX_DIM
+from workbench.memory import bench_bytes, check_fits
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback"
-_DIM = int_in(1, 2**31 - 1)
+_DIM = int_in(1, MAX_DIM)
 ERROR_REFERENCES = {
     "rel_error": "unquantized weights (x @ W^T in float64)",
     "kernel_rel_error": "float64 reference of the quantized layer (w4a8_kernels.reference)",
 }
 
 
-def working_bytes(n: int, k: int, m: int, paths: int) -> int:
-    """About the peak memory of one bench run, from peak RSS over the idle process: 32 B
-    per weight element with 2 paths, 43 B with 6; per token row, the activation copies and
-    the output every path keeps (this estimate is 1.2-1.5x the measured token part)."""
-    return n * k * (28 + 3 * paths) + m * k * (6 + 2 * paths) + m * n * (4 + 4 * paths)
-
-
 def check_size(n: int, k: int, ms: list[int], paths: int) -> None:
     """Refuse a layer and token counts that would not fit, before anything is allocated."""
-    check_fits(working_bytes(n, k, max(ms), paths),
+    check_fits(bench_bytes(n, k, max(ms), paths),
                f"N = {n}, K = {k}, M up to {max(ms)} with {paths} path(s)",
                "use a smaller --m, --n or --k")
 

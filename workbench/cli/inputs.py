@@ -16,6 +16,7 @@ import sys
 from typing import Any, BinaryIO, Callable, Iterator
 
 from workbench.errors import InvalidInputError
+from workbench.limits import MAX_M
 
 MAX_ARG_BYTES = 1 << 20  # a JSON argument, inline or @file, and one --batch line
 MAX_JSON_DEPTH = 16  # the deepest real input (INC extra_config) nests 3 levels
@@ -327,9 +328,6 @@ def int_list(text: str, what: str, lo: int, hi: int, most: int = 64) -> list[int
         return [parse(p) for p in parts]
     except argparse.ArgumentTypeError as exc:
         raise InvalidInputError(f"{what}: {exc} (comma-separated)") from None
-
-
-MAX_M = 2**20  # tokens in one GEMM call: above any max_num_batched_tokens a server runs
 
 
 def m_list(text: str, what: str = "--m") -> list[int]:

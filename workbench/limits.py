@@ -1,0 +1,40 @@
+"""The bounds the core puts on sizes and counts, and the one check that applies them.
+
+Every public entry point that takes a size (a layer's N or K, a group size, a TP size, a
+token count M) calls `check_int`, so 0, negatives, booleans, floats, NaN and 10^100 are one
+named error that says the field and the accepted range, never a TypeError deep inside.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from workbench.errors import InvalidInputError
+
+MAX_DIM = 2**31 - 1  # a layer dimension (N, K): bench's --n / --k take the same
+MAX_M = 2**20  # tokens in one GEMM call: above any max_num_batched_tokens a server runs
+
+
+def shown(value: Any, limit: int = 60) -> str:
+    """`repr` of a caller's value cut to `limit` characters (a message stays one line)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
+
+def check_int(field: str, value: Any, lo: int, hi: int, *, also: tuple[int, ...] = ()) -> int:
+    """`value` if it is an int (not a bool) in [lo, hi] or in `also`; else a named error."""
+    if (isinstance(value, bool) or not isinstance(value, int)
+            or not (lo <= value <= hi or value in also)):
+        accepted = f"an integer from {lo} to {hi}" + "".join(f" or {a}" for a in also)
+        raise InvalidInputError(f"{field}: {shown(value)}; accepted: {accepted}")
+    return value
+
+
+def check_ms(ms: Any, field: str = "m") -> list[int]:
+    """Token counts: a non-empty sequence of integers from 1 to MAX_M."""
+    if isinstance(ms, (str, bytes)) or not hasattr(ms, "__iter__"):
+        raise InvalidInputError(f"{field}: {shown(ms)}; accepted: a list of integers from 1 to "
+                                f"{MAX_M}")
+    ms = list(ms)
+    if not ms:
+        raise InvalidInputError(f"{field}: empty; accepted: at least one integer from 1 to {MAX_M}")
+    return [check_int(f"{field}[{i}]", m, 1, MAX_M) for i, m in enumerate(ms)]
