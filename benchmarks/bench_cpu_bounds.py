@@ -113,7 +113,7 @@ def main() -> int:
     from bench_ggml import GgmlQ4Matmul, ggml_module  # noqa: PLC0415
     from w4a8_kernels import _native_lib  # noqa: PLC0415
     from w4a8_kernels.cpu_dense import dense, dense_choice, prepare_dense  # noqa: PLC0415
-    from w4a8_kernels.cpu_w4a8 import prepare_w4a8, rank_engines, w4a8_native  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a8 import LARGE_M, prepare_w4a8, rank_engines, w4a8_native  # noqa: PLC0415
     from w4a8_kernels.cpu_w4a16 import (  # noqa: PLC0415
         fallback_candidates, fallback_choice, prepare_w4a16, w4a16_fallback)
     from workbench.bench import host_provenance  # noqa: PLC0415
@@ -134,8 +134,9 @@ def main() -> int:
                             "threads": threads, "clock": CLOCK,
                             "c_variants": {v: (_native_lib.why_unavailable(v) or "built")
                                            for v in _native_lib.VARIANTS}})
-    prov["int8_engines_per_channel"] = [list(e) for e in rank_engines(False)]
-    prov["int8_engines_grouped"] = [list(e) for e in rank_engines(True)]
+    prov["int8_engines_ranked"] = {f"{kind}_m{m}": [list(e) for e in rank_engines(grouped, m)]
+                                   for kind, grouped in (("per_channel", False), ("g128", True))
+                                   for m in (4, 128)}
     ggml, ggml_why = ggml_module()
     prov["ggml"] = "ggml-python 0.0.45" if ggml else f"skipped: {ggml_why}"
     t_start = time.time()
@@ -151,7 +152,9 @@ def main() -> int:
 
     pc = prepare_w4a8(*pc_w, -1)
     g128 = prepare_w4a8(*g_w, 128)
-    prov["engines"] = {"per_channel": pc.engine.value, "g128": g128.engine.value}
+    prov["engines"] = {"per_channel": pc.engine.value, "g128": g128.engine.value,
+                       "from_M_large": {"per_channel": pc.engine_for(LARGE_M).value,
+                                        "g128": g128.engine_for(LARGE_M).value, "LARGE_M": LARGE_M}}
     w16 = prepare_w4a16(*g_w, 128)
     dn = prepare_dense(w_float)
     w8a8 = fbgemm_w8a8_dynamic(*pc_w)
@@ -224,6 +227,7 @@ def main() -> int:
             gm.close()
         best16 = min(t[f"w4a16_{name}"]["p50_ms"] for name in cands)
         row = {"timings": t, "w4a16_choice": fallback_choice(w16, m), "dense_choice": dense_choice(dn, m),
+               "w4a8_engines": {"per_channel": pc.engine_for(m).value, "g128": g128.engine_for(m).value},
                "g128_over_per_channel": t["w4a8_g128"]["p50_ms"] / t["w4a8_per_channel"]["p50_ms"],
                "per_channel_over_fbgemm_w8a8": t["w4a8_per_channel"]["p50_ms"] / t["fbgemm_w8a8_dynamic"]["p50_ms"],
                "w4a16_fallback_over_best": t["w4a16_fallback"]["p50_ms"] / best16,
@@ -235,7 +239,7 @@ def main() -> int:
         print(f"[M={m}] {({k: round(v['p50_ms'], 2) for k, v in t.items()})} ms; g128/pc "
               f"{row['g128_over_per_channel']:.2f}, pc/FBGEMM W8A8 {row['per_channel_over_fbgemm_w8a8']:.2f}, "
               f"W4A16 fallback/best {row['w4a16_fallback_over_best']:.2f} (ran {row['w4a16_choice']}), "
-              f"dense ran {row['dense_choice']}", flush=True)
+              f"dense ran {row['dense_choice']}, W4A8 ran {row['w4a8_engines']}", flush=True)
     result["seconds"] = round(time.time() - t_start, 1)
     prov["loadavg_1m_end"] = os.getloadavg()[0]
     out = Path(args.out)
