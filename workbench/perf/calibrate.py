@@ -183,7 +183,7 @@ def _tables_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-_FIT_VERSION = "6"  # bump when the fit changes: cached calibrations of older fits are ignored
+_FIT_VERSION = "7"  # bump when the fit changes: cached calibrations of older fits are ignored
 
 
 # The calibration of the committed results file, written by benchmarks/validate_perf.py:

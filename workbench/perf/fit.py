@@ -156,7 +156,7 @@ def fit_waves(pts: Sequence[Point], sms: int, peak_bw: float, groups: Sequence |
             score = float(np.sqrt(np.mean(held ** 2)))
             if best is None or score < best[0] - 1e-12:
                 rms = float(np.sqrt(np.mean(resid ** 2)))
-                lo, hi = np.percentile(held, [5, 95])
+                lo, hi = np.percentile(held, [3, 97])
                 best = (score, WaveFit(*(float(x) for x in theta), bw, occ, alpha, sms, len(pts), rms,
                                        float(lo), float(hi)))
     assert best is not None and math.isfinite(best[0])
