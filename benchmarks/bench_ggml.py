@@ -116,7 +116,7 @@ def main() -> int:
         row = {name: {**t[name], "rel_error_vs_float": errs[name]} for name in fns}
         row["ratios"] = {f"{name}_over_ggml": t[name]["p50_ms"] / t["ggml_q4_0"]["p50_ms"]
                          for name in ("w4a8_per_channel", "w4a8_g128")}
-        row["engines"] = {"w4a8_per_channel": pc.engine.value, "w4a8_g128": gp.engine.value}
+        row["engines"] = {"w4a8_per_channel": pc.engine_for(m).value, "w4a8_g128": gp.engine_for(m).value}
         result["m"][m] = row
         print(f"M={m}: ggml Q4_0 {t['ggml_q4_0']['p50_ms']:.3f} ms, ours per-channel "
               f"{t['w4a8_per_channel']['p50_ms']:.3f} ms ({row['ratios']['w4a8_per_channel_over_ggml']:.2f}x), "
