@@ -3,7 +3,7 @@
 The config is parsed with compressed-tensors' own pydantic models (what vLLM does),
 imported lazily because the library pulls transformers. Layers are found from tensor
 names (a prefix with `weight_packed` or `weight_scale`), matched to a config group the
-way vLLM 0.33.0 matches them (`find_matched_target`: the layer name exactly or by a
+way the pinned vLLM matches them (`find_matched_target`: the layer name exactly or by a
 `re:` pattern, then the module class name by substring, e.g. "Linear"), after the
 `ignore` list.
 
@@ -38,6 +38,7 @@ __all__ = ["CTGroup", "CTConfig", "parse_ct_config", "ct_layer_specs", "load_ct_
 
 # compressed-tensors' CompressionFormat values, from the dispatch rule set (one list).
 KNOWN_FORMATS = rules().FORMATS
+VLLM = f"vLLM {rules().VLLM_VERSION}"  # the notes name the rule set they were checked against
 # Formats whose layers the workbench loads (integer weights).
 READABLE_FORMATS = ("int-quantized", "naive-quantized", "pack-quantized")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
@@ -140,7 +141,7 @@ def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
             dump = scheme.model_dump(mode="json")
             groups.append(CTGroup(gname, targets, dump.get("weights"), dump.get("input_activations"),
                                   dump.get("output_activations"), dump.get("format")))
-            notes.append(f"config group {gname!r} is a preset reference; vLLM 0.33.0 reads each "
+            notes.append(f"config group {gname!r} is a preset reference; {VLLM} reads each "
                          "group's 'targets' and 'weights' directly and does not expand presets")
             continue
         if not isinstance(graw, dict):
@@ -160,7 +161,7 @@ def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
         if pat.startswith("re:"):
             compile_pattern(pat[3:], f"{where}.ignore")
     if qc.get("sparsity_config"):
-        notes.append("sparsity_config is set: vLLM 0.33.0 refuses it (sparsity support was removed)")
+        notes.append(f"sparsity_config is set: {VLLM} refuses it (sparsity support was removed)")
     return CTConfig(tuple(groups), tuple(ignore), global_format, tuple(notes))
 
 
@@ -308,7 +309,7 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
                                      "accepted for int weights: 1..8")
         notes = list(cfg.notes)
         if w.get("actorder") in ("group", "dynamic"):
-            notes.append(f"weights.actorder = {w['actorder']!r}: vLLM 0.33.0 raises ValueError "
+            notes.append(f"weights.actorder = {w['actorder']!r}: {VLLM} raises ValueError "
                          "(group/dynamic activation ordering is no longer supported)")
         main = tensors.get(f"{prefix}.weight_packed") or tensors.get(f"{prefix}.weight")
         reason = None

@@ -5,7 +5,7 @@ Layouts (4-bit; K = in_features, N = out_features, G = K / group_size):
   packed along K; `qzeros` int32 [G, N/8] packed along N; `scales` [G, N] (fp16 as the
   tools write it); `g_idx` int32 [K] (group of each input row). The classic format
   (`checkpoint_format: gptq`, and AutoRound's export) stores zero point - 1 in `qzeros`;
-  `gptq_v2` stores the zero point itself. vLLM 0.33.0 reads symmetric GPTQ only and then
+  `gptq_v2` stores the zero point itself. The pinned vLLM reads symmetric GPTQ only and then
   ignores `qzeros` (uint4b8: zero point 8), so a symmetric checkpoint whose `qzeros` say
   otherwise is refused rather than loaded as a layer vLLM would compute differently.
 - AWQ (AutoAWQ, AutoRound `auto_round:auto_awq`): `qweight` int32 [K, N/8] packed along N
@@ -38,6 +38,7 @@ __all__ = ["GPTQFamilyConfig", "parse_gptq_config", "parse_inc_config", "parse_a
 INC_SUPPORTED_BITS = rules().INC_SUPPORTED_BITS
 INC_PACKING_FORMATS = rules().INC_PACKING_FORMATS
 INC_BACKENDS = rules().INC_BACKENDS
+VLLM = f"vLLM {rules().VLLM_VERSION}"  # the notes name the rule set they were checked against
 GPTQ_CHECKPOINT_FORMATS = ("gptq", "gptq_v2")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
 _REGEX_CHARS = set(r"*+?^$()[]{}|\\")
@@ -122,15 +123,15 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
             raise UnknownFormatError(f"{where}.packing_format: {shown(packing_format)}; accepted: "
                                      f"{', '.join(INC_PACKING_FORMATS)}")
         # An older AutoRound name (e.g. auto_round:gptq): the tensors are still readable,
-        # but vLLM 0.33.0's INCConfig refuses the config.
-        notes.append(f"packing_format {shown(packing_format)}: vLLM 0.33.0 raises ValueError "
+        # but the pinned vLLM's INCConfig refuses the config.
+        notes.append(f"packing_format {shown(packing_format)}: {VLLM} raises ValueError "
                      f"(accepted: {', '.join(INC_PACKING_FORMATS)})")
     tensor_format = packing_format if packing_format in INC_PACKING_FORMATS else f"auto_round:auto_{legacy}"
     if backend not in INC_BACKENDS:
-        notes.append(f"backend {shown(backend)}: vLLM 0.33.0 raises ValueError (accepted: "
+        notes.append(f"backend {shown(backend)}: {VLLM} raises ValueError (accepted: "
                      f"{', '.join(INC_BACKENDS)})")
     if bits not in INC_SUPPORTED_BITS:
-        notes.append(f"bits {bits}: vLLM 0.33.0 raises ValueError (accepted: {INC_SUPPORTED_BITS})")
+        notes.append(f"bits {bits}: {VLLM} raises ValueError (accepted: {INC_SUPPORTED_BITS})")
     if data_type != "int":
         raise UnknownFormatError(f"{where}.data_type: {shown(data_type)}; the workbench reads INC "
                                  "integer weights ('int') only")
@@ -390,7 +391,7 @@ def load_gptq_layer(spec: LayerSpec, cfg: GPTQFamilyConfig,
         elif not spec.quant_config.get("desc_act"):
             raise TensorMismatchError(
                 f"layer {spec.name}: {names['g_idx']} reorders groups but desc_act is false; "
-                "vLLM 0.33.0 ignores g_idx and would compute a different layer")
+                f"{VLLM} ignores g_idx and would compute a different layer")
         elif int(g_idx.min()) < 0 or int(g_idx.max()) >= spec.n_groups:
             raise TensorMismatchError(f"layer {spec.name}: {names['g_idx']} holds groups outside "
                                       f"[0, {spec.n_groups - 1}]")
