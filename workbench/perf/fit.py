@@ -50,7 +50,7 @@ class WaveFit:
     sms: int
     n_points: int
     rms_log: float  # fit residual, root mean square of log(pred / measured)
-    # 5th and 95th percentiles of log(measured / pred) on held-out shapes (or, with fewer
+    # 3rd and 97th percentiles of log(measured / pred) on held-out shapes (or, with fewer
     # than three shapes, of the fit's residuals): the band's edges.
     err_lo: float = 0.0
     err_hi: float = 0.0
