@@ -303,6 +303,12 @@ CATALOG = [
      _error(["predict", "--n", "4096", "--k", "4096", "--m", "99999999999"], r"--m: '99999999999'; accepted: an integer from 1 to 1048576")),
     ("predict --m 1,", "exit 2: error: --m: '1,' has an empty entry (entry 2)",
      _error(["predict", "--n", "4096", "--k", "4096", "--m", "1,"], r"--m: '1,' has an empty entry \(entry 2\)")),
+    ("bench --paths w4a8_native,,int8_mm", "exit 2: error: --paths: ... has an empty entry (entry 2)",
+     _error(["bench", "--paths", "w4a8_native,,int8_mm", "--n", "32", "--k", "64", "--group", "32"], r"--paths: .* has an empty entry \(entry 2\)")),
+    ("predict --paths selected,", "exit 2: error: --paths: 'selected,' has an empty entry (entry 2)",
+     _error(["predict", "--n", "4096", "--k", "4096", "--paths", "selected,"], r"--paths: 'selected,' has an empty entry")),
+    ("predict --group 0", "exit 2: error: argument --group: '0'; accepted: an integer from 1 to 2147483647 or -1",
+     _error(["predict", "--n", "4096", "--k", "4096", "--group", "0"], r"--group: '0'; accepted: an integer from 1 to 2147483647 or -1")),
     ("trace --batch FILE | head -1", "ok: exit 0, nothing on stderr (no BrokenPipeError)", _closed_pipe),
 ]
 

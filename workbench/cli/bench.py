@@ -21,7 +21,7 @@ import json
 import os
 import sys
 
-from workbench.cli.inputs import float_in, int_in, m_list, output_file, shown
+from workbench.cli.inputs import float_in, int_in, m_list, name_list, output_file, shown
 from workbench.errors import InvalidInputError
 from workbench.limits import MAX_DIM
 from workbench.memory import bench_bytes, check_fits
@@ -119,11 +119,7 @@ def run(args) -> int:
             ok, why = path.probe()
             print(f"{name:22s} {'yes' if ok else 'no ':3s} {path.summary}" + (f"  [{why}]" if why else ""))
         return 0
-    paths = list(dict.fromkeys(p.strip() for p in args.paths.split(",") if p.strip()))
-    unknown = [p for p in paths if p not in PATHS]
-    if unknown or not paths:
-        given = ", ".join(unknown)[:80] if unknown else "(none given)"
-        raise InvalidInputError(f"--paths: unknown {given}; known: {', '.join(PATHS)}")
+    paths = name_list(args.paths, "--paths", PATHS)
     args.path_names, args.ms = paths, m_list(args.m)
     if args.out is not None:
         output_file(args.out, "--out", (".json", ".csv"))  # checked before the minutes of timing

@@ -333,3 +333,20 @@ def int_list(text: str, what: str, lo: int, hi: int, most: int = 64) -> list[int
 def m_list(text: str, what: str = "--m") -> list[int]:
     """Token counts M, as every command reads them: 1 to MAX_M each, no empty entry."""
     return int_list(text, what, 1, MAX_M)
+
+
+def name_list(text: str, what: str, known: Any) -> list[str]:
+    """Comma-separated names from `known`, each once, in the given order; an empty entry or
+    an unknown name is refused (quoted, the message cut to one line)."""
+    parts = [p.strip() for p in text.split(",")] if len(text) <= MAX_NAME_CHARS * 16 else None
+    if parts is None or not any(parts):
+        raise InvalidInputError(f"{what}: {'empty' if parts is not None else 'too long'}; "
+                                f"accepted: comma-separated names from {', '.join(known)}")
+    if not all(parts):
+        raise InvalidInputError(f"{what}: {shown(text, 40)} has an empty entry (entry "
+                                f"{parts.index('') + 1}); accepted: comma-separated names")
+    unknown = [p for p in parts if p not in known]
+    if unknown:
+        raise InvalidInputError(f"{what}: unknown {', '.join(unknown)[:80]}; known: "
+                                f"{', '.join(known)}")
+    return list(dict.fromkeys(parts))

@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from workbench.cli.inputs import int_in, m_list
-from workbench.errors import InvalidInputError
+from workbench.cli.inputs import int_in, m_list, name_list
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected"
 
@@ -21,7 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, or 'host'")
     p.add_argument("--n", type=int_in(1, 2**31 - 1), required=True, help="output features (N)")
     p.add_argument("--k", type=int_in(1, 2**31 - 1), required=True, help="input features (K)")
-    p.add_argument("--group", type=int, default=128, help="group size, -1 per-channel (default 128)")
+    p.add_argument("--group", type=int_in(1, 2**31 - 1, also=(-1,)), default=128,
+                   help="group size, -1 per-channel (default 128)")
     p.add_argument("--m", default="1,16,256", help="token counts, comma-separated")
     p.add_argument("--paths", default=_DEFAULT_PATHS,
                    help=f"comma-separated, from: {', '.join(__import__('workbench.perf.predict', fromlist=['PATHS']).PATHS)}")
@@ -31,11 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.perf import predict
+    from workbench.perf.predict import PATHS as predict_paths
 
     ms = m_list(args.m)
-    paths = [s.strip() for s in args.paths.split(",") if s.strip()]
-    if not paths:
-        raise InvalidInputError("--paths is empty; accepted: comma-separated path names")
+    paths = name_list(args.paths, "--paths", predict_paths)
     preds = [predict(args.platform, path, m, args.n, args.k, args.group) for path in paths for m in ms]
     if args.json:
         for pr in preds:
