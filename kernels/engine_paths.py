@@ -1,4 +1,4 @@
-"""Engine-faithful paths: what vLLM 0.33.0 runs for a W4A8 layer, reproduced on this CPU.
+"""Engine-faithful paths: what the pinned vLLM runs for a W4A8 layer, reproduced on this CPU.
 
 - `vllm_dynamic4bit`: `Dynamic4bitLinearKernel` (CPU, every arch), the kernel vLLM
   selects for `CompressedTensorsW4A8Int` on x86. It packs the int8 weight + 8 two

@@ -1,4 +1,4 @@
-"""Config semantics of each format, and checkpoints traced as vLLM 0.33.0 resolves them."""
+"""Config semantics of each format, and checkpoints traced as the pinned vLLM resolves them."""
 from __future__ import annotations
 
 import pytest
@@ -143,7 +143,7 @@ def test_ignore_list_removes_layers(tools, tmp_path):
     assert [n.split(".")[-1] for n in open_checkpoint(path).layer_names()] == ["down_proj", "gate_proj", "up_proj"]
 
 
-# -- traces: the checkpoint resolves as vLLM 0.33.0 resolves it -------------------------
+# -- traces: the checkpoint resolves as the pinned vLLM resolves it ----------------------
 
 @pytest.mark.parametrize("sample,platform,scheme,kernel", [
     ("ct-w4a8-int-g128", "x86-avx512", "CompressedTensorsW4A8Int", "Dynamic4bitLinearKernel"),

@@ -1,6 +1,8 @@
 """Docs versus code page: the documented table beside the computed one, each disagreement traced."""
 from __future__ import annotations
 
+from workbench.dispatch.versions import DEFAULT_VERSION
+
 
 def test_matrix_and_disagreements(ui):
     from workbench.dispatch.docs_matrix import compute_matrix
@@ -18,7 +20,7 @@ def test_matrix_and_disagreements(ui):
     row = table.set_index("implementation").loc["llm-compressor INT8 (W4A8)"]
     assert row["x86 CPU"] == "NO / YES ≠"
     # the only red boxes are vLLM's own outcomes inside disagreement traces (GPTQ on Volta)
-    assert all(e.startswith("No kernel: vLLM 0.33.0 raises") for e in ui.errors(at))
+    assert all(e.startswith(f"No kernel: vLLM {DEFAULT_VERSION} raises") for e in ui.errors(at))
 
 
 def test_env_knobs_reach_the_matrix(ui):

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from workbench.dispatch.versions import DEFAULT_VERSION
+
 sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,7 +297,7 @@ def test_browser_walkthrough(server, ui, tmp_path):
             side = page.locator('[data-testid="stSidebar"]').inner_text()
             assert "link parameter platform='bogus' ignored" in side and "link parameter pf=" in side
             main = page.locator('[data-testid="stMain"]')
-            assert "vLLM 0.33.0 selects" in main.inner_text()
+            assert f"vLLM {DEFAULT_VERSION} selects" in main.inner_text()
             _no_traceback(page, "a bad link")
             _shot(page, "01-landing-trace")
             _screen(page, "01-trace-landing")

@@ -8,7 +8,7 @@ Paths (as `python -m workbench predict --paths` names them):
 - `bf16_dense`: the dense bf16 GEMM (cuBLAS `x @ w.t()` on NVIDIA GPUs).
 - `int8_mm`: int8 x int8 on pre-quantized inputs (cuBLAS `torch._int_mm`).
 - `quantizer`, `w4a8_prequant`: the per-token int8 quantizer alone, W4A8 on quantized input.
-- `selected`: what vLLM 0.33.0 selects for a W4A8 layer of this shape there, costed by what
+- `selected`: what the pinned vLLM selects for a W4A8 layer of this shape there, costed by what
   that kernel runs (the trace's structured runtime value).
 
 Basis: "measured" (calibrated on this part's own results, or this machine's live bench),
