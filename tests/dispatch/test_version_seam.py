@@ -1,0 +1,47 @@
+"""The version seam: a vLLM version is named only by its rule-set package, the registry, the
+docs and recorded data; everything else reads it (`rules().VLLM_VERSION`, DEFAULT_VERSION)."""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from workbench.dispatch.versions import RULE_SETS
+
+ROOT = Path(__file__).resolve().parents[2]
+# Where a version may be written out: its package, the registry, the docs, recorded data.
+ALLOWED = ("workbench/dispatch/vllm_", "workbench/dispatch/versions.py", "README.md", "docs/",
+           "notebooks/README.md", "tests/fixtures/", "benchmarks/results/",
+           "tests/dispatch/test_version_seam.py")
+SOURCES = (".py", ".ipynb", ".toml", ".cfg", ".c", ".h", ".sh", ".yml", ".yaml", ".txt")
+
+
+def _literal() -> re.Pattern:
+    """Each version as written ("0.33.0") and as its package spells it ("0_33")."""
+    versions = [r"(?<![\d.])" + re.escape(v) + r"(?!\d)" for v in RULE_SETS]
+    packages = [re.escape(p.rsplit(".", 1)[1].removeprefix("vllm_")) for p in RULE_SETS.values()]
+    return re.compile("|".join(versions + packages))
+
+
+@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
+                    reason="needs the git checkout to list tracked files")
+def test_no_version_literal_outside_the_seam():
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True,
+                           check=True).stdout.splitlines()
+    pattern, found = _literal(), []
+    for name in files:
+        if name.startswith(ALLOWED) or not name.endswith(SOURCES) or not (ROOT / name).is_file():
+            continue
+        for i, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1):
+            if pattern.search(line) and not _package_entry(name, line):
+                found.append(f"{name}:{i}: {line.strip()[:100]}")
+    assert not found, "the vLLM version written out of the seam:\n" + "\n".join(found)
+
+
+def _package_entry(name: str, line: str) -> bool:
+    """pyproject.toml lists each rule-set package by name: that is the package, not a copy."""
+    return name == "pyproject.toml" and all(f'"{p}"' in line or p not in line
+                                            for p in RULE_SETS.values())
