@@ -34,7 +34,7 @@ from w4a8_kernels.reference import w4a8_reference, w4a16_reference
 from w4a8_kernels.registry import Int4Weight, KernelPath
 from workbench.errors import InvalidInputError, KernelError
 from workbench.execution import execution_path
-from workbench.limits import MAX_M, check_int, check_ms, shown
+from workbench.limits import MAX_M, check_int, check_ms, check_positive, shown
 from workbench.memory import bench_bytes, check_fits
 from workbench.metrics import compare
 
@@ -248,6 +248,7 @@ def bench_weight(
     ms = check_ms(ms)  # M = 0 would time an empty GEMM and leave its errors None
     warmup, repeats = check_int("warmup", warmup, 0, 100), check_int("repeats", repeats, 1, 1000)
     check_int("error_rows", error_rows, 1, MAX_M)
+    check_positive("max_call_s", max_call_s, 3600), check_positive("slow_call_s", slow_call_s, 3600)
     held = sum(t.numel() * t.element_size() for t in (weight.w_q, weight.scales, weight.zeros,
                                                        weight.bias, w_float) if t is not None)
     check_fits(bench_bytes(weight.n, weight.k, max(ms), len(paths)) - held,  # what is still to come

@@ -6,6 +6,7 @@ named error that says the field and the accepted range, never a TypeError deep i
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from workbench.errors import InvalidInputError
@@ -26,6 +27,15 @@ def check_int(field: str, value: Any, lo: int, hi: int, *, also: tuple[int, ...]
             or not (lo <= value <= hi or value in also)):
         accepted = f"an integer from {lo} to {hi}" + "".join(f" or {a}" for a in also)
         raise InvalidInputError(f"{field}: {shown(value)}; accepted: {accepted}")
+    return value
+
+
+def check_positive(field: str, value: Any, hi: float = math.inf) -> float:
+    """`value` if it is a real number (not a bool) above 0 and finite, at most `hi`."""
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or not 0 < value <= hi or not math.isfinite(value)):
+        bound = "a finite number above 0" + ("" if hi == math.inf else f" and at most {hi:g}")
+        raise InvalidInputError(f"{field}: {shown(value)}; accepted: {bound}")
     return value
 
 

@@ -11,14 +11,13 @@ The result is returned in the project convention: signed int4 without zeros, uns
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 from workbench.errors import InvalidInputError
 from workbench.layer import CheckpointFormat, Provenance, QuantizedLayer, WeightPacking, dtype_name
-from workbench.limits import MAX_DIM, check_int, shown
+from workbench.limits import MAX_DIM, check_int, check_positive, shown
 from workbench.memory import check_fits
 
 __all__ = ["quantize_rtn", "quant_args", "SyntheticSpec", "synthetic_weight", "synthetic_layer",
@@ -174,10 +173,7 @@ class SyntheticSpec:
                 raise InvalidInputError(f"{f}: {shown(v)}; accepted: {', '.join(names)}")
         check_int("outlier_channels", self.outlier_channels, 0, self.in_features)
         check_int("seed", self.seed, 0, 2**63 - 1)
-        for f in ("std", "outlier_scale"):
-            v = getattr(self, f)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < math.inf:
-                raise InvalidInputError(f"{f}: {shown(v)}; accepted: a finite number above 0")
+        check_positive("std", self.std), check_positive("outlier_scale", self.outlier_scale)
         n, k = self.out_features, self.in_features
         check_fits(n * k * BYTES_PER_ELEMENT, f"a synthetic {n} x {k} layer",
                    "use smaller out_features / in_features")
