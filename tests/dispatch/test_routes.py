@@ -222,3 +222,17 @@ def test_an_awq_checkpoint_layer_traces_through_the_cli_form(tmp_path):
     assert (t.method, t.selected) == ("AutoAWQMarlinLinearMethod", "MarlinLinearKernel")
     assert t.runtime_detail.activation == "fp16"
     assert trace_checkpoint_layer(tmp_path, name, "x86-avx512").selected == "CPUWNA16LinearKernel"
+
+
+def test_gptq_dynamic_overrides_apply_as_override_config_does():
+    # override_config (utils/gptq_utils.py:55-82): a value of another type is ignored, and a
+    # layer without a name is never overridden (get_linear_quant_method: `if prefix:`).
+    rule = {"+:.*down_proj": {"bits": "8", "group_size": 64}}
+    t = trace_gptq({**GPTQ, "dynamic": rule}, "sm80-a100")
+    assert t.error is None and (str(t.mp_config.weight_type), t.mp_config.group_size) == (
+        "uint4b8", 64)
+    bad = {"+:.*": {"bits": 3}}
+    assert trace_gptq({**GPTQ, "dynamic": bad}, "sm80-a100").error == (
+        "Unsupported quantization config: bits=3, sym=True")
+    nameless = trace_gptq({**GPTQ, "dynamic": bad, "layer_name": ""}, "sm80-a100")
+    assert nameless.error is None and str(nameless.mp_config.weight_type) == "uint4b8"

@@ -186,30 +186,19 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
     default for `bits`, `group_size`, `desc_act` or `sym` (see `gptq_from_config`).
     `gate=False` skips the VllmConfig gate (traced on its own at the config-gate level).
     """
-    where = "gptq"
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    layer = Layer.from_json(data, where)
-    qc = quant_config(data, where)
+    layer, qc = _layer_case(data, "gptq")
     t = Trace(level="gptq")
     try:
-        bits, group, desc_act, sym, dynamic = gptq_from_config(qc, where)
+        bits, group, desc_act, sym, dynamic = gptq_from_config(qc, "gptq")
         if gate:
             config_gate(quantization, p, layer.params_dtype)
         # get_linear_quant_method (utils/gptq_utils.py:172-201).
         blocks = _flatten(get_from_keys(qc, ["modules_in_block_to_quantize"], None) or [])
         name = layer.layer_name
         if _dynamic(dynamic, name) is False or (blocks and not any(b in name for b in blocks)):
-            t.selected = t.scheme = t.method = "UnquantizedLinearMethod"
-            t.runtime_detail = unquantized_runtime(layer)
-            return t
-        bits, group, desc_act, sym = (_dynamic(dynamic, name, "bits", bits),
-                                      _dynamic(dynamic, name, "group_size", group),
-                                      _dynamic(dynamic, name, "desc_act", desc_act),
-                                      _dynamic(dynamic, name, "sym", sym))
-        if (bits, sym) not in GPTQ_TYPES:  # override_config
-            raise VllmError("ValueError",
-                            f"Unsupported quantization config: bits={bits}, sym={sym}")
+            return _unquantized(t, layer)
+        if name:  # override_config runs for a named layer only (utils/gptq_utils.py:193-195)
+            bits, group, sym = _override_config(dynamic, name, bits, group, sym)
         gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
     except VllmError as exc:
         t.error, t.error_type = exc.message, exc.error_type
@@ -230,9 +219,26 @@ def gptq_from_config(qc: dict, where: str = "gptq") -> tuple:
         raise InvalidInputError(f"{where}.dynamic: expected a JSON object of rules, got "
                                 f"{dynamic!r}")
     _desc_act(desc_act, group, dynamic)
+    _gptq_type(bits, sym)
+    return bits, group, desc_act, sym, dynamic
+
+
+def _gptq_type(bits: Any, sym: Any) -> None:
+    """`AutoGPTQConfig.TYPE_MAP`'s check, in `__init__` and `override_config`
+    (auto_gptq.py:151-154, utils/gptq_utils.py:76-80)."""
     if (bits, sym) not in GPTQ_TYPES:
         raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
-    return bits, group, desc_act, sym, dynamic
+
+
+def _override_config(dynamic: dict, name: str, bits: int, group: int, sym: bool) -> tuple:
+    """`override_config` (utils/gptq_utils.py:55-82): a dynamic rule's value replaces the
+    base one only when it has the base's type (int, bool); desc_act is settled already."""
+    new = [_dynamic(dynamic, name, key, base) for key, base in
+           (("bits", bits), ("group_size", group), ("sym", sym))]
+    bits, group = (n if isinstance(n, int) else b for n, b in zip(new[:2], (bits, group)))
+    sym = new[2] if isinstance(new[2], bool) else sym
+    _gptq_type(bits, sym)
+    return bits, group, sym
 
 
 def awq_from_config(qc: dict, where: str = "awq") -> tuple:
@@ -283,6 +289,20 @@ def _flatten(items: Any) -> list:
     for item in items if isinstance(items, list) else [items]:
         out.extend(_flatten(item) if isinstance(item, list) else [item])
     return out
+
+
+def _layer_case(data: Any, where: str) -> tuple[Layer, dict]:
+    """A GPTQ / AWQ layer input: its shapes, and the quantization config it carries."""
+    if not isinstance(data, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
+    return Layer.from_json(data, where), quant_config(data, where)
+
+
+def _unquantized(t: Trace, layer: Layer) -> Trace:
+    """A layer the checkpoint leaves unquantized: `UnquantizedLinearMethod`."""
+    t.selected = t.scheme = t.method = "UnquantizedLinearMethod"
+    t.runtime_detail = unquantized_runtime(layer)
+    return t
 
 
 def unquantized_runtime(layer: Layer) -> Runtime:
@@ -341,22 +361,16 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
     `modules_to_not_convert`); the short form puts them on the layer. Neither form has a
     default for the bits, the group size or `zero_point` (see `awq_from_config`).
     """
-    where = "awq"
-    if not isinstance(data, dict):
-        raise InvalidInputError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    layer = Layer.from_json(data, where)
-    qc = quant_config(data, where)
+    layer, qc = _layer_case(data, "awq")
     t = Trace(level="awq")
     try:
-        bits, group, zero_point, skip = awq_from_config(qc, where)
+        bits, group, zero_point, skip = awq_from_config(qc, "awq")
         if gate:  # off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286)
             config_gate(quantization or ("awq" if p.is_cpu() else "auto_awq"), p,
                         layer.params_dtype)
         # get_quant_method (auto_awq.py:288-335); is_layer_skipped matches by substring.
         if any(m in layer.layer_name for m in skip):
-            t.selected = t.scheme = t.method = "UnquantizedLinearMethod"
-            t.runtime_detail = unquantized_runtime(layer)
-            return t
+            return _unquantized(t, layer)
         if p.is_cpu() or p.is_xpu():  # auto_awq.py:307-308
             awq_marlin_linear(group, zero_point, layer, p, env, t, input_dtype=None)
             return t
