@@ -26,6 +26,7 @@ from w4a8_kernels.quant import quantize_per_token_int8
 from w4a8_kernels.registry import PATHS, Int4Weight, KernelPath, get_path
 from workbench.dispatch.runtime_text import describe_runtime
 from workbench.dispatch.types import Runtime
+from workbench.dispatch.versions import rules
 from workbench.errors import InvalidInputError
 
 __all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "execution_path",
@@ -96,7 +97,8 @@ def plan_from_trace(trace: Any) -> ExecutionPlan:
 
 # --------------------------------------------------------------------------- Marlin W4A8-INT8
 
-_INT16_LEVELS = 4096  # marlin_act_int8_process_scales: scales become multiples of max / 4096
+# marlin_act_int8_process_scales: the group scales become multiples of max / this.
+_INT16_LEVELS = rules().MARLIN_INT8_SCALE_LEVELS
 
 
 def marlin_int8_scales(scales: torch.Tensor, dtype: torch.dtype = torch.bfloat16

@@ -29,6 +29,9 @@ PACKINGS = (CT_PACKING, "gptq", "awq")
 # The workbench paths that compute each kind of layer on a CPU (w4a8_kernels.registry names).
 W4A16_PATH, W4A8_PATH = "w4a16_fallback", "w4a8_native"
 MARLIN_INT8_PATH = "marlin_w4a8_int8"  # composed in workbench.execution
+# marlin_act_int8_process_scales (utils/marlin_utils.py:544-548): with int8 activations the
+# group scales become int16 multiples of max(s) / this (the path above computes with it).
+MARLIN_INT8_SCALE_LEVELS = 4096
 KERNELS_DIR = "model_executor/kernels/linear/mixed_precision/"
 MARLIN_UTILS = "model_executor/layers/quantization/utils/marlin_utils.py"
 

@@ -2,7 +2,7 @@
 
 Everything outside the version package reads 0.33-pinned facts from here: the candidate lists,
 backend names, INC's accepted values and token threshold, the compressed-tensors formats, and
-the partition multiples each kernel (or INC method) checks.
+the partition multiples each kernel (or INC method) checks, Marlin's int8 scale levels.
 """
 from workbench.dispatch.vllm_0_33 import VLLM_VERSION
 from workbench.dispatch.vllm_0_33.compressed_tensors import (ACT_QUANT_FORMATS, FORMATS,
@@ -11,7 +11,8 @@ from workbench.dispatch.vllm_0_33.compressed_tensors import (ACT_QUANT_FORMATS, 
 from workbench.dispatch.vllm_0_33.inc import (DIM_ALIGNMENT, INC_BACKENDS, INC_PACKING_FORMATS,
                                               INC_SUPPORTED_BITS, MIN_TOKENS_FOR_INT8)
 from workbench.dispatch.vllm_0_33.load import trace_config_gate, trace_quant_layer
-from workbench.dispatch.vllm_0_33.mp_kernels import ALL_KERNELS, KERNELS_BY_NAME, marlin_padded_nk
+from workbench.dispatch.vllm_0_33.mp_kernels import (ALL_KERNELS, KERNELS_BY_NAME,
+                                                     MARLIN_INT8_SCALE_LEVELS, marlin_padded_nk)
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
 from workbench.dispatch.vllm_0_33.selector import (ERROR_HEADER, LINEAR_BACKENDS,
                                                    POSSIBLE_KERNELS, choose_mp_linear_kernel)
@@ -29,4 +30,4 @@ __all__ = ["VLLM_VERSION", "SchemeError", "SchemeInput", "trace_compressed_tenso
            "choose_mp_linear_kernel", "ACT_QUANT_FORMATS", "FORMATS", "INC_BACKENDS",
            "INC_PACKING_FORMATS", "INC_SUPPORTED_BITS", "MIN_TOKENS_FOR_INT8", "DIM_ALIGNMENT",
            "ERROR_HEADER", "LINEAR_BACKENDS", "POSSIBLE_KERNELS", "SHAPE_MULTIPLES",
-           "ALL_KERNELS", "KERNELS_BY_NAME", "marlin_padded_nk"]
+           "ALL_KERNELS", "KERNELS_BY_NAME", "marlin_padded_nk", "MARLIN_INT8_SCALE_LEVELS"]
