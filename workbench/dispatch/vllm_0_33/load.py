@@ -64,7 +64,9 @@ def resolve_quantization(qc: dict, p: Platform) -> str:
 
 def trace_config_gate(data: Any, p: Platform) -> Trace:
     """Input: `quantization_config` (the checkpoint's, with `quant_method`) and `dtype` (the
-    model dtype); `quantization` may name the method instead. The trace holds vLLM's error."""
+    model dtype, resolved as ModelConfig resolves it; bfloat16 when absent is the workbench's
+    stand-in, not a vLLM default); `quantization` may name the method instead. The trace holds
+    vLLM's error."""
     if not isinstance(data, dict):
         raise InvalidInputError(f"config-gate: expected a JSON object, got {type(data).__name__}")
     qc = data.get("quantization_config", {})
