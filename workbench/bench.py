@@ -68,6 +68,10 @@ def _quantile(sorted_ms: list[float], q: float) -> float:
 
 
 def summarize(samples_s: Sequence[float], cpu_samples_s: Sequence[float] | None = None) -> Timing:
+    if not samples_s or not all(isinstance(s, (int, float)) and math.isfinite(s) and s >= 0
+                                for s in samples_s):
+        raise InvalidInputError(f"samples: {shown(samples_s)}; accepted: at least one finite "
+                                "duration >= 0 in seconds")
     ms = sorted(s * 1e3 for s in samples_s)
     cpu = statistics.median(c * 1e3 for c in cpu_samples_s) if cpu_samples_s else None
     return Timing(statistics.median(ms), _quantile(ms, 0.2), _quantile(ms, 0.8), ms[0], ms[-1],
@@ -81,6 +85,7 @@ def _sync(device: str) -> None:
 
 def time_fn(fn: Callable[[], Any], *, warmup: int = 2, repeats: int = 7, device: str = "cpu") -> Timing:
     """Warm up, then time `repeats` calls (synchronizing a GPU before reading the clock)."""
+    warmup, repeats = check_int("warmup", warmup, 0, 100), check_int("repeats", repeats, 1, 1000)
     for _ in range(warmup):
         fn()
     _sync(device)

@@ -31,9 +31,24 @@ _DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torc
 
 
 def _torch_dtype(name: str, field: str) -> torch.dtype:
-    if name not in _DTYPES:
-        raise InvalidInputError(f"{field}: {name!r}; accepted: {', '.join(_DTYPES)}")
+    if not isinstance(name, str) or name not in _DTYPES:
+        raise InvalidInputError(f"{field}: {shown(name)}; accepted: {', '.join(_DTYPES)}")
     return _DTYPES[name]
+
+
+def _check_group(group_size, k: int) -> int:
+    """The group length along K: -1 (one group per channel) or a positive divisor of K."""
+    g = group_size
+    if isinstance(g, bool) or not isinstance(g, int) or g == 0 or g < -1 or (g > 0 and k % g):
+        raise InvalidInputError(f"group_size: {shown(g)} does not divide in_features = {k}; "
+                                "accepted: -1 (per channel) or a positive divisor of K")
+    return k if g == -1 else g
+
+
+def _check_bool(field: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidInputError(f"{field}: {shown(value)}; accepted: True or False")
+    return value
 
 
 def quantize_rtn(
@@ -51,13 +66,19 @@ def quantize_rtn(
     """
     if not isinstance(weight, torch.Tensor) or weight.dim() != 2 or not weight.is_floating_point():
         raise InvalidInputError("weight: expected a 2-D floating tensor [N, K]")
-    if num_bits != 4:
-        raise InvalidInputError(f"num_bits: {num_bits}; accepted: 4")
+    if weight.numel() == 0 or weight.is_meta:
+        raise InvalidInputError(f"weight: {'a meta tensor' if weight.is_meta else 'empty'} "
+                                f"{list(weight.shape)}; accepted: a [N, K] tensor with data, N, K >= 1")
+    if isinstance(num_bits, bool) or num_bits != 4 or not isinstance(num_bits, int):
+        raise InvalidInputError(f"num_bits: {shown(num_bits)}; accepted: 4")
+    symmetric = _check_bool("symmetric", symmetric)
+    if scale_dtype not in _DTYPES.values():
+        raise InvalidInputError(f"scale_dtype: {shown(scale_dtype)}; accepted: torch.bfloat16, "
+                                "torch.float16, torch.float32")
     n, k = weight.shape
-    g = k if group_size == -1 else group_size
-    if not isinstance(g, int) or g <= 0 or k % g:
-        raise InvalidInputError(f"group_size: {group_size} does not divide in_features = {k}; "
-                                "accepted: -1 (per channel) or a positive divisor of K")
+    g = _check_group(group_size, k)
+    if not torch.isfinite(weight).all():  # a NaN or Inf has no scale: every group it is in is lost
+        raise InvalidInputError("weight: holds NaN or Inf; accepted: finite values")
     w = weight.to(torch.float32).reshape(n, k // g, g)
     lo = torch.clamp(w.amin(dim=-1), max=0.0)
     hi = torch.clamp(w.amax(dim=-1), min=0.0)
@@ -73,6 +94,10 @@ def quantize_rtn(
     if zp is not None:
         zp = torch.round(zp.nan_to_num(0.0))  # 0/0 of an all-zero group: zp 0 like CT's clamp
     stored = scale.to(scale_dtype)
+    if not torch.isfinite(stored).all():
+        raise InvalidInputError(f"weight: a group's scale ({scale.max().item():.3g}) overflows "
+                                f"{str(scale_dtype).removeprefix('torch.')}; accepted: weights "
+                                "whose scales the scale dtype can hold")
     v = w / stored.to(torch.float32).unsqueeze(-1)
     if zp is not None:
         v = v + zp.unsqueeze(-1)
@@ -86,8 +111,13 @@ def quantize_rtn(
 
 def quant_args(scheme: str, *, group_size: int = 128, symmetric: bool = True) -> tuple[dict, dict | None]:
     """compressed-tensors QuantizationArgs dicts (weights, input) for a named scheme."""
-    if scheme not in SCHEMES:
-        raise InvalidInputError(f"scheme: {scheme!r}; accepted: {', '.join(SCHEMES)}")
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
+        raise InvalidInputError(f"scheme: {shown(scheme)}; accepted: {', '.join(SCHEMES)}")
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or not (
+            group_size == -1 or group_size > 0):
+        raise InvalidInputError(f"group_size: {shown(group_size)}; accepted: -1 (per channel) or "
+                                "a positive integer")
+    _check_bool("symmetric", symmetric)
     weights = {
         "num_bits": 4, "type": "int", "symmetric": symmetric,
         "strategy": "channel" if group_size == -1 else "group",
@@ -126,6 +156,8 @@ def layer_from_weight(
     notes: tuple[str, ...] = (),
 ) -> QuantizedLayer:
     """Quantize a float [N, K] weight with RTN into a QuantizedLayer (int8 packing)."""
+    if not isinstance(name, str) or not name:
+        raise InvalidInputError(f"name: {shown(name)}; accepted: a non-empty string")
     dt = _torch_dtype(params_dtype, "params_dtype")
     weights_args, input_args = quant_args(scheme, group_size=group_size, symmetric=symmetric)
     w_q, scales, zeros = quantize_rtn(weight, group_size=group_size, symmetric=symmetric, scale_dtype=dt)
@@ -159,13 +191,8 @@ class SyntheticSpec:
     def __post_init__(self) -> None:
         for f in ("out_features", "in_features"):
             check_int(f, getattr(self, f), 1, MAX_DIM)
-        g = self.group_size
-        if isinstance(g, bool) or not isinstance(g, int) or (
-                g != -1 and (g <= 0 or self.in_features % g)):
-            raise InvalidInputError(f"group_size: {g!r} does not divide in_features = "
-                                    f"{self.in_features}; accepted: -1 or a positive divisor of K")
-        if not isinstance(self.symmetric, bool):
-            raise InvalidInputError(f"symmetric: {self.symmetric!r}; accepted: True or False")
+        _check_group(self.group_size, self.in_features)
+        _check_bool("symmetric", self.symmetric)
         for f, names in (("distribution", DISTRIBUTIONS), ("scheme", SCHEMES),
                          ("params_dtype", tuple(_DTYPES))):
             v = getattr(self, f)

@@ -5,13 +5,14 @@ from __future__ import annotations
 import time
 
 import pytest
+import torch
 
 from workbench import alignment, models, sweeps
-from workbench.bench import bench_layer_weight, synthetic_bench_layer
+from workbench.bench import bench_layer_weight, summarize, synthetic_bench_layer, time_fn
 from workbench.dispatch.types import MPConfig
 from workbench.errors import InvalidInputError, UnknownPresetError
 from workbench.platforms import platform_from_json
-from workbench.synthetic import SyntheticSpec, synthetic_layer
+from workbench.synthetic import SyntheticSpec, layer_from_weight, quant_args, quantize_rtn, synthetic_layer
 
 SURFACE = "core"
 
@@ -54,8 +55,34 @@ CATALOG = [
      _raises(r"in_features: 1000.*accepted: an integer from 1 to 2147483647", _spec(in_features=10**100))),
     ("SyntheticSpec(in_features=64.0)", "InvalidInputError: in_features: 64.0; accepted: an integer",
      _raises(r"in_features: 64.0; accepted: an integer", _spec(in_features=64.0, group_size=-1))),
-    ("SyntheticSpec(group_size=True)", "InvalidInputError: group_size: True ...; accepted: -1 or a positive divisor of K",
-     _raises(r"group_size: True .*accepted: -1 or a positive divisor", _spec(group_size=True))),
+    ("SyntheticSpec(group_size=True)", "InvalidInputError: group_size: True does not divide in_features = 4096; accepted: -1 (per channel) or a positive divisor of K",
+     _raises(r"group_size: True does not divide .*accepted: -1 \(per channel\) or a positive divisor", _spec(group_size=True))),
+    ("quantize_rtn(w, group_size=True)", "InvalidInputError: group_size: True ... (was group 1)",
+     _raises(r"group_size: True does not divide", lambda: quantize_rtn(torch.randn(8, 64), group_size=True))),
+    ("quantize_rtn(w, num_bits=4.0)", "InvalidInputError: num_bits: 4.0; accepted: 4 (was a TypeError)",
+     _raises(r"num_bits: 4.0; accepted: 4", lambda: quantize_rtn(torch.randn(8, 64), num_bits=4.0, group_size=32))),
+    ("quantize_rtn(NaN weight)", "InvalidInputError: weight: holds NaN or Inf; accepted: finite values (was NaN scales)",
+     _raises(r"weight: holds NaN or Inf", lambda: quantize_rtn(torch.full((8, 64), float("nan")), group_size=32))),
+    ("quantize_rtn(1e30 weight, scale_dtype=float16)", "InvalidInputError: weight: a group's scale (1.33e+29) overflows float16",
+     _raises(r"scale \(1.33e\+29\) overflows float16",
+             lambda: quantize_rtn(torch.full((8, 64), 1e30), group_size=32, scale_dtype=torch.float16))),
+    ("quantize_rtn(float64 1e300 weight)", "InvalidInputError: weight: a group's scale (inf) overflows bfloat16",
+     _raises(r"scale \(inf\) overflows bfloat16",
+             lambda: quantize_rtn(torch.full((8, 64), 1e300, dtype=torch.float64), group_size=32))),
+    ("quantize_rtn(meta weight)", "InvalidInputError: weight: a meta tensor [8, 64]; accepted: a [N, K] tensor with data",
+     _raises(r"weight: a meta tensor \[8, 64\]", lambda: quantize_rtn(torch.empty(8, 64, device="meta"), group_size=32))),
+    ("quantize_rtn(0 x 64 weight)", "InvalidInputError: weight: empty [0, 64]; accepted: ... N, K >= 1",
+     _raises(r"weight: empty \[0, 64\]", lambda: quantize_rtn(torch.empty(0, 64), group_size=32))),
+    ("quantize_rtn(w, symmetric='no')", "InvalidInputError: symmetric: 'no'; accepted: True or False (was symmetric)",
+     _raises(r"symmetric: 'no'; accepted: True or False", lambda: quantize_rtn(torch.randn(8, 64), group_size=32, symmetric="no"))),
+    ("quantize_rtn(w, scale_dtype=torch.int8)", "InvalidInputError: scale_dtype: torch.int8; accepted: torch.bfloat16, torch.float16, torch.float32",
+     _raises(r"scale_dtype: torch.int8; accepted", lambda: quantize_rtn(torch.randn(8, 64), group_size=32, scale_dtype=torch.int8))),
+    ("quant_args('W4A8', group_size=0)", "InvalidInputError: group_size: 0; accepted: -1 (per channel) or a positive integer",
+     _raises(r"group_size: 0; accepted: -1", lambda: quant_args("W4A8", group_size=0))),
+    ("layer_from_weight(w, name=5)", "InvalidInputError: name: 5; accepted: a non-empty string",
+     _raises(r"name: 5; accepted: a non-empty string", lambda: layer_from_weight(torch.randn(8, 64), name=5, group_size=32))),
+    ("layer_from_weight(w, params_dtype=[])", "InvalidInputError: params_dtype: []; accepted: bfloat16, float16, float32 (was a TypeError)",
+     _raises(r"params_dtype: \[\]; accepted: bfloat16", lambda: layer_from_weight(torch.randn(8, 64), name="x", group_size=32, params_dtype=[]))),
     ("SyntheticSpec(std=nan)", "InvalidInputError: std: nan; accepted: a finite number above 0",
      _raises(r"std: nan; accepted: a finite number above 0", _spec(std=float("nan")))),
     ("SyntheticSpec(outlier_scale=inf)", "InvalidInputError: outlier_scale: inf; accepted: a finite number above 0",
@@ -112,6 +139,10 @@ CATALOG = [
     ("bench_layer_weight(..., repeats=0)", "InvalidInputError: repeats: 0; accepted: an integer from 1 to 1000",
      _raises(r"repeats: 0; accepted: an integer from 1 to 1000",
              lambda: bench_layer_weight(synthetic_bench_layer(64, 256, 64), ["w4a8_native"], [1], repeats=0))),
+    ("bench.time_fn(fn, repeats=0)", "InvalidInputError: repeats: 0; accepted: an integer from 1 to 1000 (was a StatisticsError)",
+     _raises(r"repeats: 0; accepted: an integer from 1 to 1000", lambda: time_fn(lambda: None, repeats=0))),
+    ("bench.summarize([nan])", "InvalidInputError: samples: [nan]; accepted: at least one finite duration >= 0 (was a NaN median)",
+     _raises(r"samples: \[nan\]; accepted: at least one finite duration", lambda: summarize([float("nan")]))),
     ("models.partitions(model, tp=2.0)", "InvalidInputError: tp: 2.0; accepted: an integer from 1 to 1024 (n was 3072.0)",
      _raises(r"tp: 2.0; accepted: an integer from 1 to 1024", lambda: models.partitions("Llama-3.1-8B", 2.0))),
     ("models.partitions(model, tp=True)", "InvalidInputError: tp: True; accepted: an integer from 1 to 1024",
