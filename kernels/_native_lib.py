@@ -124,19 +124,17 @@ def _build(variant: str) -> ctypes.CDLL:
     if variant == "avx2_u8s8":
         fn = lib.w4a8_gemm_u8s8
         fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, i64, c_int]
-        q = lib.quantize_rows_int8
-        q.argtypes = [ptr, c_int, i64, i64, i64, ptr, ptr, i64, ptr]
-    else:  # the suffixed entry points of w4a8_u4.c, under plain names
-        suffix = variant.split("_", 1)[1]
-        fn = lib[f"w4a8_u4_gemm_{suffix}"]
-        fn.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
-        q = lib[f"quantize_rows_grouped_{suffix}"]
-        q.argtypes = [ptr, c_int, i64, i64, i64, i64, i64, ptr, i64, ptr, ptr]
-        nr = lib[f"w4a8_u4_nr_{suffix}"]
-        nr.restype = c_int
-        lib.gemm, lib.quantize, lib.nr = fn, q, int(nr())
-    fn.restype = c_int
-    q.restype = c_int
+        fn.restype = c_int
+        return lib  # its activations come from w4a8_u4.c's quantizer (one rule, one place)
+    # the suffixed entry points of w4a8_u4.c, under plain names
+    suffix = variant.split("_", 1)[1]
+    fn = lib[f"w4a8_u4_gemm_{suffix}"]
+    fn.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
+    q = lib[f"quantize_rows_grouped_{suffix}"]
+    q.argtypes = [ptr, c_int, i64, i64, i64, i64, i64, ptr, i64, ptr, ptr]
+    nr = lib[f"w4a8_u4_nr_{suffix}"]
+    fn.restype = q.restype = nr.restype = c_int
+    lib.gemm, lib.quantize, lib.nr = fn, q, int(nr())
     return lib
 
 

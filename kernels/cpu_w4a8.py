@@ -369,57 +369,61 @@ def _grouped(x_qf, x_q, x_scale: torch.Tensor, prepared: W4A8Prepared) -> torch.
     return out.mul_(x_scale.unsqueeze(1))
 
 
-def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | None:
-    """Quantize in one C pass per row (same bits as quantize_per_token_int8) and run the
-    GEMM; None where the C library or the input layout does not allow it."""
-    m = x.shape[0]
-    if m == 0 or x.dtype not in (torch.float32, torch.bfloat16) or x.stride(1) != 1:
-        return None
-    if prepared.amx:
-        quant = _native_lib.load(Int8Engine.U4_VNNI512.value)  # AMX hosts have AVX-512 VNNI
-        if quant is None:
-            return None
-        g, gp, groups = prepared.group_size, prepared.amx["gp"], prepared.n_groups
-        a = torch.zeros(-(-m // 32) * 32, groups * gp, dtype=torch.int8)
-        asum = torch.empty(m, groups, dtype=torch.int32)
-        x_scale = torch.empty(m, dtype=torch.float32)
-        rc = quant.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, prepared.k, x.stride(0),
-                            g, gp, a.data_ptr(), a.stride(0), asum.data_ptr(), x_scale.data_ptr())
-        _raise_bad_row(rc)
-        return _amx_gemm(a, m, x_scale, prepared)
-    if prepared.u4:
-        lib = _c_lib(prepared.engine)
-        g, gp, groups = prepared.group_size, prepared.u4["gp"], prepared.n_groups
-        # rows 64 bytes longer than a multiple of 4 KiB: the kernel's MR rows then fall in
-        # different L1 sets instead of aliasing at 4 KiB strides
-        a = (torch.zeros if gp != g else torch.empty)(m, groups * gp + 64, dtype=torch.int8)
-        a = a[:, :groups * gp]
-        asum = torch.empty(m, groups, dtype=torch.int32)
-        x_scale = torch.empty(m, dtype=torch.float32)
-        rc = lib.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, prepared.k, x.stride(0), g, gp,
-                          a.data_ptr(), a.stride(0), asum.data_ptr(), x_scale.data_ptr())
-        _raise_bad_row(rc)
-        return _u4_gemm(a, asum, x_scale, prepared)
-    if prepared.engine not in (Int8Engine.AVX2_U8S8, Int8Engine.FBGEMM):
-        return None
-    lib = _native_lib.load()
+def _quantizer():
+    """The C per-token quantizer (w4a8_u4.c, either build), or None where neither loads."""
+    for variant in (Int8Engine.U4_VNNI512.value, Int8Engine.U4_AVX2.value):
+        if not _native_lib.why_unavailable(variant):
+            return _native_lib.load(variant)
+    return None
+
+
+def _c_codes(x: torch.Tensor, g: int, gp: int, rows: int, pad_cols: int = 0):
+    """x quantized in one C pass per row: int8 codes [rows, G * gp] (group j's codes at
+    j * gp, pads and rows beyond M zero; pad_cols more bytes between rows), their group
+    sums int32 [M, G] and scales float32 [M]. None where the C quantizer does not load."""
+    lib = _quantizer()
     if lib is None:
         return None
-    k = prepared.k
+    m, k = x.shape
+    groups = k // g
+    padded = gp != g or rows != m
+    a = (torch.zeros if padded else torch.empty)(rows, groups * gp + pad_cols, dtype=torch.int8)
+    a = a[:, :groups * gp]
+    asum = torch.empty(m, groups, dtype=torch.int32)
     x_scale = torch.empty(m, dtype=torch.float32)
-    if prepared.engine is Int8Engine.AVX2_U8S8:
-        a = prepared.avx2
-        k_pad = a["k4"] * 4
-        u8 = torch.full((m, k_pad), 128, dtype=torch.uint8) if k_pad != k else torch.empty(m, k, dtype=torch.uint8)
-        rc = lib.quantize_rows_int8(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0),
-                                    None, u8.data_ptr(), u8.stride(0), x_scale.data_ptr())
-        _raise_bad_row(rc)
-        return _avx2_gemm(lib, u8, x_scale, prepared)
-    codes = torch.empty(m, k, dtype=torch.float32)
-    rc = lib.quantize_rows_int8(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0),
-                                codes.data_ptr(), None, codes.stride(0), x_scale.data_ptr())
+    rc = lib.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0), g, gp,
+                      a.data_ptr(), a.stride(0), asum.data_ptr(), x_scale.data_ptr())
     _raise_bad_row(rc)
-    return _grouped(codes, None, x_scale, prepared)
+    return a, asum, x_scale
+
+
+def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | None:
+    """Quantize in one C pass per row (same bits as quantize_per_token_int8) into the
+    engine's activation layout and run the GEMM; None where the C quantizer or the input
+    layout does not allow it."""
+    m, k = x.shape
+    if m == 0 or x.dtype not in (torch.float32, torch.bfloat16) or x.stride(1) != 1:
+        return None
+    g, groups = prepared.group_size, prepared.n_groups
+    if prepared.amx:
+        got = _c_codes(x, g, prepared.amx["gp"], -(-m // 32) * 32)
+        return None if got is None else _amx_gemm(got[0], m, got[2], prepared)
+    if prepared.u4:
+        # rows 64 bytes longer than a multiple of 4 KiB: the kernel's MR rows then fall in
+        # different L1 sets instead of aliasing at 4 KiB strides
+        got = _c_codes(x, g, prepared.u4["gp"], m, pad_cols=64)
+        return None if got is None else _u4_gemm(*got, prepared)
+    if prepared.engine is Int8Engine.AVX2_U8S8:
+        # per-channel K padded to the kernel's step of 4 with code 0 (u8 128)
+        got = _c_codes(x, g, prepared.avx2["g4"] * 4, m)
+        lib = _native_lib.load()
+        if got is None or lib is None:
+            return None
+        return _avx2_gemm(lib, got[0].view(torch.uint8) ^ 128, got[2], prepared)
+    if prepared.engine is Int8Engine.FBGEMM:
+        got = _c_codes(x, k, k, m)
+        return None if got is None else _grouped(got[0].to(torch.float32), None, got[2], prepared)
+    return None
 
 
 def _raise_bad_row(rc: int) -> None:

@@ -241,8 +241,8 @@ int NAME(w4a8_u4_gemm)(const int8_t* A, int64_t lda, int64_t M, const int32_t* a
 int NAME(w4a8_u4_nr)(void) { return NR; }
 
 /*
- * Dynamic per-token int8 quantization into this kernel's activation layout: the same
- * bits as kernels.quant.quantize_per_token_int8 (and quantize_rows_int8 in w4a8_avx2.c):
+ * Dynamic per-token int8 quantization into a kernel's activation layout (every C engine
+ * takes its codes from here), the same bits as kernels.quant.quantize_per_token_int8:
  * amax = max(max |x|, 1e-10f), scale = amax / 127, inv = (1 / amax) * 127, code =
  * round(x * inv) with ties away from zero, all in float32. Code k of row m goes to
  * codes[m * ld_out + (k / g) * gp + k % g] (the pads are left as the caller zeroed

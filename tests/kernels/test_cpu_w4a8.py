@@ -106,28 +106,39 @@ def test_from_quantized_rejects_bad_codes(layer_factory):
         w4a8_native_from_quantized(torch.zeros(2, 64, dtype=torch.int8), torch.ones(3, 1), p)
 
 
-@pytest.mark.skipif(not engine_available("avx2_u8s8")[0], reason="no AVX2 C kernel on this machine")
+@pytest.mark.parametrize("variant", ["u4_avx2", "u4_vnni512"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_c_quantizer_is_bit_exact_with_the_torch_one(dtype):
+@pytest.mark.parametrize("g, gp", [(777, 784), (7, 8), (111, 128)])
+def test_c_quantizer_is_bit_exact_with_the_torch_one(variant, dtype, g, gp):
+    # the one C quantizer every C engine takes its codes from: same codes and scales as
+    # kernels.quant, each group placed at its padded offset, pads zero, exact group sums
     from w4a8_kernels import _native_lib
     from w4a8_kernels.quant import quantize_per_token_int8_codes
-    lib = _native_lib.load()
+    if _native_lib.why_unavailable(variant):
+        pytest.skip(_native_lib.why_unavailable(variant))
+    lib = _native_lib.load(variant)
     gen = torch.Generator().manual_seed(11)
     x = (torch.randn(48, 777, generator=gen) * torch.logspace(-12, 4, 48).unsqueeze(1)).to(dtype)
     x[3] = 0
     x[5, ::2], x[5, 0] = 2.5, 127.0  # exact ties after scaling
     m, k = x.shape
-    codes, u8, scale = torch.empty(m, k), torch.empty(m, k, dtype=torch.uint8), torch.empty(m)
-    rc = lib.quantize_rows_int8(x.data_ptr(), int(dtype == torch.bfloat16), m, k, x.stride(0),
-                                codes.data_ptr(), u8.data_ptr(), k, scale.data_ptr())
+    groups = k // g
+    codes = torch.full((m, groups * gp), 99, dtype=torch.int8)
+    codes.view(m, groups, gp)[:, :, g:] = 0
+    asum, scale = torch.empty(m, groups, dtype=torch.int32), torch.empty(m)
+    rc = lib.quantize(x.data_ptr(), int(dtype == torch.bfloat16), m, k, x.stride(0), g, gp,
+                      codes.data_ptr(), codes.stride(0), asum.data_ptr(), scale.data_ptr())
     want, want_scale = quantize_per_token_int8_codes(x)
-    assert rc == 0 and torch.equal(codes, want) and torch.equal(scale, want_scale.reshape(-1))
-    assert torch.equal(u8.to(torch.int32), want.to(torch.int32) + 128)
+    got = codes.view(m, groups, gp)
+    assert rc == 0 and torch.equal(scale, want_scale.reshape(-1))
+    assert torch.equal(got[:, :, :g].reshape(m, k).float(), want)
+    assert not got[:, :, g:].any()
+    assert torch.equal(asum, want.view(m, groups, g).sum(-1).to(torch.int32))
     bad = torch.zeros(3, 8, dtype=dtype)
     bad[1, 2] = float("inf")
-    keep = torch.empty(3)
-    assert lib.quantize_rows_int8(bad.data_ptr(), int(dtype == torch.bfloat16), 3, 8, 8,
-                                  None, None, 8, keep.data_ptr()) == -2  # row 1
+    keep, ks = torch.empty(3, 8, dtype=torch.int8), torch.empty(3, 1, dtype=torch.int32)
+    assert lib.quantize(bad.data_ptr(), int(dtype == torch.bfloat16), 3, 8, 8, 8, 8, keep.data_ptr(), 8,
+                        ks.data_ptr(), torch.empty(3).data_ptr()) == -2  # row 1
 
 
 @pytest.mark.parametrize("engine", [e for e in ENGINES if e.value in C_ENGINES], ids=lambda e: e.value)

@@ -10,7 +10,7 @@ from w4a8_kernels.engine_paths import (
     vllm_int4_scaled_mm,
 )
 from w4a8_kernels.errors import KernelInputError
-from w4a8_kernels.cpu_w4a16 import prepare_w4a16, w4a16_fallback
+from w4a8_kernels.cpu_w4a16 import w4a16_fallback
 from w4a8_kernels.reference import w4a8_reference, w4a8_reference_from_quantized, w4a16_reference
 from w4a8_kernels.quant import quantize_per_token_uint8_zp128
 
@@ -60,8 +60,9 @@ def test_inc_policy_switches_at_512_tokens(layer_factory, x_factory):
     w_q, scales, _ = layer_factory(32, 128, 32, scale_dtype=torch.bfloat16)
     p = prepare_inc_xpu_w4a8(w_q, scales, 32)
     small = x_factory(INC_MIN_TOKENS_FOR_INT8 - 1, 128, dtype=torch.bfloat16)
-    # below the threshold: exactly the W4A16 fallback, rounded to the activation dtype
-    want = w4a16_fallback(small, prepare_w4a16(w_q, scales, 32)).to(torch.bfloat16).float()
+    # below the threshold: exactly the W4A16 fallback (its own, so the same per-M choice of
+    # path), rounded to the activation dtype
+    want = w4a16_fallback(small, p.w4a16).to(torch.bfloat16).float()
     assert torch.equal(inc_xpu_w4a8(small, p), want)
     big = x_factory(INC_MIN_TOKENS_FOR_INT8, 128, dtype=torch.bfloat16)
     out = inc_xpu_w4a8(big, p)
