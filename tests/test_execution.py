@@ -1,6 +1,8 @@
 """The execution plan reads the trace's Runtime; Marlin W4A8-INT8 computes what Marlin does."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -129,7 +131,13 @@ def test_marlin_int32_accumulator_wraps_like_the_kernel():
 
 
 def test_marlin_path_refuses_what_vllm_cannot_run():
+    # The rule set's Marlin runtime decides: one group fails at the first forward, zero
+    # points at load, each with vLLM's own text.
     w = _weight(8, 64, 64)
     ok, why = execution_path("marlin_w4a8_int8").supports(w)
-    assert not ok and "single group" in why
+    assert not ok and why.endswith("fails at forward for these weights: TypeError: unsupported "
+                                   "operand type(s) for *: 'Tensor' and 'NoneType'")
+    asym = replace(_weight(8, 64, 32), zeros=torch.full((8, 2), 8, dtype=torch.int8))
+    ok, why = execution_path("marlin_w4a8_int8").supports(asym)
+    assert not ok and why.endswith("AssertionError: W8A8 is not supported by marlin kernel.")
 

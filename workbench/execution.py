@@ -144,11 +144,21 @@ def marlin_w4a8_int8(x: torch.Tensor, prepared: tuple) -> torch.Tensor:
 
 
 def _marlin_supports(w: Int4Weight) -> tuple[bool, str]:
-    if w.zeros is not None:
-        return False, "Marlin W4A8-INT8 takes symmetric uint4b8 weights only (no zero points)"
-    if w.effective_group == w.k:
-        return False, ("Marlin W4A8-INT8 with a single group fails at its first forward "
-                       "(input_global_scale is None)")
+    """Whether vLLM's Marlin runs these weights with int8 activations: the rule set's Marlin
+    runtime says (asymmetric weights fail at load, a single group at the first forward)."""
+    from workbench.dispatch.env import parse_env
+    from workbench.dispatch.types import MPConfig
+    from workbench.platforms import get_preset
+
+    c = MPConfig.from_json({"weight_type": "uint4" if w.zeros is not None else "uint4b8",
+                            "act_type": "int8", "group_size": w.effective_group,
+                            "zero_points": w.zeros is not None,
+                            "full_weight_shape": [w.k, w.n], "partition_weight_shape": [w.k, w.n]})
+    rt = rules().KERNELS_BY_NAME["MarlinLinearKernel"].runtime(c, get_preset("sm80-a100"),
+                                                               parse_env({}))
+    if rt.fails_at is not None:
+        return False, (f"vLLM's Marlin W4A8-INT8 fails at {rt.fails_at} for these weights: "
+                       f"{rt.error_type}: {rt.error}")
     return True, ""
 
 
