@@ -17,7 +17,8 @@ from workbench.recorder.__main__ import main as recorder_main
 
 SURFACE = "recorder"
 MP = ('{"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": false, '
-      '"out_type": null, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}')
+      '"out_type": null, "full_weight_shape": [4096, 4096], '
+      '"partition_weight_shape": [4096, 4096]}')
 
 
 def _folder(pkg_info: str | None = None) -> str:
@@ -56,7 +57,8 @@ CATALOG = [
     ("trace --against-vllm with --batch", "InvalidInputError: takes one case, not --batch",
      _run(workbench_main, lambda: ["trace", "--batch", "-", "--against-vllm", _folder()], 2,
           "--against-vllm: takes one case, not --batch")),
-    ("trace --against-vllm with --checkpoint", "InvalidInputError: takes one case, not --checkpoint",
+    ("trace --against-vllm with --checkpoint",
+     "InvalidInputError: takes one case, not --checkpoint",
      _run(workbench_main, lambda: ["trace", "--checkpoint", "sample_models", "--layer", "x",
                                    "--against-vllm", _folder()], 2, "not --checkpoint")),
     ("trace --against-vllm DIR of vLLM 99.0.0", "InvalidInputError: that sdist is another version",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from pathlib import Path
 
 import pytest
@@ -59,106 +58,8 @@ def test_provenance_names_every_stub():
     assert sum(prov["files"].values()) >= 1200 + 2786
 
 
-# -- agreement of the workbench's model with the recorded cases, per level -------------------
-def _outcome(expected: dict) -> dict:
-    """What a trace must reproduce: vLLM's error (at config, method or weight creation) and,
-    where the MP loop ran, its kernel and reasons."""
-    kernel = expected.get("kernel") or {}
-    err = (expected["error"], expected["error_type"])
-    if err == (None, None) and kernel.get("error_type"):
-        err = (kernel["error"], kernel["error_type"])
-    out = {"error": (_canonical(err[0]), err[1])}
-    if kernel.get("mp_config") is not None:
-        out["selected"], out["reasons"] = kernel["selected"], kernel["reasons"]
-    return out
-
-
-_SET = re.compile(r"\{('[^'{}]*'(?:, '[^'{}]*')*)\}")
-
-
-def _canonical(text: str | None) -> str | None:
-    """vLLM prints some accepted values as a Python set, whose order follows the process's
-    string hashes: the same run of vLLM can print them in another order, so compare them
-    sorted."""
-    if text is None:
-        return None
-    return _SET.sub(lambda m: "{" + ", ".join(sorted(m.group(1).split(", "))) + "}", text)
-
-
-def _trace_outcome(t, expected: dict) -> dict:
-    out = {"error": (_canonical(t.error), t.error_type)}
-    if "selected" in expected:
-        out["selected"], out["reasons"] = t.selected, list(t.reasons)
-    return out
-
-
-def _layer_agrees(tracer):
-    def agrees(case: dict) -> bool:
-        want = _outcome(case["expected"])
-        try:
-            t = tracer(case["input"], case["platform"], case["env"])
-        except Exception:  # a refusal of the workbench's own counts as disagreement
-            return False
-        return _trace_outcome(t, want) == want
-    return agrees
-
-
-def _gate_agrees(case: dict) -> bool:
-    from workbench.dispatch.versions import rules
-    from workbench.platforms import resolve_platform
-    gate = getattr(rules(), "trace_config_gate", None)
-    if gate is None:
-        return False
-    data = {**case["input"], "quantization": case["expected"]["quantization"]}
-    try:
-        t = gate(data, resolve_platform(case["platform"]))
-    except Exception:
-        return False
-    return ((_canonical(t.error), t.error_type)
-            == (_canonical(case["expected"]["error"]), case["expected"]["error_type"]))
-
-
-def _runtime_agrees(case: dict) -> bool:
-    """After selection: where vLLM fails at load (type and text), CPUWNA16's isa_hint, and the
-    activation precision wherever the recorder could read it off vLLM's state."""
-    e, route = case["expected"], case["input"]["route"]
-    if e["route_error"] is not None:  # the route's own refusal: the other levels compare it
-        return True
-    tracer = {"scheme": dispatch.trace_scheme, "gptq": dispatch.trace_gptq,
-              "awq": dispatch.trace_awq, "inc": dispatch.trace_inc}[route]
-    try:
-        rd = tracer(case["input"]["layer"], case["platform"], case["env"]).runtime_detail
-    except Exception:
-        return False
-    if rd is None:
-        return False
-    got = {"fails_at": rd.fails_at, "error": rd.error, "error_type": rd.error_type}
-    want = {k: e[k] for k in got}
-    for key in ("activation", "isa_hint"):
-        if e[key] is not None:
-            got[key], want[key] = getattr(rd, key), e[key]
-    return got == want
-
-
-AGREES = {"runtime": _runtime_agrees,
-          "gptq": _layer_agrees(getattr(dispatch, "trace_gptq", None)),
-          "awq": _layer_agrees(getattr(dispatch, "trace_awq", None)),
-          "inc": _layer_agrees(dispatch.trace_inc), "config-gate": _gate_agrees}
-# The floor each level must keep: what agreed when these cases were recorded (see the report
-# printed by the test). Raise it as the modelling lands.
-FLOOR = {"gptq": 0.0, "awq": 0.0, "inc": 0.0, "config-gate": 0.0, "runtime": 0.0}
-
-
-def agreement(level: str) -> float:
-    cases = _level_cases(level)
-    return sum(AGREES[level](c) for c in cases) / len(cases)
-
-
-@pytest.mark.parametrize("level", sorted(GENERATED_LEVELS))
-def test_agreement_per_level_keeps_its_floor(level):
-    got = agreement(level)
-    print(f"{level}: {got:.1%} of {GENERATED_LEVELS[level][1]} recorded cases agree")
-    assert got >= FLOOR[level]
+# The workbench's agreement with these cases, per level with a floor each, is
+# tests/dispatch/test_oracle_levels.py (and tests/dispatch/test_oracle.py for mp and scheme).
 
 
 # -- with the sdist: re-recording reproduces the committed fixtures --------------------------
@@ -167,21 +68,23 @@ SRC = os.environ.get("WORKBENCH_VLLM_SRC")
 
 @pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
 def test_re_recording_reproduces_a_sample_of_every_fixture_file():
-    from workbench.recorder import open_vllm, record_case
-    rec, vllm = open_vllm(SRC)
+    from workbench.recorder import record_all
     files = list(FIXED_FILES) + [name for name, _ in GENERATED_LEVELS.values()]
-    for name in files:
-        for case in read_cases(FIXTURES / name)[::97]:
-            assert record_case(rec, vllm, case) == case["expected"], (name, case["id"])
+    sample = [c for name in files for c in read_cases(FIXTURES / name)[::97]]
+    committed = [c["expected"] for c in sample]
+    record_all(SRC, sample)
+    assert [c["expected"] for c in sample] == committed
 
 
 # -- trace --against-vllm ----------------------------------------------------------------------
 MP = ('{"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": false, '
-      '"out_type": null, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}')
+      '"out_type": null, "full_weight_shape": [4096, 4096], '
+      '"partition_weight_shape": [4096, 4096]}')
 
 
 @pytest.mark.parametrize("argv,message", [
-    (["--mp-config", MP, "--against-vllm", "{tmp}"], "no PKG-INFO; expected an unpacked vLLM sdist"),
+    (["--mp-config", MP, "--against-vllm", "{tmp}"],
+     "no PKG-INFO; expected an unpacked vLLM sdist"),
     (["--mp-config", MP, "--against-vllm", "{tmp}/nowhere"], "not a directory"),
     (["--batch", "-", "--against-vllm", "{tmp}"], "takes one case, not --batch"),
 ])
@@ -220,4 +123,5 @@ def test_against_vllm_names_the_fields_that_differ():
     trace = dispatch.trace_mp(mp, "x86-avx512")
     _, diffs = compare("mp_config", mp, resolve_platform("sm90-h200"), {}, trace, SRC)
     assert [d.field for d in diffs] == ["selected", "reasons"]
-    assert diffs[0].workbench == "Dynamic4bitLinearKernel" and diffs[0].vllm == "HummingLinearKernel"
+    assert (diffs[0].workbench, diffs[0].vllm) == ("Dynamic4bitLinearKernel",
+                                                   "HummingLinearKernel")

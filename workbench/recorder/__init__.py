@@ -90,7 +90,8 @@ def write_cases(path: Path, cases: list[dict]) -> None:
                                 + "\n" for c in cases))
 
 
-def _record_group(src: str, cases: list[dict], packages: tuple[str, ...]) -> tuple[list[dict], dict]:
+def _record_group(src: str, cases: list[dict],
+                  packages: tuple[str, ...]) -> tuple[list[dict], dict]:
     """In a fresh interpreter: every case of one optional-package set, and the provenance."""
     rec, vllm = open_vllm(src, packages)
     return [record_case(rec, vllm, c) for c in cases], vllm.provenance()

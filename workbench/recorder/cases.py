@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import random
 
-_CAP = ({"device": "cuda", "capability": c, "cpu_arch": None, "gfx": None, "zen": False,
-         "amx": False} for c in (60, 70, 75, 80, 86, 89, 90, 100, 120))
-PLATFORMS = [dict(p) for p in _CAP] + [
-    {"device": "rocm", "capability": 94, "cpu_arch": None, "gfx": "gfx942", "zen": False, "amx": False},
-    {"device": "rocm", "capability": 110, "cpu_arch": None, "gfx": "gfx1100", "zen": False, "amx": False},
-    {"device": "xpu", "capability": None, "cpu_arch": None, "gfx": None, "zen": False, "amx": False},
-    {"device": "cpu", "capability": None, "cpu_arch": "x86", "gfx": None, "zen": False, "amx": False},
-    {"device": "cpu", "capability": None, "cpu_arch": "x86", "gfx": None, "zen": False, "amx": True},
-    {"device": "cpu", "capability": None, "cpu_arch": "x86", "gfx": None, "zen": True, "amx": False},
-    {"device": "cpu", "capability": None, "cpu_arch": "arm", "gfx": None, "zen": False, "amx": False},
-]
+def _p(device: str, capability: int | None = None, cpu_arch: str | None = None,
+       gfx: str | None = None, zen: bool = False, amx: bool = False) -> dict:
+    return {"device": device, "capability": capability, "cpu_arch": cpu_arch, "gfx": gfx,
+            "zen": zen, "amx": amx}
+
+
+PLATFORMS = ([_p("cuda", c) for c in (60, 70, 75, 80, 86, 89, 90, 100, 120)]
+             + [_p("rocm", 94, gfx="gfx942"), _p("rocm", 110, gfx="gfx1100"), _p("xpu"),
+                _p("cpu", cpu_arch="x86"), _p("cpu", cpu_arch="x86", amx=True),
+                _p("cpu", cpu_arch="x86", zen=True), _p("cpu", cpu_arch="arm")])
 ZEN_OPS = ["zentorch.zentorch_dynamic_qlinear", "zentorch.zentorch_woq_linear",
            "zentorch.zentorch_woq_repack_weight"]
 LAYERS = ["model.layers.0.mlp.down_proj", "model.layers.0.self_attn.q_proj",
@@ -37,7 +36,7 @@ def _platform(r: random.Random, level: str) -> dict:
     ops = ["aten._dyn_quant_matmul_4bit"] if r.random() < 0.85 else []
     packages: list[str] = []
     if p["device"] == "cuda":
-        packages = [x for x in ("humming", "conch") if r.random() < (0.6 if x == "humming" else 0.2)]
+        packages = [x for x, share in (("humming", 0.6), ("conch", 0.2)) if r.random() < share]
     elif p["device"] == "rocm":
         packages = ["conch"] if r.random() < 0.5 else []
         ops += ["_rocm_C.gptq_gemm_rdna3"] if r.random() < 0.5 else []

@@ -91,14 +91,16 @@ class InstalledOptionalPackage(WorkbenchError):
 def install(stubbed: set[str], optional: set[str]) -> None:
     """Put the stub finder in front of the import system (once per process)."""
     import importlib.util
+    if FINDER in sys.meta_path:  # installed before: the finder itself serves the present ones
+        FINDER.stubbed |= stubbed
+        return
     installed = sorted(n for n in optional if n not in sys.modules and importlib.util.find_spec(n))
     if installed:
         raise InstalledOptionalPackage(
             f"recorder: optional package(s) {installed} are installed in this environment; the "
             "recorder simulates their presence per platform, so run it where they are absent")
     FINDER.stubbed |= stubbed
-    if FINDER not in sys.meta_path:
-        sys.meta_path.insert(0, FINDER)
+    sys.meta_path.insert(0, FINDER)
 
 
 def set_packages(optional: set[str], present: set[str]) -> None:

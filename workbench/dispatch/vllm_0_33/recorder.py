@@ -25,7 +25,8 @@ VLLM_VERSION = "0.33.0"
 # Compiled extensions of vLLM, and compiled packages imported at module level by code the
 # selection path imports but never calls (structured-output grammar backends).
 STUBBED = {"vllm._C", "vllm._rocm_C", "vllm._moe_C", "vllm._C_stable_libtorch",
-           "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm.third_party.flashmla", "vllm.cumem_allocator",
+           "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm.third_party.flashmla",
+           "vllm.cumem_allocator",
            "vllm_xpu_kernels", "xgrammar", "llguidance"}
 # Optional packages whose presence is a platform field.
 OPTIONAL = {"humming", "conch", "zentorch", "auto_round_kernel", "aiter"}
@@ -202,7 +203,8 @@ class Vllm:
                         and not isinstance(mod, sandbox.Stub):
                     if "current_platform" in getattr(mod, "__dict__", {}):
                         mod.current_platform = obj
-            stack.enter_context(sandbox.torch_ops(SIMULATED_OPS, set(platform.get("torch_ops", []))))
+            ops = set(platform.get("torch_ops", []))
+            stack.enter_context(sandbox.torch_ops(SIMULATED_OPS, ops))
             saved_c = torch.ops.__dict__.get("_C")
             torch.ops._C = types.SimpleNamespace(**C_QUERIES)
             stack.callback(lambda: torch.ops.__dict__.pop("_C", None) if saved_c is None
@@ -239,7 +241,8 @@ class Vllm:
         try:  # a model load always runs under a VllmConfig; its KernelConfig holds the backend
             vc = config.VllmConfig(kernel_config=config.KernelConfig(**kernel))
             if dtype is not None:  # no checkpoint is loaded: the model config says only its dtype
-                object.__setattr__(vc, "model_config", types.SimpleNamespace(dtype=self.dtype(dtype)))
+                model = types.SimpleNamespace(dtype=self.dtype(dtype))
+                object.__setattr__(vc, "model_config", model)
             with config.set_current_vllm_config(vc):
                 yield
         finally:
@@ -288,7 +291,8 @@ def record_mp(v: Vllm, case: dict) -> dict:
     with v.observer.watching() as obs:
         try:
             with v.on(case["platform"], case["env"]):
-                out["selected"] = v.linear.choose_mp_linear_kernel(v.mp_config(case["input"])).__name__
+                kernel = v.linear.choose_mp_linear_kernel(v.mp_config(case["input"]))
+                out["selected"] = kernel.__name__
         except Exception as exc:  # vLLM's own refusal (or its config's), recorded as it is
             out.update(error_fields(exc))
     if obs.calls:
@@ -531,8 +535,9 @@ RECORDERS: dict[str, Callable[[Vllm, dict], dict]] = {
 # the activation dtype vLLM configured that kernel with, "fails_at": "load" when the processing
 # raised in vLLM's Python before any compiled op, "error", "error_type", "load_op": the first
 # compiled op it called (or the optional package, or "torch.<device>" for the device runtime,
-# where the processing stops being observable here), "layer_state": the plain values it set on the layer (use_w4a8,
-# isa_hint, ...), "isa_hint": CPUWNA16's, "activation": the precision the forward computes the activations in where
+# where the processing stops being observable here), "layer_state": the plain values it set
+# on the layer (use_w4a8, isa_hint, ...), "isa_hint": CPUWNA16's, "activation": the precision
+# the forward computes the activations in where
 # vLLM's Python decides it (an 8-bit kernel act type, CPUWNA16's use_w4a8, a weight-only
 # kernel's 16-bit act type), else None}.
 
