@@ -309,6 +309,10 @@ CATALOG = [
      _error(["predict", "--n", "4096", "--k", "4096", "--paths", "selected,"], r"--paths: 'selected,' has an empty entry")),
     ("predict --group 0", "exit 2: error: argument --group: '0'; accepted: an integer from 1 to 2147483647 or -1",
      _error(["predict", "--n", "4096", "--k", "4096", "--group", "0"], r"--group: '0'; accepted: an integer from 1 to 2147483647 or -1")),
+    ("report Llama-3.1-8B --prefill-m 99999999999", "exit 2: error: argument --prefill-m: '99999999999'; accepted: an integer from 1 to 1048576 (was a 1.8e12 us total)",
+     _error(["report", "Llama-3.1-8B", "--prefill-m", "99999999999"], r"--prefill-m: '99999999999'; accepted: an integer from 1 to 1048576")),
+    ("report Llama-3.1-8B --tp 10^100", "exit 2: error: argument --tp: ...; accepted: an integer from 1 to 1024",
+     _error(["report", "Llama-3.1-8B", "--tp", HUGE], r"--tp: .*accepted: an integer from 1 to 1024")),
     ("trace --batch FILE | head -1", "ok: exit 0, nothing on stderr (no BrokenPipeError)", _closed_pipe),
 ]
 

@@ -11,6 +11,7 @@ from workbench import alignment, models, sweeps
 from workbench.bench import bench_layer_weight, summarize, synthetic_bench_layer, time_fn
 from workbench.dispatch.types import MPConfig
 from workbench.errors import InvalidInputError, UnknownPresetError
+from workbench.perf import predict
 from workbench.platforms import platform_from_json
 from workbench.synthetic import SyntheticSpec, layer_from_weight, quant_args, quantize_rtn, synthetic_layer
 
@@ -143,6 +144,9 @@ CATALOG = [
      _raises(r"repeats: 0; accepted: an integer from 1 to 1000", lambda: time_fn(lambda: None, repeats=0))),
     ("bench.summarize([nan])", "InvalidInputError: samples: [nan]; accepted: at least one finite duration >= 0 (was a NaN median)",
      _raises(r"samples: \[nan\]; accepted: at least one finite duration", lambda: summarize([float("nan")]))),
+    ("perf.predict(m = 99999999999)", "InvalidInputError: m = 99999999999; accepted: an integer >= 1 and at most 1048576 (was extrapolated to 3.7e9 us)",
+     _raises(r"m = 99999999999; accepted: an integer >= 1 and at most 1048576",
+             lambda: predict("sm90-h200", "w4a8_native", 99999999999, 4096, 4096, 128))),
     ("models.partitions(model, tp=2.0)", "InvalidInputError: tp: 2.0; accepted: an integer from 1 to 1024 (n was 3072.0)",
      _raises(r"tp: 2.0; accepted: an integer from 1 to 1024", lambda: models.partitions("Llama-3.1-8B", 2.0))),
     ("models.partitions(model, tp=True)", "InvalidInputError: tp: True; accepted: an integer from 1 to 1024",

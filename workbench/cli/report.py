@@ -5,14 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 
+from workbench.cli.inputs import int_in
+from workbench.limits import MAX_M
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="whole-model report: each layer's kernel, runtime and predicted time")
     p.add_argument("source", help="a model preset (see workbench/models.py) or a checkpoint directory")
     p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, or 'host'")
-    p.add_argument("--tp", type=int, default=1, help="tensor-parallel size (default 1)")
-    p.add_argument("--decode-m", type=int, default=1, help="decode tokens per call (default 1)")
-    p.add_argument("--prefill-m", type=int, default=2048, help="prefill tokens per call (default 2048)")
+    p.add_argument("--tp", type=int_in(1, 1024), default=1, help="tensor-parallel size (default 1)")
+    p.add_argument("--decode-m", type=int_in(1, MAX_M), default=1, help="decode tokens per call (default 1)")
+    p.add_argument("--prefill-m", type=int_in(1, MAX_M), default=2048, help="prefill tokens per call (default 2048)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--csv", action="store_true", help="print the layer rows as CSV")
     p.set_defaults(func=run)

@@ -24,6 +24,7 @@ from functools import lru_cache
 from typing import Sequence
 
 from workbench.errors import InvalidInputError
+from workbench.limits import MAX_DIM, MAX_M
 from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved
 from workbench.perf.hardware import Hardware, hardware_for
 
@@ -316,15 +317,15 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
 # --------------------------------------------------------------------------- entry points
 
 
-def _check(name: str, v) -> int:
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise InvalidInputError(f"{name} = {v!r}; accepted: an integer >= 1")
+def _check(name: str, v, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= hi:
+        raise InvalidInputError(f"{name} = {v!r}; accepted: an integer >= 1 and at most {hi}")
     return v
 
 
 def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1) -> Prediction:
     """One prediction. platform: a preset name (or alias), or "host" for this machine."""
-    m, n, k = _check("m", m), _check("n", n), _check("k", k)
+    m, n, k = _check("m", m, MAX_M), _check("n", n, MAX_DIM), _check("k", k, MAX_DIM)
     g = group_size
     if isinstance(g, bool) or not isinstance(g, int) or (g != -1 and (g < 1 or k % g)):
         raise InvalidInputError(f"group_size = {g!r}; accepted: -1 (per-channel) or a divisor of K = {k}")

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.errors import InvalidInputError
+from workbench.limits import MAX_M
 
 __all__ = ["LayerCost", "ModelReport", "model_report", "DECODE_M", "PREFILL_M"]
 
@@ -121,8 +122,8 @@ def model_report(source: str, platform: str = "sm90-h200", tp: int = 1, *, decod
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise InvalidInputError(f"tp = {tp!r}; accepted: an integer >= 1")
     for name, m in (("decode_m", decode_m), ("prefill_m", prefill_m)):
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise InvalidInputError(f"{name} = {m!r}; accepted: an integer >= 1")
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_M:
+            raise InvalidInputError(f"{name} = {m!r}; accepted: an integer >= 1 and at most {MAX_M}")
     plat = "host" if platform == "host" else platform
     if plat != "host":
         from workbench.perf.hardware import hardware_for
