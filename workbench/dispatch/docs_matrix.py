@@ -1,7 +1,7 @@
 """vLLM's documented Implementation x Hardware table next to what the pinned rules compute.
 
-The docs table is `docs/features/quantization/README.md`, "Supported Hardware" (facts §6),
-reproduced cell by cell. For the rows this workbench models, each cell is recomputed by
+The docs table is the pinned release's `docs/features/quantization/README.md`, "Supported
+Hardware" (facts §6), held cell by cell in its rule set (`docs_table`). For the rows this workbench models, each cell is recomputed by
 tracing a representative layer on a preset of that hardware; a cell where the docs and the
 code disagree names the kernel (or the error) that makes the difference.
 """
@@ -11,17 +11,17 @@ from dataclasses import dataclass
 
 from workbench.dispatch import trace_scheme
 from workbench.dispatch.trace import Trace
+from workbench.dispatch.versions import rule_module
 
-HARDWARE = ("Volta", "Turing", "Ampere", "Ada", "Hopper", "AMD GPU", "Intel GPU", "x86 CPU",
-            "Arm CPU")
+_DOCS = rule_module("docs_table")
+HARDWARE, DOCS_TABLE = _DOCS.HARDWARE, _DOCS.DOCS_TABLE
 # The preset each documented hardware column is computed on.
 HARDWARE_PRESET = {"Volta": "sm70-v100", "Turing": "sm75-t4", "Ampere": "sm80-a100",
                    "Ada": "sm89-l40s", "Hopper": "sm90-h200", "AMD GPU": "rocm-mi300x",
                    "Intel GPU": "xpu", "x86 CPU": "x86-avx512", "Arm CPU": "arm-kleidiai"}
 
 # The docs name GPU architectures; vLLM checks compute capabilities: [lo, hi) per column.
-_CUDA_COLUMNS = ((70, 75, "Volta"), (75, 80, "Turing"), (80, 89, "Ampere"), (89, 90, "Ada"),
-                 (90, 100, "Hopper"))
+_CUDA_COLUMNS = _DOCS.CUDA_COLUMNS
 _DEVICE_COLUMNS = {"rocm": "AMD GPU", "xpu": "Intel GPU"}
 _CPU_COLUMNS = {"x86": "x86 CPU", "arm": "Arm CPU"}
 
@@ -59,19 +59,6 @@ def docs_row(spec) -> str | None:
         return {4: "llm-compressor INT8 (W4A8)", 8: "llm-compressor INT8 (W8A8)"}.get(w.get("num_bits"))
     return None
 
-
-_Y, _N = True, False
-DOCS_TABLE: dict[str, tuple[bool, ...]] = {
-    "AWQ": (_N, _Y, _Y, _Y, _Y, _N, _Y, _Y, _N),
-    "GPTQ": (_Y, _Y, _Y, _Y, _Y, _N, _Y, _Y, _N),
-    "Marlin (GPTQ/AWQ/FP8/FP4)": (_N, _Y, _Y, _Y, _Y, _N, _N, _N, _N),
-    "llm-compressor INT8 (W8A8)": (_N, _Y, _Y, _Y, _Y, _N, _N, _Y, _Y),
-    "llm-compressor INT8 (W4A8)": (_N, _N, _N, _N, _N, _N, _N, _N, _Y),
-    "llm-compressor FP8 (W8A8)": (_N, _N, _N, _Y, _Y, _Y, _N, _N, _N),
-    "bitsandbytes": (_Y, _Y, _Y, _Y, _Y, _N, _N, _N, _N),
-    "DeepSpeedFP": (_Y, _Y, _Y, _Y, _Y, _N, _N, _N, _N),
-    "GGUF": (_Y, _Y, _Y, _Y, _Y, _Y, _N, _N, _N),
-}
 
 _INT4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "dynamic": False}
 _TOKEN_INT8 = {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True, "symmetric": True}
