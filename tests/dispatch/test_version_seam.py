@@ -45,3 +45,16 @@ def _package_entry(name: str, line: str) -> bool:
     """pyproject.toml lists each rule-set package by name: that is the package, not a copy."""
     return name == "pyproject.toml" and all(f'"{p}"' in line or p not in line
                                             for p in RULE_SETS.values())
+
+
+def test_the_env_is_read_with_the_rule_set_of_the_version_traced():
+    from workbench.dispatch import parse_env, trace_mp
+    from workbench.dispatch.versions import DEFAULT_VERSION, UnknownVersionError
+
+    c = {"weight_type": "uint4b8", "act_type": "bfloat16", "group_size": 128,
+         "zero_points": False, "full_weight_shape": [4096, 4096]}
+    assert parse_env({"VLLM_MARLIN_INPUT_DTYPE": "int8"}, DEFAULT_VERSION).version == DEFAULT_VERSION
+    with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'"):
+        parse_env({"linear_backend": "marlin"}, "0.1.0")
+    t = trace_mp(c, "sm90-h200", {"linear_backend": "nope"}, version=DEFAULT_VERSION)
+    assert t.error_type == "ValidationError" and t.vllm_version == DEFAULT_VERSION

@@ -41,7 +41,7 @@ def _run(level: str, platform: Any, env: Any, version: str | None,
     r = rules(version)
     p = resolve_platform(platform)
     try:
-        e = env if isinstance(env, Env) else parse_env(env)
+        e = env if isinstance(env, Env) else parse_env(env, r.VLLM_VERSION)
     except KernelConfigValidationError as exc:
         return Trace(level=level, error=str(exc), error_type=exc.error_type,
                      vllm_version=r.VLLM_VERSION)

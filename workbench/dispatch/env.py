@@ -15,11 +15,12 @@ from workbench.errors import InvalidInputError
 
 
 
-def _pinned():
-    """The default rule set's env values (read lazily: the rule set imports this module)."""
+def _pinned(version: str | None = None):
+    """A rule set's env values, the default one's for None (read lazily: the rule set imports
+    this module)."""
     from workbench.dispatch.versions import rule_module
 
-    return rule_module("env_rules")
+    return rule_module("env_rules", version)
 
 
 def __getattr__(name: str):
@@ -43,12 +44,13 @@ class KernelConfigValidationError(InvalidInputError):
     error_type = "ValidationError"
 
 
-def _literal_error(loc: str, value: Any) -> str:
-    backends = _pinned().LINEAR_BACKENDS
+def _literal_error(loc: str, value: Any, version: str | None) -> str:
+    rules = _pinned(version)
+    backends = rules.LINEAR_BACKENDS
     choices = ", ".join(repr(b) for b in backends[:-1]) + f" or {backends[-1]!r}"
     return (f"{loc}\n  Input should be {choices} [type=literal_error, input_value={value!r}, "
             f"input_type={type(value).__name__}]\n    For further information visit "
-            f"{_pinned().PYDANTIC_URL}literal_error")
+            f"{rules.PYDANTIC_URL}literal_error")
 
 
 def _validation_error(errors: list[str]) -> KernelConfigValidationError:
@@ -59,7 +61,8 @@ def _validation_error(errors: list[str]) -> KernelConfigValidationError:
 
 @dataclass(frozen=True)
 class Env:
-    """Dispatch knobs. `raw` keeps what the user set, for display and export."""
+    """Dispatch knobs. `raw` keeps what the user set, for display and export; `version` is the
+    rule set whose accepted values they are checked against (None: the default)."""
 
     raw: tuple[tuple[str, str], ...] = ()
     disabled_kernels: tuple[str, ...] = ()
@@ -69,6 +72,7 @@ class Env:
     batch_invariant: bool = False
     xpu_inc_wna16_backend_raw: str | None = None
     marlin_input_dtype_raw: str | None = None
+    version: str | None = None
 
     def mp_linear_backend(self) -> tuple[str, str]:
         """`_get_linear_backend(quantization="mixed_precision")`: (backend, where it came from)."""
@@ -81,12 +85,12 @@ class Env:
     def xpu_inc_wna16_backend(self) -> str:
         """Validated lazily, as vLLM's `env_with_choices` does on first read."""
         return _choice("VLLM_XPU_INC_WNA16_BACKEND", self.xpu_inc_wna16_backend_raw, "auto",
-                       _pinned().XPU_INC_BACKENDS)
+                       _pinned(self.version).XPU_INC_BACKENDS)
 
     @property
     def marlin_input_dtype(self) -> str | None:
         return _choice("VLLM_MARLIN_INPUT_DTYPE", self.marlin_input_dtype_raw, None,
-                       _pinned().MARLIN_INPUT_DTYPES)
+                       _pinned(self.version).MARLIN_INPUT_DTYPES)
 
     def to_json(self) -> dict:
         return dict(self.raw)
@@ -111,15 +115,16 @@ def _env_bool(name: str, value: Any) -> bool:
         ) from None
 
 
-def parse_env(env: Mapping[str, Any] | None) -> Env:
-    """Build an `Env` from a mapping like the oracle's `env` object or `--env KEY=VALUE` pairs."""
+def parse_env(env: Mapping[str, Any] | None, version: str | None = None) -> Env:
+    """Build an `Env` from a mapping like the oracle's `env` object or `--env KEY=VALUE` pairs,
+    checked against the keys and values of vLLM `version`'s rule set (None: the default)."""
 
     if env is None:
-        return Env()
+        return Env(version=version)
     if not isinstance(env, Mapping):
         raise InvalidInputError(f"env: expected a JSON object of KEY: VALUE, got {env!r}")
     values: dict[str, Any] = {}
-    known_keys = _pinned().KNOWN_KEYS
+    known_keys = _pinned(version).KNOWN_KEYS
     for key, value in env.items():
         if key not in known_keys:
             if isinstance(key, str) and key.startswith("VLLM_"):
@@ -158,28 +163,28 @@ def parse_env(env: Mapping[str, Any] | None) -> Env:
                     '{"mixed_precision": "marlin"}'
                 )
             values["linear_backend_per_quant"] = tuple(value.items())
-    _validate_kernel_config(values)
+    _validate_kernel_config(values, version)
     raw = tuple((k, v if isinstance(v, str) else json.dumps(v)) for k, v in env.items())
-    return Env(raw=raw, **values)
+    return Env(raw=raw, **values, version=version)
 
 
-def _validate_kernel_config(values: dict) -> None:
+def _validate_kernel_config(values: dict, version: str | None) -> None:
     """What `KernelConfig` validation refuses, in its field order (values are not normalized in
     `linear_backend_per_quant`)."""
-    backends = _pinned().LINEAR_BACKENDS
+    backends = _pinned(version).LINEAR_BACKENDS
     errors = []
     backend = values.get("linear_backend", "auto")
     if backend not in backends:
-        errors.append(_literal_error("linear_backend", backend))
+        errors.append(_literal_error("linear_backend", backend, version))
     per_quant = values.get("linear_backend_per_quant")
     if per_quant is not None:
         if not per_quant:
             errors.append("linear_backend_per_quant\n  Dictionary should have at least 1 item after "
                           "validation, not 0 [type=too_short, input_value={}, input_type=dict]\n"
-                          f"    For further information visit {_pinned().PYDANTIC_URL}too_short")
+                          f"    For further information visit {_pinned(version).PYDANTIC_URL}too_short")
         for scheme, value in per_quant:
             if value not in backends:
-                errors.append(_literal_error(f"linear_backend_per_quant.{scheme}", value))
+                errors.append(_literal_error(f"linear_backend_per_quant.{scheme}", value, version))
     if errors:
         raise _validation_error(errors)
 
