@@ -79,8 +79,9 @@ def _view_machete() -> None:
     from workbench.dispatch import trace_mp
 
     st.markdown("The same candidate list on a hand-built config: W4A16 weights (`uint4b8`, g128) with "
-                "`act_type=int8`, as `VLLM_MARLIN_INPUT_DTYPE=int8` makes it. Machete accepts before "
-                "Marlin or Humming are reached:")
+                "`act_type=int8`, as `VLLM_MARLIN_INPUT_DTYPE=int8` makes it for a GPTQ checkpoint. "
+                "Machete accepts before Marlin or Humming are reached, and the load then fails in "
+                "its prepack, which has no int8 layout:")
     ref, platform, env = _layer_and_platform()
     t = trace_mp({"weight_type": "uint4b8", "act_type": "int8", "group_size": 128,
                   "zero_points": False, "full_weight_shape": [4096, 4096],
