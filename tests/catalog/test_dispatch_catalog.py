@@ -42,27 +42,17 @@ def _named(trace, case, pattern):
 
 
 INT8 = {"VLLM_MARLIN_INPUT_DTYPE": "int8"}
+# (tracer, its short form, the key left out, the keys vLLM's get_from_keys names)
+_MISSING = [(trace_gptq, GPTQ, "bits", "['bits']"), (trace_gptq, GPTQ, "group_size", "['group_size']"),
+            (trace_gptq, GPTQ, "desc_act", "['desc_act']"),
+            (trace_awq, AWQ, "zero_point", "['zero_point']"),
+            (trace_awq, AWQ, "bits", "['w_bit', 'bits']")]
 CATALOG = [
-    ("trace_gptq short form without bits",
-     "ok: vLLM's ValueError: Cannot find any of ['bits'] in the model's quantization config.",
-     _vllm_error(trace_gptq, _without(GPTQ, "bits"), "ValueError",
-                 "Cannot find any of ['bits'] in the model's quantization config.")),
-    ("trace_gptq short form without group_size",
-     "ok: vLLM's ValueError: Cannot find any of ['group_size'] in the model's quantization config.",
-     _vllm_error(trace_gptq, _without(GPTQ, "group_size"), "ValueError",
-                 "Cannot find any of ['group_size'] in the model's quantization config.")),
-    ("trace_gptq short form without desc_act",
-     "ok: vLLM's ValueError: Cannot find any of ['desc_act'] ...",
-     _vllm_error(trace_gptq, _without(GPTQ, "desc_act"), "ValueError",
-                 "Cannot find any of ['desc_act'] in the model's quantization config.")),
-    ("trace_awq short form without zero_point",
-     "ok: vLLM's ValueError: Cannot find any of ['zero_point'] ...",
-     _vllm_error(trace_awq, _without(AWQ, "zero_point"), "ValueError",
-                 "Cannot find any of ['zero_point'] in the model's quantization config.")),
-    ("trace_awq short form without bits (nor w_bit)",
-     "ok: vLLM's ValueError: Cannot find any of ['w_bit', 'bits'] ...",
-     _vllm_error(trace_awq, _without(AWQ, "bits"), "ValueError",
-                 "Cannot find any of ['w_bit', 'bits'] in the model's quantization config.")),
+    *[(f"{trace.__name__} short form without {key}",
+       f"ok: vLLM's ValueError: Cannot find any of {keys} in the model's quantization config.",
+       _vllm_error(trace, _without(case, key), "ValueError",
+                   f"Cannot find any of {keys} in the model's quantization config."))
+      for trace, case, key, keys in _MISSING],
     ("trace_gptq with bits \"four\"",
      "InvalidInputError: gptq.bits: expected an integer, got 'four'",
      _named(trace_gptq, {**GPTQ, "bits": "four"}, r"gptq\.bits: expected an integer, got 'four'")),
