@@ -126,3 +126,13 @@ def test_a_checkpoint_layer_is_traced_with_the_version_asked_for():
     assert trace_checkpoint_layer(path, layer, "sm80-a100").vllm_version == DEFAULT_VERSION
     with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'"):
         trace_checkpoint_layer(path, layer, "sm80-a100", version="0.1.0")
+
+
+def test_a_listing_resolves_its_scheme_column_with_the_version_asked_for():
+    from workbench.checkpoints import listing_rows, open_checkpoint
+    from workbench.paths import SAMPLE_ROOT
+
+    layers = open_checkpoint(SAMPLE_ROOT / "ct-w4a8-int-g128").layers[:1]
+    assert listing_rows(layers, "sm80-a100", version=DEFAULT_VERSION)[0]["kernel"]
+    row = listing_rows(layers, "sm80-a100", version="0.1.0")[0]  # a row's error, not a crash
+    assert row["kernel"] is None and "no rule set for '0.1.0'" in row["error"]

@@ -38,20 +38,22 @@ def trace_checkpoint_layer(path: str | os.PathLike, layer: str, platform: Any = 
 
 
 def resolved_scheme(spec: LayerSpec, platform: Any = "sm90-h200", env: Mapping[str, Any] | None = None,
-                    *, tp_size: int = 1, parallel: str | None = None) -> dict:
+                    *, tp_size: int = 1, parallel: str | None = None,
+                    version: str | None = None) -> dict:
     """The listing's "resolved scheme" column: scheme class, kernel, or vLLM's error."""
     try:
         import workbench.dispatch  # noqa: F401
     except ImportError:  # a build without the dispatch core: the column stays empty
         return {"scheme": None, "kernel": None, "error": None, "error_type": None}
-    t = trace_layer(spec, platform, env, tp_size=tp_size, parallel=parallel)
+    t = trace_layer(spec, platform, env, tp_size=tp_size, parallel=parallel, version=version)
     return {"scheme": t.scheme, "kernel": t.selected, "error": t.error, "error_type": t.error_type}
 
 
 def listing_rows(layers: list[LayerSpec], platform: Any = "sm90-h200",
                  env: Mapping[str, Any] | None = None, *, tp_size: int = 1,
-                 with_scheme: bool = True) -> list[dict]:
-    """One flat row per layer (for tables): shapes, format, args, resolved scheme."""
+                 with_scheme: bool = True, version: str | None = None) -> list[dict]:
+    """One flat row per layer (for tables): shapes, format, args, resolved scheme (with the
+    rules of vLLM `version`, the default's when None)."""
     rows = []
     for s in layers:
         w, a = s.weight_args, s.input_args
@@ -67,7 +69,7 @@ def listing_rows(layers: list[LayerSpec], platform: Any = "sm90-h200",
         }
         if with_scheme:
             try:
-                res = resolved_scheme(s, platform, env, tp_size=tp_size)
+                res = resolved_scheme(s, platform, env, tp_size=tp_size, version=version)
             except Exception as exc:  # noqa: BLE001 - one layer's failure must not sink the table
                 from workbench.errors import USER_ERRORS
 

@@ -6,7 +6,7 @@ import json
 import textwrap
 
 from workbench.cli.inputs import checkpoint_path, int_in, platform_arg
-from workbench.dispatch.versions import DEFAULT_VERSION
+from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 
 ERROR_WIDTH = 100  # the footnotes under the table wrap vLLM's messages at this width
 
@@ -15,14 +15,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("inspect", help="list a checkpoint's quantized layers and their resolved scheme",
                        description="Read a checkpoint's config and safetensors headers (never its "
                                    "weights) and list every quantized layer with its shapes, format, "
-                                   f"quantization args and the scheme/kernel vLLM {DEFAULT_VERSION} "
-                                   "resolves.")
+                                   "quantization args and the scheme/kernel vLLM resolves "
+                                   "(--vllm-version).")
     p.add_argument("path", help="checkpoint directory (config.json + *.safetensors)")
     p.add_argument("--platform", default="sm90-h200",
                    help="platform preset for the resolved-scheme column (default: sm90-h200)")
     p.add_argument("--tp", type=int_in(1, 1024), default=1,
                    help="tensor-parallel size for the resolution; K and N are then each shard's")
     p.add_argument("--no-scheme", action="store_true", help="skip the resolved-scheme column")
+    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+                   help=f"the vLLM rule set resolving the scheme column (default: {DEFAULT_VERSION})")
     p.add_argument("--json", action="store_true", help="print the listing as JSON")
     p.set_defaults(func=run)
 
@@ -67,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     # Resolved once, up front: a bad platform is one error, not the same error in every row.
     platform = None if args.no_scheme else resolve_platform(platform_arg(args.platform))
     ck = open_checkpoint(checkpoint_path(args.path, "path"))
-    rows = listing_rows(ck.layers, platform, tp_size=args.tp, with_scheme=not args.no_scheme)
+    rows = listing_rows(ck.layers, platform, tp_size=args.tp, with_scheme=not args.no_scheme,
+                        version=args.vllm_version)
     shards = [_shard(layer, args.tp) for layer in ck.layers]
     if args.json:
         out = ck.to_dict()

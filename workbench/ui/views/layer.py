@@ -179,7 +179,8 @@ def _listing(ckpt) -> None:
     with widgets.user_errors():
         platform = widgets.current_platform()
         env = widgets.current_env()
-        rows = listing_rows(ckpt.layers, platform, env, tp_size=st.session_state["tp.size"])
+        rows = listing_rows(ckpt.layers, platform, env, tp_size=st.session_state["tp.size"],
+                            version=st.session_state["vllm.version"])
         n = len(rows)
         what = "The one quantized layer" if n == 1 else f"All {n} quantized layers"
         st.markdown(f"**{what}, resolved on {plain(platform.label())}** "
