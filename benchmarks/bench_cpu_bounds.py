@@ -26,8 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
-import statistics
 import sys
 import time
 import warnings
@@ -38,61 +36,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from cpu_rounds import clock_for, rel_error, round_robin, synthetic_weight  # noqa: E402
+
 N = K = 4096
 
 
-def synthetic_weight(n: int, k: int, seed: int = 0):
-    """(float weight, (w_q, scales) per-channel, (w_q, scales) group 128): RTN int4."""
-    w = torch.randn(n, k, generator=torch.Generator().manual_seed(seed)) * 0.02
-    out = [w]
-    for g in (k, 128):
-        wg = w.view(n, k // g, g)
-        s = wg.abs().amax(-1) / 7.0
-        q = torch.clamp(torch.round(wg / s.unsqueeze(-1)), -8, 7).to(torch.int8).view(n, k)
-        out.append((q, s.to(torch.bfloat16).to(torch.float32)))
-    return tuple(out)
-
-
-def rel_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    return float((out.double() - ref).norm() / ref.norm())
-
-
-CLOCK = "wall"  # "cpu" with one torch thread (set in main): the p50/p20/p80 the ratios read
-
-
-def _quantiles(s: list) -> tuple:
-    q = statistics.quantiles(s, n=10, method="inclusive") if len(s) > 1 else [s[0]] * 9
-    return q[1], statistics.median(s), q[7]
-
-
-def round_robin(fns: dict, rounds: int, seed: int = 0) -> dict:
-    """{name: {p20_ms, p50_ms, p80_ms (of CLOCK), wall_*, cpu_*, rounds}}: each round calls
-    every fn once, in a fresh order."""
-    for fn in fns.values():
-        fn()  # warm-up: library loads, per-M tuning, first-touch of buffers
-    wall = {name: [] for name in fns}
-    cpu = {name: [] for name in fns}
-    items = list(fns.items())
-    rng = random.Random(seed)
-    for _ in range(rounds):
-        rng.shuffle(items)
-        for name, fn in items:
-            c0, t0 = time.process_time(), time.perf_counter()
-            fn()
-            wall[name].append((time.perf_counter() - t0) * 1e3)
-            cpu[name].append((time.process_time() - c0) * 1e3)
-    out = {}
-    for name in fns:
-        w, c = _quantiles(wall[name]), _quantiles(cpu[name])
-        read = c if CLOCK == "cpu" else w
-        out[name] = {"p20_ms": read[0], "p50_ms": read[1], "p80_ms": read[2], "clock": CLOCK,
-                     "wall_p20_p50_p80_ms": w, "cpu_p20_p50_p80_ms": c, "rounds": len(wall[name])}
-    return out
-
-
-def stream_gbs(nbytes: int, rounds: int) -> dict:
+def stream_gbs(nbytes: int, rounds: int, clock: str) -> dict:
     buf = torch.ones(nbytes // 4, dtype=torch.float32)
-    t = round_robin({"sum": buf.sum, "amax": buf.amax}, rounds)
+    t = round_robin({"sum": buf.sum, "amax": buf.amax}, rounds, clock)
     best = min(t.values(), key=lambda v: v["p50_ms"])
     return {"bytes": nbytes, "gbs_p50": nbytes / best["p50_ms"] / 1e6,
             "gbs_p20_p80": [nbytes / best["p80_ms"] / 1e6, nbytes / best["p20_ms"] / 1e6]}
@@ -123,15 +74,14 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all given)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
-    global CLOCK
     if args.threads:
         torch.set_num_threads(args.threads)
     rounds = 10 if args.quick else 40
     threads = torch.get_num_threads()
-    CLOCK = "cpu" if threads == 1 else "wall"
+    clock = clock_for(threads)
     prov = host_provenance({"script": "benchmarks/bench_cpu_bounds.py", "n": N, "k": K,
                             "activations": "float32", "weights": "RTN int4 of normal(0, 0.02)",
-                            "threads": threads, "clock": CLOCK,
+                            "threads": threads, "clock": clock,
                             "c_variants": {v: (_native_lib.why_unavailable(v) or "built")
                                            for v in _native_lib.VARIANTS}})
     prov["int8_engines_ranked"] = {f"{kind}_m{m}": [list(e) for e in rank_engines(grouped, m)]
@@ -144,8 +94,8 @@ def main() -> int:
 
     w_float, pc_w, g_w = synthetic_weight(N, K)
     int4_bytes = N * K // 2
-    result["bandwidth"]["hot_weight_size"] = stream_gbs(8 << 20, rounds * 3)
-    result["bandwidth"]["cold_1gib"] = stream_gbs(1 << 30, 5 if args.quick else 10)
+    result["bandwidth"]["hot_weight_size"] = stream_gbs(8 << 20, rounds * 3, clock)
+    result["bandwidth"]["cold_1gib"] = stream_gbs(1 << 30, 5 if args.quick else 10, clock)
     bw = result["bandwidth"]
     print(f"stream: hot {bw['hot_weight_size']['gbs_p50']:.1f} GB/s, cold {bw['cold_1gib']['gbs_p50']:.1f} GB/s",
           flush=True)
@@ -173,7 +123,7 @@ def main() -> int:
         g1 = GgmlQ4Matmul(ggml, w_float, 1, threads)
         g1.set_input(x1)
         fns["ggml_q4_0"] = g1.run
-    hot = round_robin(fns, rounds * 5)
+    hot = round_robin(fns, rounds * 5, clock)
     bound_hot = hot["read_int4_bytes"]["p50_ms"]
     # Cold: each call takes the next of `copies` weights (and reads the next of as many
     # buffers), together larger than the last-level cache, so the bytes come from DRAM.
@@ -189,7 +139,7 @@ def main() -> int:
             item = rot[name][turn["i"] % copies]
             return item.sum() if name == "read_int4_bytes" else w4a8_native(x1, item)
         return call
-    cold = round_robin({name: rotate(name) for name in rot}, rounds * 3)
+    cold = round_robin({name: rotate(name) for name in rot}, rounds * 3, clock)
     del rot
     bound_cold = cold["read_int4_bytes"]["p50_ms"]
     result["decode"] = {"hot": hot, "cold": cold, "int4_bound_hot_ms": bound_hot,
@@ -222,7 +172,7 @@ def main() -> int:
             gm = GgmlQ4Matmul(ggml, w_float, m, threads)
             gm.set_input(x)
             fns["ggml_q4_0"] = gm.run
-        t = round_robin(fns, max(5, rounds // (1 if m <= 16 else 4 if m <= 128 else 8)), seed=m)
+        t = round_robin(fns, max(5, rounds // (1 if m <= 16 else 4 if m <= 128 else 8)), clock, seed=m)
         if gm:
             gm.close()
         best16 = min(t[f"w4a16_{name}"]["p50_ms"] for name in cands)

@@ -73,8 +73,7 @@ class GgmlQ4Matmul:
 
 
 def main() -> int:
-    import bench_cpu_bounds  # noqa: PLC0415
-    from bench_cpu_bounds import rel_error, round_robin, synthetic_weight  # noqa: PLC0415
+    from cpu_rounds import clock_for, rel_error, round_robin, synthetic_weight  # noqa: PLC0415
     from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native  # noqa: PLC0415
     from workbench.bench import host_provenance  # noqa: PLC0415
 
@@ -93,8 +92,7 @@ def main() -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     threads = torch.get_num_threads()
-    # one thread: ratios of this process's CPU time (the machine is shared), else wall time
-    bench_cpu_bounds.CLOCK = "cpu" if threads == 1 else "wall"
+    clock = clock_for(threads)
     result = {"provenance": host_provenance({"script": "benchmarks/bench_ggml.py", "n": args.n,
                                               "k": args.k, "ggml_python": "0.0.45"}), "m": {}}
     for m in [int(v) for v in args.m.split(",")]:
@@ -106,7 +104,7 @@ def main() -> int:
         gp = prepare_w4a8(*g128, 128)
         fns = {"ggml_q4_0": g.run, "w4a8_per_channel": lambda: w4a8_native(x, pc),
                "w4a8_g128": lambda: w4a8_native(x, gp)}
-        t = round_robin(fns, args.rounds if m < 64 else max(5, args.rounds // 5))
+        t = round_robin(fns, args.rounds if m < 64 else max(5, args.rounds // 5), clock)
         ref = x.double() @ w_float.double().t()
         g.run()
         errs = {"ggml_q4_0": rel_error(g.output(), ref),
