@@ -7,12 +7,14 @@ named error that says the field and the accepted range, never a TypeError deep i
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from workbench.errors import InvalidInputError
 
 MAX_DIM = 2**31 - 1  # a layer dimension (N, K): bench's --n / --k take the same
 MAX_M = 2**20  # tokens in one GEMM call: above any max_num_batched_tokens a server runs
+_INTEGER = re.compile(r"[+-]?[0-9]{1,19}")  # ASCII digits only, within int64
 
 
 def shown(value: Any, limit: int = 60) -> str:
@@ -48,3 +50,28 @@ def check_ms(ms: Any, field: str = "m") -> list[int]:
     if not ms:
         raise InvalidInputError(f"{field}: empty; accepted: at least one integer from 1 to {MAX_M}")
     return [check_int(f"{field}[{i}]", m, 1, MAX_M) for i, m in enumerate(ms)]
+
+
+def int_list(text: str, what: str, lo: int, hi: int, most: int = 64) -> list[int]:
+    """Comma-separated integers in [lo, hi], at most `most`, in the order given: the one
+    reader of a typed list of sizes (CLI --m, the app's token counts). An empty entry is
+    refused: `1,,2` is a typo, not the list 1,2."""
+    accepted = f"an integer from {lo} to {hi} (comma-separated)"
+    if not isinstance(text, str) or len(text) > 32 * most:
+        raise InvalidInputError(f"{what}: {shown(text, 40)}; accepted: at most {most} "
+                                "comma-separated integers")
+    parts = [p.strip() for p in text.split(",")]
+    if not any(parts):
+        raise InvalidInputError(f"{what}: empty; accepted: comma-separated integers")
+    if len(parts) > most:
+        raise InvalidInputError(f"{what}: {len(parts)} values; accepted: at most {most}")
+    if not all(parts):
+        raise InvalidInputError(f"{what}: {shown(text, 40)} has an empty entry (entry "
+                                f"{parts.index('') + 1}); accepted: comma-separated integers")
+    out = []
+    for part in parts:
+        value = int(part) if _INTEGER.fullmatch(part) else None
+        if value is None or not lo <= value <= hi:
+            raise InvalidInputError(f"{what}: {shown(part, 40)}; accepted: {accepted}")
+        out.append(value)
+    return out

@@ -51,7 +51,11 @@ def test_bad_token_counts_are_named(ui):
     at = ui.open_app("kernels")
     at.text_input(key="w:kern.m_list").set_value("1, a").run()
     at.button(key="kern.run").click().run()
-    assert ui.errors(at) == ["token counts M: '1, a'; accepted: integers separated by commas, e.g. 1,16,256"]
+    assert ui.errors(at) == ["token counts M: 'a'; accepted: an integer from 1 to 16384 (comma-separated)"]
+    at.text_input(key="w:kern.m_list").set_value("1,,16").run()  # was read as 1,16
+    at.button(key="kern.run").click().run()
+    assert ui.errors(at) == ["token counts M: '1,,16' has an empty entry (entry 2); accepted: "
+                             "comma-separated integers"]
 
 
 def test_saved_results_are_read_in_both_formats(tmp_path):

@@ -16,7 +16,7 @@ import sys
 from typing import Any, BinaryIO, Callable, Iterator
 
 from workbench.errors import InvalidInputError
-from workbench.limits import MAX_M
+from workbench.limits import MAX_M, int_list
 
 MAX_ARG_BYTES = 1 << 20  # a JSON argument, inline or @file, and one --batch line
 MAX_JSON_DEPTH = 16  # the deepest real input (INC extra_config) nests 3 levels
@@ -307,27 +307,6 @@ def float_in(lo: float, hi: float) -> Callable[[str], float]:
 
     parse.__name__ = "number"
     return parse
-
-
-def int_list(text: str, what: str, lo: int, hi: int, most: int = 64) -> list[int]:
-    """Comma-separated integers in [lo, hi], at most `most` of them; an empty entry is refused
-    (`1,,2` is a typo, not the list 1,2)."""
-    if len(text) > 32 * most:
-        raise InvalidInputError(f"{what}: {len(text)} characters; accepted: at most {most} "
-                                "comma-separated integers")
-    parts = [p.strip() for p in text.split(",")]
-    if not any(parts):
-        raise InvalidInputError(f"{what}: empty; accepted: comma-separated integers")
-    if len(parts) > most:
-        raise InvalidInputError(f"{what}: {len(parts)} values; accepted: at most {most}")
-    if not all(parts):
-        raise InvalidInputError(f"{what}: {shown(text, 40)} has an empty entry (entry "
-                                f"{parts.index('') + 1}); accepted: comma-separated integers")
-    parse = int_in(lo, hi)
-    try:
-        return [parse(p) for p in parts]
-    except argparse.ArgumentTypeError as exc:
-        raise InvalidInputError(f"{what}: {exc} (comma-separated)") from None
 
 
 def m_list(text: str, what: str = "--m") -> list[int]:

@@ -55,16 +55,10 @@ def noise_view(meta: dict) -> None:
 
 
 def parse_ms(text: str) -> list[int]:
-    from workbench.errors import InvalidInputError
+    """The core's list reader (an empty entry refused, not dropped), sorted and unique."""
+    from workbench.limits import int_list
 
-    try:
-        ms = sorted({int(t) for t in text.replace(";", ",").split(",") if t.strip()})
-    except ValueError:
-        raise InvalidInputError(f"token counts M: {text!r}; accepted: integers separated by commas, "
-                                "e.g. 1,16,256") from None
-    if not ms or ms[0] < 1 or ms[-1] > MAX_M:
-        raise InvalidInputError(f"token counts M: {text!r}; accepted: 1 to {MAX_M}, at least one")
-    return ms
+    return sorted(set(int_list(text.replace(";", ","), "token counts M", 1, MAX_M)))
 
 
 def engine_plan(ref):
