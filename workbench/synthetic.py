@@ -172,9 +172,16 @@ def layer_from_weight(
     )
 
 
+# Peak memory of synthetic_layer per weight element (the float weight, its draws, the RTN
+# temporaries, the layer's copies): 20-46 B measured over every distribution, symmetric and
+# asymmetric, group 32 / 128 / per-channel, bfloat16 / float16 / float32 (peak RSS, 2048 x 2048).
+BYTES_PER_ELEMENT = 56
+
+
 @dataclass(frozen=True)
 class SyntheticSpec:
-    """What a synthetic layer looks like; checked on construction."""
+    """What a synthetic layer looks like; checked on construction, its size against the
+    memory available here (so a 10^9 x 10^9 spec is refused before anything is drawn)."""
 
     out_features: int = 4096
     in_features: int = 4096
@@ -204,12 +211,6 @@ class SyntheticSpec:
         n, k = self.out_features, self.in_features
         check_fits(n * k * BYTES_PER_ELEMENT, f"a synthetic {n} x {k} layer",
                    "use smaller out_features / in_features")
-
-
-# Peak memory of synthetic_layer per weight element (the float weight, its draws, the RTN
-# temporaries, the layer's copies): 20-46 B measured over every distribution, symmetric and
-# asymmetric, group 32 / 128 / per-channel, bfloat16 / float16 / float32 (peak RSS, 2048 x 2048).
-BYTES_PER_ELEMENT = 56
 
 
 def synthetic_weight(spec: SyntheticSpec) -> torch.Tensor:
