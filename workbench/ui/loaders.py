@@ -21,7 +21,11 @@ from typing import Any
 import streamlit as st
 
 from workbench.errors import InvalidInputError
-from workbench.ui.state import PLATFORM_FIELDS, SAMPLE_ROOT
+from workbench.paths import SAMPLE_ROOT
+
+# The platform fields the trace page edits (Platform's own field names).
+PLATFORM_FIELDS = ("device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages",
+                   "torch_ops", "avx2", "avx512", "avx512_bf16", "avx512_vnni", "vendor")
 
 # Local checkpoint directories must lie under one of these (os.pathsep-separated).
 ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"

@@ -17,7 +17,10 @@ from typing import Any, Callable
 import streamlit as st
 
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+from workbench.limits import int_list
 from workbench.paths import REPO_ROOT, SAMPLE_ROOT  # noqa: F401 - the pages read them from here
+from workbench.ui.loaders import (PLATFORM_FIELDS, build_platform, preset_fields, preset_names,
+                                  sample_names)
 
 DEFAULT_SAMPLE = "ct-w4a8-int-g128"
 DEFAULT_LAYER = "model.layers.0.mlp.down_proj"
@@ -29,10 +32,6 @@ SOURCES = {
     "synthetic": "Synthetic layer",
     "trained": "Real trained layer",
 }
-
-# The platform fields the trace page edits (Platform's own field names).
-PLATFORM_FIELDS = ("device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages",
-                   "torch_ops", "avx2", "avx512", "avx512_bf16", "avx512_vnni", "vendor")
 
 # vLLM's defaults: a knob left at its default is not exported, so a trace's env shows
 # only what the user changed.
@@ -84,6 +83,15 @@ DEFAULTS: dict[str, Any] = {
     **{f"env.{k}": v for k, v in ENV_DEFAULTS.items()},
 }
 
+MAX_M = 16384  # the Kernels page's largest token count
+
+
+def parse_ms(text: str) -> list[int]:
+    """The Kernels page's M list by the core's list reader (an empty entry refused, not
+    dropped), sorted and unique."""
+    return sorted(set(int_list(text.replace(";", ","), "token counts M", 1, MAX_M)))
+
+
 # Query parameter -> state key, for the keys a link may carry.
 QUERY_KEYS = {
     "source": "layer.source", "sample": "layer.sample", "layer": "layer.name",
@@ -103,8 +111,6 @@ def init_state() -> None:
         if key not in ss:
             ss[key] = value
     if "pf.fields" not in ss:
-        from workbench.ui.loaders import preset_fields, preset_names
-
         if ss["pf.preset"] not in preset_names():
             ss["pf.preset"] = DEFAULTS["pf.preset"]
         ss["pf.fields.base"] = preset_fields(ss["pf.preset"])
@@ -153,7 +159,6 @@ def _layer_name(raw: str) -> str:
 
 def _m_list(raw: str) -> str:
     from workbench.errors import InvalidInputError
-    from workbench.ui.views.kernels import parse_ms
 
     try:
         parse_ms(raw)
@@ -170,7 +175,6 @@ def _tour_step(raw: str) -> int:
 
 def _validators() -> dict[str, Callable[[str], Any]]:
     from workbench.models import MODELS
-    from workbench.ui.loaders import preset_names, sample_names
 
     presets = preset_names()
     return {
@@ -203,7 +207,6 @@ def _json_object(raw: str) -> dict:
 def _platform_edits(raw: str) -> dict[str, Any]:
     """Link platform edits, validated by building the platform they describe."""
     from workbench.errors import USER_ERRORS
-    from workbench.ui.loaders import build_platform
 
     edits = _json_object(raw)
     unknown = [f for f in edits if f not in PLATFORM_FIELDS]
@@ -282,8 +285,6 @@ def apply_query(params: dict[str, str]) -> list[str]:
 
 def set_preset(name: str) -> None:
     """Pick a platform preset: every editable field takes the preset's value."""
-    from workbench.ui.loaders import preset_fields
-
     ss = st.session_state
     ss["pf.preset"] = name
     base = preset_fields(name)

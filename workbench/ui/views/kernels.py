@@ -14,8 +14,6 @@ import streamlit as st
 from workbench.ui import loaders, runs, state, widgets
 from workbench.ui.plain import plain
 
-DEFAULT_M = "1,4,16,64,256"
-MAX_M = 16384
 # Untimed calls before each point: the first calls of a path pay for allocation and packing.
 WARMUP = 2
 
@@ -52,13 +50,6 @@ def noise_view(meta: dict) -> None:
         st.warning(f"These timings are noisy ({' and '.join(why)}): medians can move between runs. "
                    "Raise Repeats, or re-run when the machine is quiet; the ratios between paths are "
                    "still timed round-robin in one process.")
-
-
-def parse_ms(text: str) -> list[int]:
-    """The core's list reader (an empty entry refused, not dropped), sorted and unique."""
-    from workbench.limits import int_list
-
-    return sorted(set(int_list(text.replace(";", ","), "token counts M", 1, MAX_M)))
 
 
 def engine_plan(ref):
@@ -155,7 +146,7 @@ def _controls(layer, ref, plan, key: str, default_m: str | None) -> None:
     if run:
         from workbench.errors import InvalidInputError
 
-        ms = parse_ms(ss["kern.m_list"])
+        ms = state.parse_ms(ss["kern.m_list"])
         if not ss["kern.paths"]:
             raise InvalidInputError("paths: pick at least one kernel path to run")
         _run(layer, ref, list(ss["kern.paths"]), ms, int(ss["kern.reps"]), key)
@@ -326,7 +317,7 @@ def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: boo
     _controls(layer, ref, plan, key, default_m)
     local, meta = _local_rows(ref)
     if auto_run and not local and not (meta and meta.get("layer_key") == ref.key):
-        _run(layer, ref, list(ss["kern.paths"]), parse_ms(ss["kern.m_list"]), int(ss["kern.reps"]), key)
+        _run(layer, ref, list(ss["kern.paths"]), state.parse_ms(ss["kern.m_list"]), int(ss["kern.reps"]), key)
         local, meta = _local_rows(ref)
     if meta and meta.get("layer_key") == ref.key:
         st.caption(f"Results for {plain(meta['label'])}: M = {meta['ms']}, {meta['status']}; measured on "
