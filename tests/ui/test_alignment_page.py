@@ -65,3 +65,41 @@ def test_sweep_starts_from_the_shard_of_the_chosen_shapes_and_tp(ui):
     at.selectbox(key="w:align.sweep_layer").set_value("Llama-3.1-8B.gate_up_proj").run()
     sweep = next(d.value for d in at.dataframe if "rules broken (whose rule)" in d.value.columns)
     assert sweep["N"].min() == 2 * 14336 // 8 and set(sweep["K"]) == {4096}
+
+
+def _measured(at):
+    return next(d.value for d in at.dataframe if "W4A8 efficiency" in d.value.columns)
+
+
+def test_measured_tp_shards_beside_the_verdicts(ui):
+    # Issue 17.4: the committed per-shard H200 timings at the chosen TP, each beside the
+    # table's verdict for the same shard; the efficiency from the raw file, not the module.
+    from workbench.tp_measured import TP_SHARDS
+
+    raw = json.loads(TP_SHARDS.read_text())["records"]
+
+    def us(layer, tp, path, g, m):
+        return next(r["median_us"] for r in raw if r["detail"]["layer"] == layer and r["detail"]["tp"] == tp
+                    and r["path"] == path and r["group_size"] == g and r["m"] == m)
+
+    at = ui.open_app("alignment", state={"pf.preset": "sm90-h200", "tp.size": 2,
+                                         "align.model": "Qwen2.5-72B", "layer.sample": "ct-w4a8-int-g128"})
+    verdicts = _table(at).set_index("layer")
+    t = _measured(at)
+    assert set(t["K/TP"]) == {8192, 29568 // 2} and set(t["N/TP"]) == {59136 // 2, 8192}
+    row = t[(t["layer"] == "gate_up_proj") & (t["group"] == "g128") & (t["M"] == 1)].iloc[0]
+    assert row["W4A8 native µs"] == f"{us('gate_up_proj', 2, 'w4a8_native', 128, 1):.1f}"
+    eff = us("gate_up_proj", 1, "w4a16_fallback", 128, 1) / (2 * us("gate_up_proj", 2, "w4a16_fallback", 128, 1))
+    assert row["W4A16 efficiency"] == f"{eff:.2f}"
+    assert row["vLLM picks (table above)"] == verdicts.loc["Qwen2.5-72B.gate_up_proj", "vLLM picks"] != ""
+    # a per-channel row has no verdict in a g128 table; the g128 down_proj shard was refused
+    assert set(t[t["group"] == "channel"]["vLLM picks (table above)"]) == {""}
+    assert not ((t["layer"] == "down_proj") & (t["group"] == "g128")).any()
+    text = ui.text(at)
+    assert "The collective is not measured" in text and "no collective term" in text
+    assert "Not measured: w4a8_native K 14784 x N 8192, group 128" in text
+    assert "NVIDIA H200" in text and "h200_tp_shards.json" in text
+    assert not ui.errors(at)
+    at.number_input(key="w:tp.size").set_value(3).run()
+    assert "Measured at TP 1, 2, 4, 8 only" in ui.text(at)
+    assert not any("W4A8 efficiency" in d.value.columns for d in at.dataframe)

@@ -84,6 +84,57 @@ def layer_table(*, key: str = "align") -> list[dict]:
     return rows
 
 
+# --------------------------------------------------------------------------- measured TP shards
+
+def _us(v) -> str:
+    return "" if v is None else f"{v:.1f}"
+
+
+def _eff(v) -> str:
+    return "" if v is None else f"{v:.2f}"
+
+
+def measured_tp(rows: list[dict]) -> None:
+    """The committed per-shard timings at the TP size, beside the table's verdict for the same shard."""
+    from workbench.tp_measured import beside_verdicts, load_tp_shards
+
+    ss = st.session_state
+    tp = int(ss["tp.size"])
+    meas = load_tp_shards()
+    prov = meas.provenance
+    full = {t.layer: (t.k, t.n) for t in meas.timings if t.tp == 1}
+    models = sorted({t.model for t in meas.timings})
+    shapes = "; ".join(f"{layer} K {k} x N {n}" for layer, (k, n) in sorted(full.items()))
+    st.markdown(plain(f"Each TP rank's GEMM of the {', '.join(models)} MLP ({shapes} unsharded; "
+                      "gate_up_proj split along N, down_proj along K, as vLLM shards them), timed "
+                      f"alone on one {prov.get('device', '?')} on {prov.get('date_utc', '?')} by "
+                      f"{prov.get('script', '?')} at commit {prov.get('commit', '?')} "
+                      f"({meas.source}). Timing: {prov.get('timing', 'not recorded')}."))
+    st.info("The collective is not measured: only one GPU was lent, so down_proj's all-reduce is "
+            "not in these times (it comes on top at TP > 1). The performance model has no "
+            "collective term either.")
+    if tp not in meas.tp_sizes:
+        st.info(f"Measured at TP {', '.join(map(str, meas.tp_sizes))} only: pick one of those to "
+                "see its shards.")
+        return
+    group = loaders.layer_spec(loaders.current_ref(ss)).group_size
+    table = [{"layer": r["layer"], "K/TP": r["K"], "N/TP": r["N"],
+              "group": "channel" if r["group_size"] == -1 else f"g{r['group_size']}", "M": r["m"],
+              "W4A8 native µs": _us(r.get("w4a8_native_us")),
+              "W4A16 µs": _us(r.get("w4a16_fallback_us")),
+              "W4A8 efficiency": _eff(r.get("w4a8_native_efficiency")),
+              "W4A16 efficiency": _eff(r.get("w4a16_fallback_efficiency")),
+              "vLLM picks (table above)": r["vllm_picks"] or ""}
+             for r in beside_verdicts(rows, meas, tp, group)]
+    st.dataframe(table, hide_index=True, width="stretch")
+    st.caption("Shard efficiency = unsharded time / (TP x shard time), the same path, group and M at "
+               "TP 1: 1.0 is ideal scaling; below it the smaller shard no longer fills the GPU. "
+               "\"vLLM picks\" is the table's verdict for a shard of the same K, N and group.")
+    for f in meas.not_run_at(tp):
+        st.caption(plain(f"Not measured: {f.get('path', '?')} K {f['k']} x N {f['n']}, "
+                         f"group {f.get('group_size')}: {f.get('error', '')}"))
+
+
 # --------------------------------------------------------------------------- alignment sweep
 
 def _sweep_base(rows: list[dict]) -> dict | None:
@@ -207,6 +258,11 @@ def render() -> None:
     try:
         rows = layer_table()
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
+        widgets.show_error(exc)
+    st.subheader("Measured TP shards (one H200)")
+    try:
+        measured_tp(rows)
+    except Exception as exc:  # noqa: BLE001
         widgets.show_error(exc)
     st.subheader("Alignment sweep")
     try:
