@@ -174,10 +174,6 @@ def _finish_int8(out, inputs, prepared: _Int8Alone) -> torch.Tensor:
     return y * prepared.scales[:, 0] if prepared.per_channel else y
 
 
-def _int_mm_supports(w: Int4Weight) -> tuple[bool, str]:
-    return True, ""
-
-
 def _fbgemm_probe() -> tuple[bool, str]:
     return engine_available(Int8Engine.FBGEMM)
 
