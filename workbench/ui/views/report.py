@@ -8,7 +8,8 @@ import json
 
 import streamlit as st
 
-from workbench.ui import loaders, state
+from workbench.errors import USER_ERRORS
+from workbench.ui import loaders, state, widgets
 from workbench.ui.plain import plain
 
 _COLUMNS = ["layer", "count", "k", "n", "group_size", "kernel", "computes", "decode_us", "decode_low_us",
@@ -32,7 +33,7 @@ def _sources() -> list[str]:
         ref = loaders.current_ref(st.session_state)
         if ref.path is not None:
             out.insert(0, str(ref.path))
-    except Exception:  # noqa: BLE001 - no loaded checkpoint: presets only (the Layer page says why)
+    except USER_ERRORS:  # no loaded checkpoint: presets only (the Layer page says why)
         pass
     return out
 
@@ -79,11 +80,17 @@ def render() -> None:
 # --------------------------------------------------------------------------- predicted costs elsewhere
 
 
+def _modelled_group(g: int, k: int) -> int:
+    """The layer's group size where it is one of the usual sizes and divides K, else per-channel
+    (-1): the cost shown is then the per-channel one."""
+    return g if g in (-1, 32, 64, 128, 256) and (g == -1 or k % g == 0) else -1
+
+
 @st.cache_data(show_spinner=False, max_entries=128)
 def _curves(platform: str, n: int, k: int, g: int) -> list:
     from workbench.perf.predict import predict, sweep_ms
 
-    gg = g if g in (-1, 32, 64, 128, 256) and (g == -1 or k % g == 0) else -1
+    gg = _modelled_group(g, k)
     return [predict(platform, path, m, n, k, gg)
             for path in ("w4a8_native", "w4a16_fallback", "bf16_dense", "selected") for m in sweep_ms(1, 8192)]
 
@@ -135,7 +142,7 @@ def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
     if platform == "host" and not _host_ready(platform, quiet=True):
         return ("Cost: this machine is not calibrated yet (`python -m workbench predict --platform host` "
                 "calibrates it in seconds); pick a preset for its predicted cost.")
-    gg = g if g in (-1, 32, 64, 128, 256) and (g == -1 or k % g == 0) else -1
+    gg = _modelled_group(g, k)
     sel = cost_of_runtime(platform, trace.runtime_detail, m, n, k, gg, selected=trace.selected, error=trace.error)
     nat = predict(platform, "w4a8_native", m, n, k, gg)
     if sel.predicted_us is None:
@@ -149,8 +156,6 @@ def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
 
 def cost_view(trace, ref) -> None:
     """The trace page's cost line at the user's M (per-rank shape of the traced layer)."""
-    from workbench.ui import loaders
-
     ss = st.session_state
     ss.setdefault("trace.cost_m", 16)
     spec = loaders.layer_spec(ref)
@@ -162,6 +167,4 @@ def cost_view(trace, ref) -> None:
     try:
         c2.markdown(plain(cost_line(trace, n, k, spec.group_size, int(ss["trace.cost_m"]))))
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
-        from workbench.ui import widgets
-
         widgets.show_error(exc)
