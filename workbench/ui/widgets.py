@@ -128,8 +128,7 @@ def platform_editor() -> None:
 
 def env_editor(*, columns: int = 3) -> None:
     """vLLM's dispatch knobs, as the env variables and kernel config name them."""
-    from workbench.dispatch.env import MARLIN_INPUT_DTYPES, XPU_INC_BACKENDS
-    from workbench.dispatch.env import LINEAR_BACKENDS
+    from workbench.dispatch.env import LINEAR_BACKENDS, MARLIN_INPUT_DTYPES, XPU_INC_BACKENDS
 
     cols = st.columns(columns)
     with cols[0]:
