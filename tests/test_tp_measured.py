@@ -87,3 +87,15 @@ def test_committed_validation_is_current():
     for p in doc["points"][::31]:  # the model as it is now: regenerate the file when it changes
         now = predict("sm90-h200", p["path"], p["m"], p["n"], p["k"], p["group_size"]).predicted_us
         assert now == pytest.approx(p["predicted_us"], rel=1e-3), p
+
+
+def test_predictions_join_the_measured_rows(tmp_path):
+    from workbench.tp_measured import load_validation, with_predictions
+
+    check = load_validation()
+    rows = with_predictions(shards_at(load_tp_shards(), 4), check)
+    assert len(rows) == 18 and all(r["w4a8_native_predicted_us"] > 0 for r in rows)
+    bad = tmp_path / "v.json"
+    bad.write_text(json.dumps({"all": {}, "points": [{"tp": 1}]}))
+    with pytest.raises(InvalidInputError, match=r"v\.json: not the file benchmarks/validate_tp\.py writes"):
+        load_validation(bad)

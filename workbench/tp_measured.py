@@ -9,6 +9,7 @@ unsharded time / (TP x shard time): 1.0 when splitting the work costs nothing pe
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,10 +17,13 @@ from workbench.errors import InvalidInputError
 from workbench.paths import RESULTS_DIR
 from workbench.results import Results, load_results
 
-__all__ = ["TP_SHARDS", "ShardTiming", "TpMeasurements", "load_tp_shards", "tp_measurements",
-           "shards_at", "beside_verdicts", "PATHS"]
+__all__ = ["TP_SHARDS", "TP_VALIDATION", "ShardTiming", "TpMeasurements", "load_tp_shards",
+           "tp_measurements", "shards_at", "beside_verdicts", "load_validation", "with_predictions",
+           "PATHS"]
 
 TP_SHARDS = RESULTS_DIR / "h200_tp_shards.json"
+# The performance model's prediction of each measured shard (benchmarks/validate_tp.py).
+TP_VALIDATION = RESULTS_DIR / "perf_tp_validation.json"
 PATHS = ("w4a8_native", "w4a16_fallback")
 
 
@@ -130,3 +134,28 @@ def beside_verdicts(shard_rows: list[dict], meas: TpMeasurements, tp: int, group
             picks = match["selected"] or (match["error_type"] if match["error"] else None)
         out.append({**row, "table_layer": match["layer"] if match else None, "vllm_picks": picks})
     return out
+
+
+def load_validation(path: str | Path = TP_VALIDATION) -> dict:
+    """The committed check of the model against these shards: its summaries and, per
+    (tp, layer, path, group, m), the predicted time and band."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text())
+        points = {(p["tp"], p["layer"], p["path"], p["group_size"], p["m"]):
+                  (float(p["predicted_us"]), float(p["low_us"]), float(p["high_us"])) for p in doc["points"]}
+        return {"all": dict(doc["all"]), "shape_not_calibrated": dict(doc["shape_not_calibrated"]),
+                "collective": dict(doc["collective"]), "points": points}
+    except FileNotFoundError:
+        raise InvalidInputError(f"TP validation {path}: no such file; accepted: the file "
+                                "benchmarks/validate_tp.py writes") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise InvalidInputError(f"TP validation {path}: not the file benchmarks/validate_tp.py writes "
+                                f"({type(exc).__name__}: {exc})") from None
+
+
+def with_predictions(rows: list[dict], validation: dict) -> list[dict]:
+    """`shards_at` rows with the model's predicted time of each path (None where not predicted)."""
+    pts = validation["points"]
+    return [{**r, **{f"{path}_predicted_us": (pts.get((r["tp"], r["layer"], path, r["group_size"], r["m"]))
+                                              or (None,))[0] for path in PATHS}} for r in rows]

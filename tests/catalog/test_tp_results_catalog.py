@@ -5,7 +5,7 @@ import pytest
 
 from workbench.errors import InvalidInputError
 from workbench.results import SCHEMA, parse_results
-from workbench.tp_measured import load_tp_shards, tp_measurements
+from workbench.tp_measured import load_tp_shards, load_validation, tp_measurements
 
 SURFACE = "tp_results"
 
@@ -20,6 +20,16 @@ def _raises(pattern, fn):
 def _parse(detail, path="w4a8_native"):
     rec = {"path": path, "n": 64, "k": 128, "m": 1, "median_us": 5.0, "detail": detail}
     return lambda: tp_measurements(parse_results({"schema": SCHEMA, "records": [rec]}, "t.json"))
+
+
+def _validation(text):
+    import tempfile
+    from pathlib import Path
+
+    p = Path(tempfile.mkdtemp()) / "v.json"
+    if text is not None:
+        p.write_text(text)
+    return lambda: load_validation(p)
 
 
 def _ok_committed():
@@ -37,6 +47,10 @@ CATALOG = [
      _raises(r"detail\.tp = True; accepted", _parse({"model": "M", "layer": "d", "tp": True}))),
     ("TP file with only bf16_dense records", "InvalidInputError: no w4a8_native or w4a16_fallback records",
      _raises(r"no w4a8_native or w4a16_fallback records", _parse({"tp": 1}, path="bf16_dense"))),
+    ("TP validation file missing", "InvalidInputError: no such file; names the script that writes it",
+     _raises(r"v\.json: no such file; accepted: the file benchmarks/validate_tp\.py writes", _validation(None))),
+    ("TP validation file without points", "InvalidInputError: not the file benchmarks/validate_tp.py writes",
+     _raises(r"not the file benchmarks/validate_tp\.py writes \(KeyError", _validation('{"all": {}}'))),
     ("the committed h200_tp_shards.json", "ok: TP 1, 2, 4, 8; the g128 down_proj at TP 2 named as not run",
      _ok_committed),
 ]

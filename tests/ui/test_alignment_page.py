@@ -92,6 +92,10 @@ def test_measured_tp_shards_beside_the_verdicts(ui):
     eff = us("gate_up_proj", 1, "w4a16_fallback", 128, 1) / (2 * us("gate_up_proj", 2, "w4a16_fallback", 128, 1))
     assert row["W4A16 efficiency"] == f"{eff:.2f}"
     assert row["vLLM picks (table above)"] == verdicts.loc["Qwen2.5-72B.gate_up_proj", "vLLM picks"] != ""
+    from workbench.perf.predict import predict
+
+    model = predict("sm90-h200", "w4a8_native", 1, 59136 // 2, 8192, 128).predicted_us
+    assert row["W4A8 model µs"] == f"{model:.1f}"
     # a per-channel row has no verdict in a g128 table; the g128 down_proj shard was refused
     assert set(t[t["group"] == "channel"]["vLLM picks (table above)"]) == {""}
     assert not ((t["layer"] == "down_proj") & (t["group"] == "g128")).any()
@@ -99,6 +103,7 @@ def test_measured_tp_shards_beside_the_verdicts(ui):
     assert "The collective is not measured" in text and "no collective term" in text
     assert "Not measured: w4a8_native K 14784 x N 8192, group 128" in text
     assert "NVIDIA H200" in text and "h200_tp_shards.json" in text
+    assert "Over all 156 measured points: median |predicted/measured - 1|" in text
     assert not ui.errors(at)
     at.number_input(key="w:tp.size").set_value(3).run()
     assert "Measured at TP 1, 2, 4, 8 only" in ui.text(at)

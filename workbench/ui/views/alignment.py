@@ -96,7 +96,7 @@ def _eff(v) -> str:
 
 def measured_tp(rows: list[dict]) -> None:
     """The committed per-shard timings at the TP size, beside the table's verdict for the same shard."""
-    from workbench.tp_measured import beside_verdicts, load_tp_shards
+    from workbench.tp_measured import beside_verdicts, load_tp_shards, load_validation, with_predictions
 
     ss = st.session_state
     tp = int(ss["tp.size"])
@@ -118,15 +118,25 @@ def measured_tp(rows: list[dict]) -> None:
                 "see its shards.")
         return
     group = loaders.layer_spec(loaders.current_ref(ss)).group_size
+    check = load_validation()
     table = [{"layer": r["layer"], "K/TP": r["K"], "N/TP": r["N"],
               "group": "channel" if r["group_size"] == -1 else f"g{r['group_size']}", "M": r["m"],
               "W4A8 native µs": _us(r.get("w4a8_native_us")),
+              "W4A8 model µs": _us(r.get("w4a8_native_predicted_us")),
               "W4A16 µs": _us(r.get("w4a16_fallback_us")),
+              "W4A16 model µs": _us(r.get("w4a16_fallback_predicted_us")),
               "W4A8 efficiency": _eff(r.get("w4a8_native_efficiency")),
               "W4A16 efficiency": _eff(r.get("w4a16_fallback_efficiency")),
               "vLLM picks (table above)": r["vllm_picks"] or ""}
-             for r in beside_verdicts(rows, meas, tp, group)]
+             for r in with_predictions(beside_verdicts(rows, meas, tp, group), check)]
     st.dataframe(table, hide_index=True, width="stretch")
+    a, held = check["all"], check["shape_not_calibrated"]
+    st.caption(f"Model µs: the performance model's prediction of the shard's GEMM (sm90-h200 at the "
+               f"shard's N and K; benchmarks/validate_tp.py). Over all {a['n']} measured points: median "
+               f"|predicted/measured - 1| {a['median_abs_err']:.3f}, p90 {a['p90_abs_err']:.3f}, band "
+               f"covers {100 * a['band_coverage']:.0f}%; at the {held['n']} points of shapes it was not "
+               f"calibrated on: {held['median_abs_err']:.3f}, {held['p90_abs_err']:.3f}, "
+               f"{100 * held['band_coverage']:.0f}%.")
     st.caption("Shard efficiency = unsharded time / (TP x shard time), the same path, group and M at "
                "TP 1: 1.0 is ideal scaling; below it the smaller shard no longer fills the GPU. "
                "\"vLLM picks\" is the table's verdict for a shard of the same K, N and group.")
