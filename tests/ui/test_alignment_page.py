@@ -97,7 +97,7 @@ def test_measured_tp_shards_beside_the_verdicts(ui):
     model = predict("sm90-h200", "w4a8_native", 1, 59136 // 2, 8192, 128).predicted_us
     assert row["W4A8 model µs"] == f"{model:.1f}"
     # a per-channel row has no verdict in a g128 table; the g128 down_proj shard was refused
-    assert set(t[t["group"] == "channel"]["vLLM picks (table above)"]) == {""}
+    assert set(t[t["group"] == "channel"]["vLLM picks (table above)"]) == {"(the table is traced at g128)"}
     assert not ((t["layer"] == "down_proj") & (t["group"] == "g128")).any()
     text = ui.text(at)
     assert "The collective is not measured" in text and "no collective term" in text

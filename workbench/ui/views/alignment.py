@@ -90,6 +90,10 @@ def _us(v) -> str:
     return "" if v is None else f"{v:.1f}"
 
 
+def _group_name(g: int) -> str:
+    return "channel" if g == -1 else f"g{g}"
+
+
 def _eff(v) -> str:
     return "" if v is None else f"{v:.2f}"
 
@@ -120,14 +124,15 @@ def measured_tp(rows: list[dict]) -> None:
     group = loaders.layer_spec(loaders.current_ref(ss)).group_size
     check = load_validation()
     table = [{"layer": r["layer"], "K/TP": r["K"], "N/TP": r["N"],
-              "group": "channel" if r["group_size"] == -1 else f"g{r['group_size']}", "M": r["m"],
+              "group": _group_name(r["group_size"]), "M": r["m"],
               "W4A8 native µs": _us(r.get("w4a8_native_us")),
               "W4A8 model µs": _us(r.get("w4a8_native_predicted_us")),
               "W4A16 µs": _us(r.get("w4a16_fallback_us")),
               "W4A16 model µs": _us(r.get("w4a16_fallback_predicted_us")),
               "W4A8 efficiency": _eff(r.get("w4a8_native_efficiency")),
               "W4A16 efficiency": _eff(r.get("w4a16_fallback_efficiency")),
-              "vLLM picks (table above)": r["vllm_picks"] or ""}
+              "vLLM picks (table above)": r["vllm_picks"] or (
+                  "" if r["group_size"] == group else f"(the table is traced at {_group_name(group)})")}
              for r in with_predictions(beside_verdicts(rows, meas, tp, group), check)]
     st.dataframe(table, hide_index=True, width="stretch")
     a, held = check["all"], check["shape_not_calibrated"]
