@@ -23,7 +23,6 @@ from pathlib import Path
 __all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags"]
 
 _CSRC = Path(__file__).parent / "csrc"
-_SRC = _CSRC / "w4a8_avx2.c"
 # -ffp-contract=off: no fused multiply-add, so every product rounds as the reference's does.
 _COMMON = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread"]
 # variant: (source, compiler flags, /proc/cpuinfo flags it needs)

@@ -43,7 +43,7 @@ class Int8Engine(str, Enum):
     U4_VNNI512 = "u4_vnni512"
     """Our C kernel on packed int4 (w4a8_u4.c), AVX-512 VNNI vpdpbusd."""
     U4_AMX = "u4_amx"
-    """Our C kernel on packed int4 (w4a8_amx.c), AMX-INT8 tdpbusd tiles."""
+    """Our C kernel on packed int4 (w4a8_amx.c), AMX-INT8 tdpbssd tiles."""
     FBGEMM = "fbgemm"
     """FBGEMM u8 x s8 through torch.ops.quantized with unit scales (exact float output)."""
     INT_MM = "int_mm"
@@ -60,7 +60,8 @@ INT32_MAX = (1 << 31) - 1
 # code (|code| <= 127), so they see up to 255; the others the code itself.
 _ACT_MAX = {"avx2_u8s8": 255, "fbgemm": 255, "int_mm": 127, "u4_avx2": 127, "u4_vnni512": 127,
             "u4_amx": 127}
-# The packed-int4 engines multiply the unsigned nibble (up to 15) whatever the weight's sign.
+# The packed-int4 engines multiply the unsigned nibble (AMX: the nibble less its zero point),
+# at most 15 in magnitude whatever the weight's sign.
 _W_MAX = {"u4_avx2": 15, "u4_vnni512": 15, "u4_amx": 15}
 C_ENGINES = ("avx2_u8s8", "u4_avx2", "u4_vnni512", "u4_amx")  # engine value = _native_lib variant
 

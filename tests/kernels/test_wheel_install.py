@@ -38,7 +38,7 @@ out = w4a8_native(x, prepare_w4a8(w, s, -1, engine="avx2_u8s8"))
 ref = w4a8_reference(x, w, s, -1)
 print(json.dumps({
     "w4a8_kernels": w4a8_kernels.__file__, "kernels": kernels.__file__,
-    "hf_get_kernel": hasattr(kernels, "get_kernel"), "src": str(_native_lib._SRC),
+    "hf_get_kernel": hasattr(kernels, "get_kernel"), "src": str(_native_lib._CSRC),
     "why": _native_lib.why_unavailable(), "lib_dir": str(_native_lib.cache_dir()),
     "variants": {v: _native_lib.why_unavailable(v) for v in _native_lib.VARIANTS},
     "rel": float(((out.double() - ref).norm() / ref.norm()).item())}))
