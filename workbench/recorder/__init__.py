@@ -6,8 +6,11 @@
 from `workbench.dispatch.versions.RULE_SETS`; that module imports vLLM from `DIR` and runs its
 selection code on simulated platforms (see `workbench.recorder.sandbox` for what is faked).
 
-Committed cases keep their inputs and get their `expected` re-recorded; the new levels are drawn
-from `workbench.recorder.cases` with a fixed seed, so one command rebuilds every fixture file.
+Levels: mp (the candidate loop), scheme (compressed-tensors), gptq, awq, inc (a checkpoint's
+linear layer through vLLM's model-load order), config-gate (the VllmConfig quantization gate)
+and runtime (weight processing after selection). Committed mp/scheme cases keep their inputs
+and get their `expected` re-recorded; the other levels are drawn from
+`workbench.recorder.cases` with a fixed seed, so one command rebuilds every fixture file.
 """
 from __future__ import annotations
 

@@ -59,17 +59,6 @@ class SdistError(InvalidInputError):
     """The directory given is not an unpacked vLLM 0.33.0 sdist."""
 
 
-def sdist_version(src: Path) -> str | None:
-    """The version an unpacked vLLM sdist declares in PKG-INFO (None if it is not one)."""
-    info = Path(src) / "PKG-INFO"
-    if not info.is_file():
-        return None
-    for line in info.read_text(errors="replace").splitlines():
-        if line.startswith("Version:"):
-            return line.split(":", 1)[1].strip()
-    return None
-
-
 def _fake_amdsmi(arch: str) -> types.ModuleType:
     """`amdsmi` answering the one query vLLM's ROCm platform makes at import: the GCN arch."""
     m = types.ModuleType("amdsmi")
@@ -94,6 +83,7 @@ class Vllm:
     def __init__(self, src: Path, packages: tuple[str, ...] = ()) -> None:
         """Import vLLM from `src` with the optional `packages` importable: some vLLM modules
         decide at import what an optional package provides (`if has_humming(): ...`)."""
+        from workbench.recorder import sdist_version
         src = Path(src).resolve()
         version = sdist_version(src)
         if version != VLLM_VERSION or not (src / "vllm" / "__init__.py").is_file():
@@ -104,7 +94,8 @@ class Vllm:
                                              ).startswith(str(src)):
             raise SdistError(f"another vllm is already imported from "
                              f"{sys.modules['vllm'].__file__}")
-        sys.path.insert(0, str(src))
+        if str(src) not in sys.path:
+            sys.path.insert(0, str(src))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
         sandbox.install(STUBBED, OPTIONAL)
         sandbox.set_packages(OPTIONAL, set(packages))
