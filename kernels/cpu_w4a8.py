@@ -101,22 +101,31 @@ def _prepare_avx2(wc: torch.Tensor, scales: torch.Tensor, g: int) -> dict:
             "n_pad": n_pad, "ch": ch}
 
 
-def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor, g: int,
-                nr: int) -> dict:
-    """Pack the weight's unsigned nibbles as w4a8_u4.c reads them; each group padded to 8."""
+def _nibbles(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor, g: int,
+             gp: int, n_pad: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The packed engines' common start: unsigned nibbles uint8 [n_pad, G, gp] (each group
+    padded with zeros to gp, rows to n_pad), zero points int32 and scales float32 [n_pad, G]."""
     n, k = w_q.shape
-    groups, gp = k // g, -(-g // 8) * 8
-    n_pad = -(-n // nr) * nr
-    k8 = groups * gp // 8
+    groups = k // g
     u = torch.zeros(n_pad, groups, gp, dtype=torch.uint8)
     # symmetric w in [-8, 7] is the nibble w + 8 with zero point 8; asymmetric: as stored
     u[:n, :, :g] = (w_q if zeros is not None else w_q + 8).view(torch.uint8).view(n, groups, g)
-    u = u.view(n_pad, k8, 2, 4)  # k = 8 s + 4 h + j
-    packed = (u[:, :, 0] | (u[:, :, 1] << 4)).view(n_pad // nr, nr, k8, 4).permute(0, 2, 1, 3)
     zs = torch.zeros(n_pad, groups, dtype=torch.int32)
     zs[:n] = zeros.to(torch.int32) if zeros is not None else 8
     sc = torch.zeros(n_pad, groups, dtype=torch.float32)
     sc[:n] = scales
+    return u, zs, sc
+
+
+def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor, g: int,
+                nr: int) -> dict:
+    """Pack the weight's unsigned nibbles as w4a8_u4.c reads them; each group padded to 8."""
+    groups, gp = w_q.shape[1] // g, -(-g // 8) * 8
+    n_pad = -(-w_q.shape[0] // nr) * nr
+    k8 = groups * gp // 8
+    u, zs, sc = _nibbles(w_q, zeros, scales, g, gp, n_pad)
+    u = u.view(n_pad, k8, 2, 4)  # k = 8 s + 4 h + j
+    packed = (u[:, :, 0] | (u[:, :, 1] << 4)).view(n_pad // nr, nr, k8, 4).permute(0, 2, 1, 3)
     return {"bp": packed.contiguous(), "g8": gp // 8, "gp": gp,
             "zs": zs.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous(),
             "sc": sc.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous()}
@@ -125,18 +134,12 @@ def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Ten
 def _prepare_amx(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor,
                  g: int) -> dict:
     """Pack the weight's unsigned nibbles as w4a8_amx.c reads them; groups padded to 64."""
-    n, k = w_q.shape
-    groups, gp = k // g, -(-g // 64) * 64
-    n_pad = -(-n // 32) * 32
+    groups, gp = w_q.shape[1] // g, -(-g // 64) * 64
+    n_pad = -(-w_q.shape[0] // 32) * 32
     k64 = groups * gp // 64
-    u = torch.zeros(n_pad, groups, gp, dtype=torch.uint8)
-    u[:n, :, :g] = (w_q if zeros is not None else w_q + 8).view(torch.uint8).view(n, groups, g)
+    u, zs, sc = _nibbles(w_q, zeros, scales, g, gp, n_pad)
     u = u.view(n_pad // 16, 16, k64, 2, 32)  # k = 64 kb + 32 h + j
     packed = (u[:, :, :, 0] | (u[:, :, :, 1] << 4)).permute(0, 2, 1, 3)  # [N/16, K64, 16, 32]
-    zs = torch.zeros(n_pad, groups, dtype=torch.int32)
-    zs[:n] = zeros.to(torch.int32) if zeros is not None else 8
-    sc = torch.zeros(n_pad, groups, dtype=torch.float32)
-    sc[:n] = scales
     return {"bp": packed.contiguous(), "gp": gp, "kpg": gp // 64, "zs": zs, "sc": sc}
 
 
@@ -177,8 +180,13 @@ def prepare_w4a8(
     if grouped and g % 4 and chosen is Int8Engine.AVX2_U8S8:  # its groups step by 4 columns
         raise KernelInputError(
             f"the avx2_u8s8 engine needs a group size that is a multiple of 4, got {g}")
-    check_accumulator_range(chosen, g, 15 if zeros is not None else 8)  # padding adds zeros
+    check_accumulator_range(chosen, g, _w_absmax(zeros))  # padding adds zeros
     return _guarded_prepare(w_q, zeros, scales, g, chosen)
+
+
+def _w_absmax(zeros) -> int:
+    """The largest |w - z| an engine multiplies: 15 with zero points, 8 when symmetric."""
+    return 15 if zeros is not None else 8
 
 
 def _first_fitting(order: list, g: int, k: int, zeros) -> Int8Engine:
@@ -187,7 +195,7 @@ def _first_fitting(order: list, g: int, k: int, zeros) -> Int8Engine:
         if e is Int8Engine.AVX2_U8S8 and g != k and g % 4:
             continue  # its groups step by 4 columns
         try:
-            check_accumulator_range(e, g, 15 if zeros is not None else 8)
+            check_accumulator_range(e, g, _w_absmax(zeros))
         except KernelInputError:
             continue  # an engine whose int32 sums could overflow never runs this layer
         return e
