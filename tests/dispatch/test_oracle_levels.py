@@ -25,12 +25,8 @@ LEVELS = {"gptq": ("vllm_oracle_gptq.jsonl", dispatch.trace_gptq),
           "runtime": ("vllm_oracle_runtime.jsonl", None)}
 ROUTES = {"scheme": dispatch.trace_scheme, "gptq": dispatch.trace_gptq,
           "awq": dispatch.trace_awq, "inc": dispatch.trace_inc}
-# The share of each level's recorded cases that must agree. AWQ: the recorder builds a
-# replicated layer for a row-parallel shard, so AutoAWQ's Marlin layer check sees the full K
-# where vLLM under tensor parallelism (and this workbench) sees the shard. Runtime: the
-# recorder's stand-ins for humming's modules and zentorch's ops raise inside Humming's and
-# Zentorch's weight processing, where the real packages would not.
-FLOOR = {"gptq": 1.0, "config-gate": 1.0, "awq": 0.99, "inc": 1.0, "runtime": 0.95}
+# The share of each level's recorded cases that must agree: all of them, at every level.
+FLOOR = {"gptq": 1.0, "config-gate": 1.0, "awq": 1.0, "inc": 1.0, "runtime": 1.0}
 _SET = re.compile(r"\{('[^{}]*')\}")
 
 
