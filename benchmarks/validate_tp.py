@@ -10,7 +10,8 @@ two Qwen2-72B shards). Also the shard efficiency the model implies, predicted(TP
 (TP x predicted(TP)), against the measured one. Writes benchmarks/results/perf_tp_validation.json.
 
 The model has no collective term and the collective was not measured (one GPU lent): the
-all-reduce after down_proj is in neither.
+all-reduce after down_proj is in neither. The file gives its floor from the NVLink figure of the
+hardware data, roofline only, not measured.
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 from workbench.perf.calibrate import H200_RESULTS  # noqa: E402
 from workbench.perf.predict import predict  # noqa: E402
 from workbench.results import load_results  # noqa: E402
-from workbench.tp_measured import TP_SHARDS, load_tp_shards  # noqa: E402
+from workbench.tp_measured import TP_SHARDS, all_reduce_floor_us, load_tp_shards, nvlink  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "perf_tp_validation.json"
 PLATFORM = "sm90-h200"
@@ -72,6 +73,9 @@ def validate(results: Path = TP_SHARDS) -> dict:
             pt["predicted_efficiency"] = round(full / (t.tp * pred_of[(t.model, t.layer, t.path, t.group_size,
                                                                         t.m, t.tp)]), 4)
             eff_errs.append(pt["predicted_efficiency"] / t.efficiency - 1)
+    link = nvlink(PLATFORM)
+    full_n = {t.layer: t.n for t in meas.timings if t.tp == 1}
+    floors = sorted({(t.tp, t.m, t.n) for t in meas.timings if t.tp > 1 and t.n == full_n[t.layer]})
     by = {}
     for key in ("path", "tp"):
         for v in sorted({p[key] for p in points}):
@@ -95,7 +99,17 @@ def validate(results: Path = TP_SHARDS) -> dict:
                                "unsharded / (TP x shard), TP > 1", **stats(eff_errs)},
         "collective": {"modelled": False, "measured": False,
                        "note": "the performance model has no collective term, and the all-reduce after "
-                               "down_proj was not measured (no machine with several GPUs was lent)"},
+                               "down_proj was not measured (no machine with several GPUs was lent)",
+                       "all_reduce_floor": {
+                           "basis": "roofline only, not measured: 2 (TP - 1) / TP of the M x N bf16 output "
+                                    "sent and received per rank (the bound of any all-reduce without "
+                                    "in-switch reduction, which is kept off) at half the bidirectional "
+                                    "NVLink figure each way",
+                           "band": "a floor: NCCL's per-call latency and achieved bandwidth come on top "
+                                   "(no upper edge stated)",
+                           "nvlink": link,
+                           "points": [{"tp": tp, "m": m, "n": n, "floor_us": round(all_reduce_floor_us(
+                               m, n, tp, link["nvlink_gbs_bidirectional"]), 3)} for tp, m, n in floors]}},
         "points": points,
     }
 

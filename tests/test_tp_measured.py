@@ -99,3 +99,15 @@ def test_predictions_join_the_measured_rows(tmp_path):
     bad.write_text(json.dumps({"all": {}, "points": [{"tp": 1}]}))
     with pytest.raises(InvalidInputError, match=r"v\.json: not the file benchmarks/validate_tp\.py writes"):
         load_validation(bad)
+
+
+def test_all_reduce_floor_is_the_bandwidth_bound():
+    from workbench.tp_measured import all_reduce_floor_us, nvlink
+
+    link = nvlink("sm90-h200")
+    assert link["nvlink_gbs_bidirectional"] == 900.0 and link["source"].startswith("https://www.nvidia.com/")
+    # TP 8, M 4096: 7/4 of a 64 MiB bf16 output each way at 450 GB/s
+    assert all_reduce_floor_us(4096, 8192, 8, 900.0) == pytest.approx(1.75 * 4096 * 8192 * 2 / 450e3)
+    assert all_reduce_floor_us(4096, 8192, 1, 900.0) == 0.0
+    with pytest.raises(InvalidInputError, match=r"'x86-avx512': no interconnect figure.*accepted: sm90-h200"):
+        nvlink("x86-avx512")

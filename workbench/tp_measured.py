@@ -19,7 +19,7 @@ from workbench.results import Results, load_results
 
 __all__ = ["TP_SHARDS", "TP_VALIDATION", "ShardTiming", "TpMeasurements", "load_tp_shards",
            "tp_measurements", "shards_at", "beside_verdicts", "load_validation", "with_predictions",
-           "PATHS"]
+           "nvlink", "all_reduce_floor_us", "PATHS"]
 
 TP_SHARDS = RESULTS_DIR / "h200_tp_shards.json"
 # The performance model's prediction of each measured shard (benchmarks/validate_tp.py).
@@ -159,3 +159,30 @@ def with_predictions(rows: list[dict], validation: dict) -> list[dict]:
     pts = validation["points"]
     return [{**r, **{f"{path}_predicted_us": (pts.get((r["tp"], r["layer"], path, r["group_size"], r["m"]))
                                               or (None,))[0] for path in PATHS}} for r in rows]
+
+
+# --------------------------------------------------------------------------- the collective
+
+
+def nvlink(preset: str = "sm90-h200") -> dict:
+    """The part's NVLink figure and its source, from the hardware data (`interconnect`)."""
+    from workbench.perf.hardware import HARDWARE_FILE
+
+    part = json.loads(HARDWARE_FILE.read_text())["parts"].get(preset) or {}
+    link = part.get("interconnect")
+    if not link:
+        have = [k for k, v in json.loads(HARDWARE_FILE.read_text())["parts"].items() if v.get("interconnect")]
+        raise InvalidInputError(f"platform {preset!r}: no interconnect figure in the hardware data; "
+                                f"accepted: {', '.join(have)}")
+    return dict(link)
+
+
+def all_reduce_floor_us(m: int, n: int, tp: int, bidirectional_gbs: float) -> float:
+    """Roofline only, not measured: the least time an all-reduce of an M x N bf16 output over
+    `tp` ranks can take on links of that bandwidth. Without in-switch reduction (NVLink SHARP,
+    kept off here) every algorithm must send, and receive, 2 (TP - 1) / TP of the buffer per
+    rank (ring's bound); each direction gets half the bidirectional figure. NCCL's per-call
+    latency and the bandwidth it achieves (neither measured) come on top: a floor, no upper edge."""
+    if tp <= 1:
+        return 0.0
+    return 2 * (tp - 1) / tp * (m * n * 2) / (bidirectional_gbs / 2 * 1e3)

@@ -5,7 +5,7 @@ import pytest
 
 from workbench.errors import InvalidInputError
 from workbench.results import SCHEMA, parse_results
-from workbench.tp_measured import load_tp_shards, load_validation, tp_measurements
+from workbench.tp_measured import load_tp_shards, load_validation, nvlink, tp_measurements
 
 SURFACE = "tp_results"
 
@@ -51,6 +51,9 @@ CATALOG = [
      _raises(r"v\.json: no such file; accepted: the file benchmarks/validate_tp\.py writes", _validation(None))),
     ("TP validation file without points", "InvalidInputError: not the file benchmarks/validate_tp.py writes",
      _raises(r"not the file benchmarks/validate_tp\.py writes \(KeyError", _validation('{"all": {}}'))),
+    ("NVLink figure of x86-avx512", "InvalidInputError: no interconnect figure; names the parts that have one",
+     _raises(r"'x86-avx512': no interconnect figure in the hardware data; accepted: sm90-h200",
+             lambda: nvlink("x86-avx512"))),
     ("the committed h200_tp_shards.json", "ok: TP 1, 2, 4, 8; the g128 down_proj at TP 2 named as not run",
      _ok_committed),
 ]

@@ -98,9 +98,15 @@ def test_measured_tp_shards_beside_the_verdicts(ui):
     assert row["W4A8 model µs"] == f"{model:.1f}"
     # a per-channel row has no verdict in a g128 table; the g128 down_proj shard was refused
     assert set(t[t["group"] == "channel"]["vLLM picks (table above)"]) == {"(the table is traced at g128)"}
+    # the all-reduce floor, roofline only: down_proj's M x 8192 bf16 output, 2 (TP-1)/TP of it per
+    # rank at 450 GB/s each way; none for gate_up_proj (column-parallel, no collective)
+    down = t[(t["layer"] == "down_proj") & (t["M"] == 4096)].iloc[0]
+    assert down["all-reduce floor µs (roofline only)"] == f"{2 * 0.5 * 4096 * 8192 * 2 / 450e3:.1f}"
+    assert set(t[t["layer"] == "gate_up_proj"]["all-reduce floor µs (roofline only)"]) == {""}
     assert not ((t["layer"] == "down_proj") & (t["group"] == "g128")).any()
     text = ui.text(at)
     assert "The collective is not measured" in text and "no collective term" in text
+    assert "roofline only, not measured" in text and "NVLink figure: https" in text
     assert "Not measured: w4a8_native K 14784 x N 8192, group 128" in text
     assert "NVIDIA H200" in text and "h200_tp_shards.json" in text
     assert "Over all 156 measured points: median |predicted/measured - 1|" in text

@@ -100,7 +100,8 @@ def _eff(v) -> str:
 
 def measured_tp(rows: list[dict]) -> None:
     """The committed per-shard timings at the TP size, beside the table's verdict for the same shard."""
-    from workbench.tp_measured import beside_verdicts, load_tp_shards, load_validation, with_predictions
+    from workbench.tp_measured import (all_reduce_floor_us, beside_verdicts, load_tp_shards, load_validation,
+                                       nvlink, with_predictions)
 
     ss = st.session_state
     tp = int(ss["tp.size"])
@@ -114,9 +115,14 @@ def measured_tp(rows: list[dict]) -> None:
                       f"alone on one {prov.get('device', '?')} on {prov.get('date_utc', '?')} by "
                       f"{prov.get('script', '?')} at commit {prov.get('commit', '?')} "
                       f"({meas.source}). Timing: {prov.get('timing', 'not recorded')}."))
+    link = nvlink(prov.get("platform") or "sm90-h200")
+    gbs = float(link["nvlink_gbs_bidirectional"])
     st.info("The collective is not measured: only one GPU was lent, so down_proj's all-reduce is "
             "not in these times (it comes on top at TP > 1). The performance model has no "
-            "collective term either.")
+            "collective term either. The all-reduce floor column is a floor for that all-reduce, roofline only, "
+            f"not measured: 2 (TP - 1) / TP of the M x N bf16 output sent per rank at half of NVLink's "
+            f"{gbs:.0f} GB/s (both directions); NCCL's latency comes on top, so it has no upper edge.")
+    st.caption(plain(f"NVLink figure: {link['source']}"))
     if tp not in meas.tp_sizes:
         st.info(f"Measured at TP {', '.join(map(str, meas.tp_sizes))} only: pick one of those to "
                 "see its shards.")
@@ -131,6 +137,8 @@ def measured_tp(rows: list[dict]) -> None:
               "W4A16 model µs": _us(r.get("w4a16_fallback_predicted_us")),
               "W4A8 efficiency": _eff(r.get("w4a8_native_efficiency")),
               "W4A16 efficiency": _eff(r.get("w4a16_fallback_efficiency")),
+              "all-reduce floor µs (roofline only)": _us(all_reduce_floor_us(r["m"], r["N"], tp, gbs))
+              if tp > 1 and full[r["layer"]][1] == r["N"] else "",  # row-parallel: K split, output summed
               "vLLM picks (table above)": r["vllm_picks"] or (
                   "" if r["group_size"] == group else f"(the table is traced at {_group_name(group)})")}
              for r in with_predictions(beside_verdicts(rows, meas, tp, group), check)]
