@@ -1,12 +1,14 @@
 """Validate the performance model; writes benchmarks/results/perf_validation.json.
 
-    python benchmarks/validate_perf.py [--skip-host] [--results path/to/h200_bench.json]
+    python benchmarks/validate_perf.py [--skip-host | --cpu-only] [--rounds R] [--results path/to/h200_bench.json]
 
 1. Leave-one-shape-out on the H200 records: for each (N, K), calibrate on the other shapes'
    records, predict the held-out shape's points for the four paths (w4a8_native,
    w4a16_fallback, bf16_dense, int8_mm); |predicted / measured - 1| and band coverage.
-2. This CPU: calibrate (workbench.perf.cpu) at its calibration shapes, then time
-   `workbench.bench` at other shapes in the same run and compare with `predict --platform host`.
+2. This CPU: bench the calibration shapes and other shapes in one process, interleaved
+   (rounds in a random shape order, the load recorded), fit the calibration on its shapes
+   only and compare its predictions with the others; `--cpu-only` runs just this (about a
+   minute) and replaces the file's "host" part.
 3. Published kernel figures (workbench/perf/published.json) against the model, each point
    left out of its family's calibration.
 """
@@ -33,8 +35,8 @@ from workbench.results import load_results  # noqa: E402
 FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
 # Host shapes the calibration never times (its own are workbench.perf.cpu.CALIBRATION_SHAPES).
 HOST_SHAPES = ((4096, 4096), (5120, 2560))
-HOST_MS = (1, 8, 32, 128)
-HOST_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense")
+HOST_MS = (1, 8, 48, 128)
+HOST_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "dense")
 
 
 def _stats(errs: list[float]) -> dict:
@@ -118,32 +120,62 @@ def h200_loso(path: Path) -> dict:
     return out
 
 
-def host_check() -> dict:
-    from workbench.bench import bench_weight, host_provenance, int4_weight_of, synthetic_bench_layer
-    from workbench.perf import predict
-    from workbench.perf.cpu import CALIBRATION_SHAPES, host_calibration
+def host_check(rounds: int = 2) -> dict:
+    """Calibrate and measure in one process, interleaved: each round benches the calibration
+    shapes and the held-out shapes in a fresh random order (load falls on both alike), with
+    the load average recorded per round. The calibration is fitted on its shapes' samples
+    only, then predicts the held-out ones; it is cached as this machine's calibration."""
+    import torch
+
+    from workbench.bench import host_provenance
+    from workbench.perf.cpu import (CALIBRATION_MS, CALIBRATION_SHAPES, _host_key, _throughputs,
+                                    engine_steps, fit_host, measure_host, plan_for,
+                                    save_host_calibration)
+    from workbench.perf.predict import _cpu
 
     t0 = time.perf_counter()
-    cal = host_calibration(refresh=True)
-    t_cal = time.perf_counter() - t0
+    load = [{"round": "start", "loadavg_1m": round(os.getloadavg()[0], 2)}]
+    thr = _throughputs()
+    steps = engine_steps()
+    cal_shapes, held = set(CALIBRATION_SHAPES), set(HOST_SHAPES)
+    assert held.isdisjoint(cal_shapes)
+
+    def on_round(r: int, seconds: float) -> None:
+        load.append({"round": r, "seconds": round(seconds, 1), "loadavg_1m": round(os.getloadavg()[0], 2)})
+
+    # the calibration's paths at its shapes; at the held-out shapes, the paths as they run
+    # whole (the fallback and dense choose their variant per M themselves)
+    plan = {**plan_for(CALIBRATION_SHAPES, CALIBRATION_MS), **plan_for(HOST_SHAPES, HOST_MS, HOST_PATHS)}
+    samples = measure_host(plan, rounds=rounds, steps=steps, on_round=on_round)
+    cal = fit_host([s for s in samples if (s.n, s.k) in cal_shapes], _host_key(), thr,
+                   torch.get_num_threads(), time.perf_counter() - t0,
+                   {**host_provenance(), "from": "benchmarks/validate_perf.py"}, steps)
+    save_host_calibration(cal)
+    measured = [s for s in samples if (s.n, s.k) in held]
     points = []
-    for n, k in HOST_SHAPES:
-        w = int4_weight_of(synthetic_bench_layer(n, k, 128))
-        for r in bench_weight(w, None, list(HOST_PATHS), HOST_MS, repeats=5, error_rows=1):
-            if r.median_ms is None:
-                continue
-            p = predict("host", r.path, r.m, n, k, 128)
-            meas = r.median_ms * 1e3
-            points.append({"path": r.path, "n": n, "k": k, "m": r.m, "measured_us": round(meas, 2),
-                           "predicted_us": round(p.predicted_us, 2), "err": round(p.predicted_us / meas - 1, 4),
-                           "in_band": p.low_us <= meas <= p.high_us})
+    for s in measured:
+        path = "w4a8_native" if s.path.startswith("w4a8_native") else s.path
+        p = _cpu(None, path, s.m, s.n, s.k, 128, "host", cal=cal)
+        if p.predicted_us is None:
+            continue
+        points.append({"path": path, "kernel": p.kernel, "n": s.n, "k": s.k, "m": s.m,
+                       "measured_us": round(s.us, 2), "predicted_us": round(p.predicted_us, 2),
+                       "err": round(p.predicted_us / s.us - 1, 4), "in_band": p.low_us <= s.us <= p.high_us})
+    by_path = {path: {**_stats([p["err"] for p in points if p["path"] == path]),
+                      "band_coverage": _coverage([p for p in points if p["path"] == path])}
+               for path in sorted({p["path"] for p in points})}
     return {"calibration_shapes": CALIBRATION_SHAPES, "validation_shapes": HOST_SHAPES,
-            "calibration_s": round(t_cal, 1), "measured": {"stream_gbs": round(cal.stream_gbs, 2),
-            "fp32_tflops": round(cal.fp32_tflops, 4), "bf16_tflops": round(cal.bf16_tflops, 4),
-            "int8_tops": round(cal.int8_tops, 4)},
+            "calibration_ms": CALIBRATION_MS, "validation_ms": HOST_MS, "rounds": rounds,
+            "statistic": "per point, its fastest call over all rounds (bench min_ms, 3 repeats a round)",
+            "engine_steps": steps, "seconds": round(time.perf_counter() - t0, 1), "load": load,
+            "measured": {"stream_gbs": round(cal.stream_gbs, 2), "fp32_tflops": round(cal.fp32_tflops, 4),
+                         "bf16_tflops": round(cal.bf16_tflops, 4), "int8_tops": round(cal.int8_tops, 4)},
             "provenance": host_provenance(), **_stats([p["err"] for p in points]),
-            "band_coverage": round(sum(p["in_band"] for p in points) / max(len(points), 1), 4),
-            "points": points}
+            "band_coverage": _coverage(points), "by_path": by_path, "points": points}
+
+
+def _coverage(points: list) -> float:
+    return round(sum(p["in_band"] for p in points) / max(len(points), 1), 4)
 
 
 def published_table() -> dict:
@@ -185,15 +217,29 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", type=Path, default=H200_RESULTS)
     ap.add_argument("--skip-host", action="store_true", help="leave out the CPU check (CI)")
+    ap.add_argument("--cpu-only", action="store_true",
+                    help="only the CPU check (about a minute), merged into the existing --out file")
+    ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the CPU check")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perf_validation.json")
     args = ap.parse_args()
+    if args.cpu_only and args.skip_host:
+        ap.error("--cpu-only and --skip-host leave nothing to run")
+    if not 1 <= args.rounds <= 20:
+        ap.error(f"--rounds {args.rounds}; accepted: 1 to 20")
     t = time.perf_counter()
-    doc = {"provenance": {"script": "benchmarks/validate_perf.py", "commit": _commit(),
-                          "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                          "loadavg_1m": os.getloadavg()[0]},
-           "h200_leave_one_shape_out": h200_loso(args.results), "published": published_table()}
+    prov = {"script": "benchmarks/validate_perf.py", "commit": _commit(),
+            "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "loadavg_1m": os.getloadavg()[0]}
+    if args.cpu_only:  # the GPU and published parts stay as the file has them
+        doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
+        doc["host"] = {**host_check(args.rounds), "run": prov}
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        _print_host(doc["host"])
+        return
+    doc = {"provenance": prov, "h200_leave_one_shape_out": h200_loso(args.results),
+           "published": published_table()}
     if not args.skip_host:
-        doc["host"] = host_check()
+        doc["host"] = host_check(args.rounds)
     doc["provenance"]["seconds"] = round(time.perf_counter() - t, 1)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     if args.results == H200_RESULTS:  # the committed file's calibration, for a fast first predict
@@ -208,8 +254,14 @@ def main() -> None:
     print(f"published: {pub['n_points']} points, {pub['n_sources']} sources, median {pub.get('median_abs_err')}"
           f" p90 {pub.get('p90_abs_err')}")
     if "host" in doc:
-        print(f"host: median {doc['host'].get('median_abs_err')} p90 {doc['host'].get('p90_abs_err')} "
-              f"band {doc['host']['band_coverage']}")
+        _print_host(doc["host"])
+
+
+def _print_host(h: dict) -> None:
+    print(f"host: median {h.get('median_abs_err')} p90 {h.get('p90_abs_err')} band {h['band_coverage']}"
+          f" ({h.get('n')} points, {h['seconds']} s, load {[r['loadavg_1m'] for r in h['load']]})")
+    for path, st in h["by_path"].items():
+        print(f"  {path}: {json.dumps(st)}")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """This machine, measured: a short calibration (memory streaming, int8 and float GEMM
-throughput, and the CPU kernel paths at a few shapes), cached per machine and torch build.
+throughput, and the CPU kernel paths at a few shapes), cached per machine, thread count,
+torch build and kernel sources (a kernel change makes the cache stale).
 
 Each CPU path is a sum of what it does, fitted (non-negative least squares on relative
 error) on the paths' own timings from `workbench.bench`:
@@ -7,8 +8,14 @@ error) on the paths' own timings from `workbench.bench`:
     t = c0 + c_w * N*K (weight read / unpack) + c_mac * M*N*K (multiply-adds)
            + c_x * M*K (activation quantization / conversion) + c_y * M*N (output)
 
-The W4A16 fallback runs tinygemm or dequantize + GEMM, whichever is faster for the M
-(kernels/cpu_w4a16.py w4a16_fallback): it is predicted as the faster of the two fits.
+The model follows what the kernels run:
+- W4A8 native: one fit per int8 engine, and per M the engine the prepared weight's
+  `engine_for(m)` names (kernels/cpu_w4a8.py; read from the kernels at calibration as
+  the M from which each engine runs, so a new threshold needs no edit here);
+- the W4A16 fallback: the fastest for the M of its variants (tinygemm, dequant + fp32,
+  dequant + bf16 where bf16 is native: kernels/cpu_w4a16.py fallback_candidates), each
+  fitted on its own;
+- `dense`: the fastest float GEMM per M (kernels/cpu_dense.py), fitted as it runs.
 """
 from __future__ import annotations
 
@@ -16,30 +23,38 @@ import hashlib
 import json
 import os
 import platform as _platform
+import random
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Sequence
 
 import numpy as np
 
-__all__ = ["LinearFit", "HostCalibration", "host_calibration", "fit_linear", "features",
-           "CALIBRATION_SHAPES", "CALIBRATION_MS", "CPU_PATHS"]
+__all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_linear", "features",
+           "measure_host", "plan_for", "fit_host", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
+           "CPU_PATHS"]
 
 # Shapes and token counts the host calibration times (small: seconds in all). Predictions
 # elsewhere are extrapolations of the fitted terms, checked by benchmarks/validate_perf.py.
 CALIBRATION_SHAPES = ((2048, 4096), (4096, 2048), (3072, 3072))
-CALIBRATION_MS = (1, 4, 16, 64, 128)
+# 1-16 and 32-128 on each side of the W4A8 engine switch (LARGE_M = 32 today): each engine
+# gets three token counts per shape.
+CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
 CALIBRATION_GROUP = 128
-# Path -> the bench paths whose fits predict it (the fastest of them wins).
-CPU_PATHS = {"w4a8_native": ("w4a8_native",), "w4a16_fallback": ("w4a16_tinygemm", "w4a16_dequant"),
-             "bf16_dense": ("bf16_dense",), "int8_mm": ("int8_mm",),
+# Prediction path -> the bench paths whose fits predict it (the fastest of them wins, as
+# the fallback's own per-M chooser keeps the fastest variant).
+CPU_PATHS = {"w4a8_native": ("w4a8_native",),
+             "w4a16_fallback": ("w4a16_tinygemm", "w4a16_dequant", "w4a16_dequant_bf16"),
+             "bf16_dense": ("bf16_dense",), "dense": ("dense",), "int8_mm": ("int8_mm",),
              "vllm_dynamic4bit": ("vllm_dynamic4bit",)}
 # vLLM's x86 Dynamic4bit reference loop is slow (tens of ms per token at 4096 x 4096):
 # timed at small M only, where its per-token cost is already clear.
 _SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
-_FIT_VERSION = "2"
+_ENGINE_SCAN = 4096  # engine_for is read for M = 1.._ENGINE_SCAN; beyond, the last engine runs
+_FIT_VERSION = "3"
+_MIN_POINTS = 5  # one per feature
 
 
 def features(m: int, n: int, k: int) -> np.ndarray:
@@ -72,6 +87,19 @@ def fit_linear(points: Sequence[tuple[int, int, int, float]]) -> LinearFit:
                      float(lo), float(hi))
 
 
+def _engine_at(steps: tuple, m: int) -> str | None:
+    """The engine of the last step starting at or below m."""
+    engine = None
+    for first, name in steps:
+        if m >= first:
+            engine = name
+    return engine
+
+
+def _engine_key(engine: str) -> str:
+    return f"w4a8_native@{engine}"
+
+
 @dataclass(frozen=True)
 class HostCalibration:
     """This machine's measured figures and fitted path models."""
@@ -83,13 +111,27 @@ class HostCalibration:
     int8_tops: float
     threads: int
     seconds: float
-    fits: dict = field(default_factory=dict)  # bench path -> LinearFit
+    fits: dict = field(default_factory=dict)  # bench path (W4A8: also per engine) -> LinearFit
     provenance: dict = field(default_factory=dict)
+    # ((first M, engine), ...): the int8 engine a grouped W4A8 call of M tokens runs
+    engine_steps: tuple = ()
+
+    def engine_for(self, m: int) -> str | None:
+        return _engine_at(self.engine_steps, m)
+
+    def _fit(self, bench_path: str, m: int) -> LinearFit | None:
+        if bench_path == "w4a8_native":
+            engine = self.engine_for(m)
+            if engine is not None and _engine_key(engine) in self.fits:
+                return self.fits[_engine_key(engine)]
+        return self.fits.get(bench_path)
 
     def predict(self, path: str, m: int, n: int, k: int) -> tuple[float, LinearFit] | None:
         """(us, the fit that gave it) for a path, or None if it was not calibrated here."""
-        cands = [(self.fits[p].predict(m, n, k), self.fits[p]) for p in CPU_PATHS.get(path, (path,))
-                 if p in self.fits]
+        fits = [f for f in (self._fit(p, m) for p in CPU_PATHS.get(path, (path,))) if f is not None]
+        if not fits and path in self.fits:  # results that timed the path whole (committed files)
+            fits = [self.fits[path]]
+        cands = [(f.predict(m, n, k), f) for f in fits]
         return min(cands, key=lambda c: c[0]) if cands else None
 
     def to_json(self) -> dict:
@@ -127,9 +169,29 @@ def _throughputs() -> dict:
     return {"stream_gbs": stream, "fp32_tflops": fp32, "bf16_tflops": bf16, "int8_tops": int8}
 
 
+def _kernels_digest() -> str:
+    """The CPU kernels' sources (Python and C), found without importing them: a changed
+    kernel makes a cached calibration stale."""
+    from importlib.util import find_spec
+
+    spec = find_spec("w4a8_kernels")
+    if spec is None or not spec.submodule_search_locations:
+        return ""
+    root = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(root.glob("cpu_*.py")) + sorted(root.glob("_*.py")) + sorted((root / "csrc").glob("*.c"))
+    h = hashlib.sha256()
+    for f in files:
+        try:
+            h.update(f.name.encode() + f.read_bytes())
+        except OSError:
+            pass
+    return h.hexdigest()[:12]
+
+
 def _host_key() -> str:
-    """This machine and torch build, read without importing torch (the app's landing page
-    asks whether a calibration is cached, and must not pay torch's import)."""
+    """This machine (its ISA flags), thread count, torch build and kernel sources, read
+    without importing torch (the app's landing page asks whether a calibration is cached,
+    and must not pay torch's import)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -147,33 +209,103 @@ def _host_key() -> str:
         cpu = _platform.processor()
     threads = os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())
     ident = json.dumps([cpu, _platform.machine(), torch_version, threads, _FIT_VERSION,
-                        CALIBRATION_SHAPES, CALIBRATION_MS])
+                        CALIBRATION_SHAPES, CALIBRATION_MS, _kernels_digest()])
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def _bench_fits() -> tuple[dict, dict]:
+@dataclass(frozen=True)
+class Sample:
+    """One bench path at one shape and M: its fastest call over all rounds (bench's
+    min_ms). Another process holding a core only ever makes a call slower, so on a shared
+    machine the fastest call is the one nearest the quiet figure."""
+
+    path: str  # bench path; W4A8 native as w4a8_native@<engine>
+    n: int
+    k: int
+    m: int
+    us: float
+    rounds: int
+
+
+def engine_steps(n: int = 1024, k: int = 1024, group: int = CALIBRATION_GROUP) -> tuple:
+    """((first M, engine), ...) as a prepared grouped W4A8 weight's `engine_for` says."""
+    from workbench.bench import int4_weight_of, synthetic_bench_layer
     from w4a8_kernels.registry import get_path
 
-    from workbench.bench import bench_weight, host_provenance, synthetic_bench_layer
+    prepared = get_path("w4a8_native").prepare(int4_weight_of(synthetic_bench_layer(n, k, group)))
+    steps: list = []
+    for m in range(1, _ENGINE_SCAN + 1):
+        e = prepared.engine_for(m).value
+        if not steps or steps[-1][1] != e:
+            steps.append((m, e))
+    return tuple(steps)
 
-    paths = sorted({p for ps in CPU_PATHS.values() for p in ps})
+
+def _bench_paths() -> list[str]:
+    return sorted({p for ps in CPU_PATHS.values() for p in ps})
+
+
+def plan_for(shapes: Iterable[tuple[int, int]], ms: Sequence[int],
+             paths: Sequence[str] | None = None) -> dict:
+    """{(N, K): (bench paths, token counts)} for `measure_host` (default: the model's paths)."""
+    return {tuple(s): (list(paths) if paths is not None else _bench_paths(), tuple(ms)) for s in shapes}
+
+
+def measure_host(plan: dict, *, rounds: int = 1, steps: tuple = (), repeats: int = 3,
+                 seed: int = 0, on_round=None) -> list[Sample]:
+    """Bench each shape's paths at its token counts (`plan_for`), `rounds` times, the shapes
+    in a fresh random order each round (so load falls on all of them alike). W4A8 samples
+    are keyed by the engine `steps` names for their M. on_round(r, seconds) is called after
+    each round (the caller records the load)."""
+    from w4a8_kernels.registry import get_path
+
+    from workbench.bench import bench_weight, int4_weight_of, synthetic_bench_layer
+
+    weights = {s: int4_weight_of(synthetic_bench_layer(s[0], s[1], CALIBRATION_GROUP)) for s in plan}
+    live = {s: [p for p in plan[s][0] if get_path(p).availability(w)[0]] for s, w in weights.items()}
+    order = list(plan)
+    best: dict = {}
+    rng = random.Random(seed)
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        rng.shuffle(order)
+        for s in order:
+            w = weights[s]
+            ms = plan[s][1]
+            runs = [([p for p in live[s] if p not in _SLOW_PATHS], ms)]
+            runs += [([p], slow_ms) for p, slow_ms in _SLOW_PATHS.items() if p in live[s]]
+            for run_paths, run_ms in runs:
+                if not run_paths:
+                    continue
+                for rec in bench_weight(w, None, run_paths, run_ms, repeats=repeats, error_rows=1,
+                                        seed=seed + r):
+                    if rec.min_ms is None:
+                        continue
+                    path = rec.path
+                    if path == "w4a8_native" and steps:
+                        path = _engine_key(_engine_at(steps, rec.m))
+                    key = (path, rec.n, rec.k, rec.m)
+                    us = rec.min_ms * 1e3
+                    old = best.get(key)
+                    best[key] = (min(us, old[0]) if old else us, (old[1] if old else 0) + 1)
+        if on_round is not None:
+            on_round(r, time.perf_counter() - t0)
+    return [Sample(p, n, k, m, us, cnt) for (p, n, k, m), (us, cnt) in sorted(best.items())]
+
+
+def fit_host(samples: Iterable[Sample], key: str, throughputs: dict, threads: int, seconds: float,
+             provenance: dict, steps: tuple = ()) -> HostCalibration:
+    """A calibration from samples: one fit per bench path (W4A8: per engine, and pooled
+    for callers that know no engine)."""
     pts: dict[str, list] = {}
-    for n, k in CALIBRATION_SHAPES:
-        layer = synthetic_bench_layer(n, k, CALIBRATION_GROUP)
-        from workbench.bench import int4_weight_of
-
-        w = int4_weight_of(layer)
-        live = [p for p in paths if get_path(p).availability(w)[0]]
-        runs = [([p for p in live if p not in _SLOW_PATHS], CALIBRATION_MS)]
-        runs += [([p], ms) for p, ms in _SLOW_PATHS.items() if p in live]
-        for names, ms in runs:
-            if not names:
-                continue
-            for r in bench_weight(w, None, names, ms, repeats=3, error_rows=1):
-                if r.median_ms is not None:
-                    pts.setdefault(r.path, []).append((r.m, r.n, r.k, r.median_ms * 1e3))
-    fits = {p: fit_linear(v) for p, v in pts.items() if len(v) >= 5}
-    return fits, host_provenance()
+    for s in samples:
+        pts.setdefault(s.path, []).append((s.m, s.n, s.k, s.us))
+        if s.path.startswith("w4a8_native@"):
+            pts.setdefault("w4a8_native", []).append((s.m, s.n, s.k, s.us))
+    fits = {p: fit_linear(v) for p, v in pts.items() if len(v) >= _MIN_POINTS}
+    return HostCalibration(key, throughputs["stream_gbs"], throughputs["fp32_tflops"],
+                           throughputs["bf16_tflops"], throughputs["int8_tops"], threads, seconds,
+                           fits, provenance, tuple(tuple(s) for s in steps))
 
 
 def _cache_file(key: str) -> Path | None:
@@ -186,7 +318,36 @@ def _cache_file(key: str) -> Path | None:
 def _from_json(d: dict) -> HostCalibration:
     fits = {p: LinearFit(tuple(f["coef"]), f["n_points"], f["rms_log"], f["err_lo"], f["err_hi"])
             for p, f in d["fits"].items()}
-    return HostCalibration(**{**d, "fits": fits})
+    steps = tuple((int(m), str(e)) for m, e in d.get("engine_steps", ()))
+    return HostCalibration(**{**d, "fits": fits, "engine_steps": steps})
+
+
+def _write(cal: HostCalibration) -> None:
+    path = _cache_file(cal.key)
+    if path is not None:
+        try:
+            path.write_text(json.dumps(cal.to_json()))
+        except OSError:
+            pass  # read-only cache: measured again next process
+
+
+def save_host_calibration(cal: HostCalibration) -> None:
+    """Cache a calibration for this machine (a validation run's own is kept this way)."""
+    _write(cal)
+    host_calibration.cache_clear()
+
+
+def _live_calibration() -> HostCalibration:
+    import torch  # only to measure: a cached calibration is read without it (the app's landing page)
+
+    from workbench.bench import host_provenance
+
+    t0 = time.perf_counter()
+    thr = _throughputs()
+    steps = engine_steps()
+    samples = measure_host(plan_for(CALIBRATION_SHAPES, CALIBRATION_MS), steps=steps)
+    return fit_host(samples, _host_key(), thr, torch.get_num_threads(), time.perf_counter() - t0,
+                    {**host_provenance(), "machine": _platform.machine(), "pid": os.getpid()}, steps)
 
 
 @lru_cache(maxsize=1)
@@ -201,19 +362,8 @@ def host_calibration(refresh: bool = False) -> HostCalibration:
             return _from_json(json.loads(path.read_text()))
         except (ValueError, KeyError, TypeError):
             pass
-    import torch  # only to measure: a cached calibration is read without it (the app's landing page)
-
-    t0 = time.perf_counter()
-    thr = _throughputs()
-    fits, prov = _bench_fits()
-    cal = HostCalibration(key, thr["stream_gbs"], thr["fp32_tflops"], thr["bf16_tflops"],
-                          thr["int8_tops"], torch.get_num_threads(), time.perf_counter() - t0,
-                          fits, {**prov, "machine": _platform.machine(), "pid": os.getpid()})
-    if path is not None:
-        try:
-            path.write_text(json.dumps(cal.to_json()))
-        except OSError:
-            pass
+    cal = _live_calibration()
+    _write(cal)
     return cal
 
 

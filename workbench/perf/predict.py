@@ -33,6 +33,8 @@ __all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicte
 
 PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
          "selected")
+# The fastest dense float GEMM per M (kernels/cpu_dense.py): a CPU path only.
+CPU_ONLY_PATHS = ("dense",)
 BASES = ("measured", "scaled", "published", "roofline")
 _DTYPE = {"w4a8_native": "int8", "w4a8_prequant": "int8", "int8_mm": "int8", "fp8_mm": "fp8",
           "w4a16_fallback": "bf16", "bf16_dense": "bf16", "quantizer": "bf16"}
@@ -153,20 +155,26 @@ def _gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int) -> Prediction:
 # --------------------------------------------------------------------------- CPU parts
 
 
-def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platform: str) -> Prediction:
-    """This machine's fitted CPU paths; on a CPU preset, scaled by its datasheet figures."""
+def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platform: str,
+         cal=None) -> Prediction:
+    """This machine's fitted CPU paths; on a CPU preset, scaled by its datasheet figures.
+    cal: a HostCalibration to use instead of the cached one (a validation run's own)."""
     from workbench.perf.cpu import committed_calibration, host_calibration
 
     base = {"w4a8_prequant": "int8_mm", "quantizer": "w4a8_native"}.get(path, path)
-    cal = host_calibration() if hw is None else committed_calibration()
+    if cal is None:
+        cal = host_calibration() if hw is None else committed_calibration()
     got = cal.predict(base, m, n, k)
     if got is None and hw is not None:  # a path the committed results lack: this machine's, if cached
         from workbench.perf.cpu import cached_host_calibration
 
         cal = cached_host_calibration() or cal
         got = cal.predict(base, m, n, k)
-    kernel = {"w4a8_native": "cpu int8 engine", "w4a16_fallback": "tinygemm or dequant+GEMM",
-              "bf16_dense": "torch bf16 matmul", "int8_mm": "torch._int_mm",
+    engine = cal.engine_for(m) if base == "w4a8_native" else None
+    kernel = {"w4a8_native": f"cpu int8 engine {engine}" if engine else "cpu int8 engine",
+              "w4a16_fallback": "fastest of tinygemm, dequant+fp32 GEMM, dequant+bf16 GEMM",
+              "bf16_dense": "torch bf16 matmul", "dense": "fastest of fp32 and bf16 GEMM",
+              "int8_mm": "torch._int_mm",
               "vllm_dynamic4bit": "aten._dyn_quant_matmul_4bit (reference loop)"}.get(base, base)
     roof = roofline_us(hw, path, m, n, k, g) if hw is not None else None
     if got is None:
@@ -329,8 +337,13 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
     g = group_size
     if isinstance(g, bool) or not isinstance(g, int) or (g != -1 and (g < 1 or k % g)):
         raise InvalidInputError(f"group_size = {g!r}; accepted: -1 (per-channel) or a divisor of K = {k}")
-    if path not in PATHS:
-        raise InvalidInputError(f"path {path!r}; accepted: {', '.join(PATHS)}")
+    if path in CPU_ONLY_PATHS:
+        if platform != "host" and hardware_for(platform).kind != "cpu":
+            raise InvalidInputError(f"path {path!r} is this project's CPU dense GEMM; on {platform!r} "
+                                    f"accepted: {', '.join(PATHS)}")
+    elif path not in PATHS:
+        raise InvalidInputError(f"path {path!r}; accepted: {', '.join(PATHS)} (on CPUs also "
+                                f"{', '.join(CPU_ONLY_PATHS)})")
     if platform == "host":
         if path == "selected":
             return _selected(None, "host", m, n, k, g)

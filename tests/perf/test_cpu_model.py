@@ -1,0 +1,111 @@
+"""The CPU cost model follows what the CPU kernels run: the W4A8 engine per M, the
+fallback's fastest variant per M, the dense path; its cache is keyed by what makes it stale."""
+from __future__ import annotations
+
+import json
+import time
+
+import numpy as np
+import pytest
+
+from workbench.errors import InvalidInputError
+from workbench.perf import predict
+from workbench.perf.cpu import (HostCalibration, LinearFit, Sample, _from_json, _host_key,
+                                engine_steps, features, fit_host, measure_host, plan_for)
+from workbench.perf.predict import _cpu
+
+THR = {"stream_gbs": 10.0, "fp32_tflops": 0.1, "bf16_tflops": 0.2, "int8_tops": 0.4}
+
+
+def _fit(*coef):
+    return LinearFit(tuple(float(c) for c in coef), 9, 0.01, -0.02, 0.02)
+
+
+def _cal(fits, steps=()):
+    return HostCalibration("t", 1, 1, 1, 1, 2, 0, fits, {}, steps)
+
+
+def test_engine_steps_are_what_the_prepared_weight_runs():
+    from w4a8_kernels.registry import get_path
+    from workbench.bench import int4_weight_of, synthetic_bench_layer
+
+    steps = engine_steps()
+    assert steps[0][0] == 1
+    prepared = get_path("w4a8_native").prepare(int4_weight_of(synthetic_bench_layer(1024, 1024, 128)))
+    cal = _cal({}, steps)
+    for m in sorted({1, 2, 15, 16, 31, 32, 33, 64, 500, 4096, 70000} | {s[0] for s in steps}
+                    | {s[0] - 1 for s in steps if s[0] > 1}):
+        assert cal.engine_for(m) == prepared.engine_for(m).value, m
+
+
+def test_w4a8_is_predicted_by_the_fit_of_the_engine_that_runs_at_that_m():
+    small, large = _fit(10, 0, 1e-6, 0, 0), _fit(50, 0, 1e-7, 0, 0)
+    cal = _cal({"w4a8_native@u4_vnni512": small, "w4a8_native@u4_amx": large,
+                "w4a8_native": _fit(1, 0, 0, 0, 0)}, ((1, "u4_vnni512"), (32, "u4_amx")))
+    for m, fit in ((1, small), (31, small), (32, large), (4000, large)):
+        us, used = cal.predict("w4a8_native", m, 1024, 2048)
+        assert used is fit and us == pytest.approx(fit.predict(m, 1024, 2048))
+    p = _cpu(None, "w4a8_native", 40, 1024, 2048, 128, "host", cal=cal)
+    assert p.kernel.endswith("u4_amx") and p.low_us <= p.predicted_us <= p.high_us
+    # no engine known (results that recorded none): the pooled fit
+    assert _cal(cal.fits).predict("w4a8_native", 40, 1024, 2048)[1].coef[0] == 1
+
+
+def test_the_fallback_is_its_fastest_variant_per_m_and_the_whole_path_where_only_that_ran():
+    tiny = _fit(0, 0, 4e-6, 0, 0)  # grows with M fastest
+    deq = _fit(3000, 1e-4, 5e-7, 0, 0)  # a dequantization per call, then a cheap GEMM
+    cal = _cal({"w4a16_tinygemm": tiny, "w4a16_dequant_bf16": deq})
+    n = k = 4096
+    assert cal.predict("w4a16_fallback", 1, n, k)[1] is tiny
+    assert cal.predict("w4a16_fallback", 512, n, k)[1] is deq
+    whole = _fit(7, 0, 0, 0, 0)
+    assert _cal({"w4a16_fallback": whole}).predict("w4a16_fallback", 9, n, k)[1] is whole
+
+
+def test_fit_host_recovers_each_path_from_samples_of_a_known_model():
+    truth = {"w4a8_native@u4_vnni512": (20, 2e-5, 1e-6, 0, 0), "w4a8_native@u4_amx": (80, 3e-5, 2e-7, 0, 0),
+             "dense": (5, 1e-4, 3e-7, 1e-4, 1e-4)}
+    samples = [Sample(p, n, k, m, float(features(m, n, k) @ np.array(c)), 1)
+               for p, c in truth.items() for n, k in ((2048, 4096), (4096, 2048), (3072, 3072))
+               for m in ((1, 4, 16) if p.endswith("vnni512") else (32, 64, 128))]
+    cal = fit_host(samples, "k", THR, 2, 0.0, {}, ((1, "u4_vnni512"), (32, "u4_amx")))
+    for p, c in truth.items():
+        for m, n, k in ((2, 5120, 2560), (100, 5120, 2560)):
+            want = float(features(m, n, k) @ np.array(c))
+            assert cal.fits[p].predict(m, n, k) == pytest.approx(want, rel=0.05)
+    assert "w4a8_native" in cal.fits  # pooled, for callers without an engine
+    assert _from_json(json.loads(json.dumps(cal.to_json()))) == cal  # the cache reads back what it wrote
+
+
+def test_measure_host_interleaves_rounds_and_keys_w4a8_by_engine():
+    steps = engine_steps()
+    rounds = []
+    plan = plan_for([(256, 512), (512, 256)], (1, 40), ("w4a8_native", "dense"))
+    got = measure_host(plan, rounds=2, steps=steps, on_round=lambda r, s: rounds.append(r))
+    assert rounds == [0, 1]
+    assert {(s.n, s.k) for s in got} == {(256, 512), (512, 256)}
+    assert all(s.rounds == 2 and s.us > 0 for s in got)
+    engines = {s.m: s.path for s in got if s.path.startswith("w4a8_native@")}
+    cal = _cal({}, steps)
+    assert engines == {m: f"w4a8_native@{cal.engine_for(m)}" for m in (1, 40)}
+
+
+def test_the_cache_key_follows_the_thread_count(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = _host_key()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert _host_key() != one
+
+
+def test_dense_is_a_cpu_path_only():
+    with pytest.raises(InvalidInputError, match="CPU dense GEMM"):
+        predict("sm90-h200", "dense", 1, 4096, 4096, 128)
+
+
+def test_one_host_prediction_takes_under_50_ms():
+    cal = _cal({"w4a8_native@u4_vnni512": _fit(1, 1e-6, 1e-7, 0, 0)}, ((1, "u4_vnni512"),))
+    _cpu(None, "w4a8_native", 3, 4096, 4096, 128, "host", cal=cal)
+    t = time.perf_counter()
+    for m in (3, 77, 700):
+        _cpu(None, "w4a8_native", m, 5120, 13824, 128, "host", cal=cal)
+    assert (time.perf_counter() - t) / 3 < 0.05
