@@ -20,6 +20,7 @@ from typing import Any
 
 import streamlit as st
 
+from workbench.checkpoints.paths import ROOTS_ENV, checkpoint_roots
 from workbench.errors import InvalidInputError
 from workbench.paths import SAMPLE_ROOT
 
@@ -27,8 +28,6 @@ from workbench.paths import SAMPLE_ROOT
 PLATFORM_FIELDS = ("device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages",
                    "torch_ops", "avx2", "avx512", "avx512_bf16", "avx512_vnni", "vendor")
 
-# Local checkpoint directories must lie under one of these (os.pathsep-separated).
-ROOTS_ENV = "WORKBENCH_ALLOWED_ROOTS"
 # Uploads above this many MiB (all files together) are refused before they are parsed.
 # `.streamlit/config.toml` sets `server.maxUploadSize` to the same number (a test holds them
 # equal), so Streamlit refuses a larger file before it buffers it in the server's memory.
@@ -108,12 +107,8 @@ def sample_names() -> list[str]:
 
 
 def allowed_roots() -> list[Path]:
-    """The bundled samples, plus what WORKBENCH_ALLOWED_ROOTS names."""
-    roots = [SAMPLE_ROOT.resolve()]
-    for part in os.environ.get(ROOTS_ENV, "").split(os.pathsep):
-        if part.strip():
-            roots.append(Path(part.strip()).expanduser().resolve())
-    return roots
+    """The bundled samples, plus what WORKBENCH_ALLOWED_ROOTS names (the readers' own rule)."""
+    return list(checkpoint_roots(SAMPLE_ROOT))
 
 
 def check_directory(raw: str) -> Path:
