@@ -111,6 +111,10 @@ def test_measured_tp_shards_beside_the_verdicts(ui):
     assert "NVIDIA H200" in text and "h200_tp_shards.json" in text
     assert "Over all 156 measured points: median |predicted/measured - 1|" in text
     assert not ui.errors(at)
+    at.session_state["pf.preset"] = "x86-avx512"
+    at.run()
+    assert set(_measured(at)["vLLM picks (table above)"]) <= {"", "(the table is traced at g128)"}
+    assert "filled when the page's platform is sm90-h200" in ui.text(at)
     at.number_input(key="w:tp.size").set_value(3).run()
     assert "Measured at TP 1, 2, 4, 8 only" in ui.text(at)
     assert not any("W4A8 efficiency" in d.value.columns for d in at.dataframe)

@@ -129,6 +129,12 @@ def measured_tp(rows: list[dict]) -> None:
         return
     group = loaders.layer_spec(loaders.current_ref(ss)).group_size
     check = load_validation()
+    measured_on = prov.get("platform") or ""
+    here = widgets.current_platform().name
+    if here != measured_on:  # another platform's verdicts beside H200 times would mislead
+        rows = []
+        st.caption(plain(f"The vLLM picks column is filled when the page's platform is {measured_on}, "
+                         f"the one these times were measured on; it is {here} now."))
     table = [{"layer": r["layer"], "K/TP": r["K"], "N/TP": r["N"],
               "group": _group_name(r["group_size"]), "M": r["m"],
               "W4A8 native µs": _us(r.get("w4a8_native_us")),
