@@ -288,7 +288,7 @@ def render() -> None:
         rows = layer_table()
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
         widgets.show_error(exc)
-    st.subheader("Measured TP shards (one H200)")
+    st.subheader("Measured TP shards")
     try:
         measured_tp(rows)
     except Exception as exc:  # noqa: BLE001
