@@ -18,7 +18,8 @@ def _disabled(env: dict[str, str], extra: list[str]) -> dict[str, str]:
 
 
 def kernel_verdicts(t, platform, env: dict[str, str]) -> dict:
-    """What vLLM picked in trace `t` and what every other candidate says about the same config."""
+    """What vLLM picked in trace `t` and what every other candidate says about the same config
+    (asked of the rule set that made `t`)."""
     from workbench.dispatch import trace_mp
 
     verdicts: dict[str, tuple[str, str]] = {}
@@ -37,7 +38,7 @@ def kernel_verdicts(t, platform, env: dict[str, str]) -> dict:
             break
         accepted.append(cur.selected)
         first = False
-        cur = trace_mp(t.mp_config, platform, _disabled(env, accepted))
+        cur = trace_mp(t.mp_config, platform, _disabled(env, accepted), t.vllm_version)
     return verdicts
 
 
@@ -139,8 +140,10 @@ def _mark_refused(rows: list[dict]) -> list[dict]:
     return rows
 
 
-def shard_rows(specs, platform, env: dict[str, str], tp_size: int, parallel: str | None = None) -> list[dict]:
-    """Each layer's shard at TP `tp_size`: vLLM's choice and what every candidate says."""
+def shard_rows(specs, platform, env: dict[str, str], tp_size: int, parallel: str | None = None,
+               version: str | None = None) -> list[dict]:
+    """Each layer's shard at TP `tp_size`: vLLM's choice and what every candidate says
+    (`version`: the vLLM rule set, None for the default)."""
     from workbench.checkpoints import trace_layer
 
     rows = []
@@ -150,11 +153,12 @@ def shard_rows(specs, platform, env: dict[str, str], tp_size: int, parallel: str
         except Exception:  # noqa: BLE001 - the trace below names the refusal
             k, n = None, None
         rows.append(_shard_row(spec.name, k, n, lambda spec=spec: trace_layer(
-            spec, platform, env, tp_size=tp_size, parallel=parallel), platform, env))
+            spec, platform, env, tp_size=tp_size, parallel=parallel, version=version), platform, env))
     return _mark_refused(rows)
 
 
-def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: int) -> list[dict]:
+def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: int,
+                     version: str | None = None) -> list[dict]:
     """A model preset's per-rank shapes (as vLLM shards them) with `spec`'s quantization args."""
     from workbench.dispatch import trace_scheme
     from workbench.models import partitions
@@ -167,7 +171,7 @@ def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: i
         def trace(shaped=shaped, p=p):
             scheme = shaped.scheme_input(1)
             scheme["input_size_per_partition"], scheme["output_size_per_partition"] = p.k, p.n
-            return trace_scheme(scheme, platform, env)
+            return trace_scheme(scheme, platform, env, version)
 
         rows.append(_shard_row(shaped.name, p.k, p.n, trace, platform, env))
     return _mark_refused(rows)
