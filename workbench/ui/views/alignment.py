@@ -19,20 +19,20 @@ from workbench.ui.plain import plain
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _checkpoint_table(layer_key: str, _specs, platform_json: str, env_json: str, tp: int,
-                      parallel: str | None) -> list[dict]:
+                      parallel: str | None, version: str) -> list[dict]:
     from workbench.platforms import platform_from_json
 
     return alignment.shard_rows(_specs, platform_from_json(json.loads(platform_json)),
-                                json.loads(env_json), tp, parallel)
+                                json.loads(env_json), tp, parallel, version)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def _model_table(layer_key: str, _spec, model: str, platform_json: str, env_json: str,
-                 tp: int) -> list[dict]:
+                 tp: int, version: str) -> list[dict]:
     from workbench.platforms import platform_from_json
 
     return alignment.model_shard_rows(_spec, model, platform_from_json(json.loads(platform_json)),
-                                      json.loads(env_json), tp)
+                                      json.loads(env_json), tp, version)
 
 
 def shard_table() -> tuple[list[dict], str]:
@@ -43,16 +43,17 @@ def shard_table() -> tuple[list[dict], str]:
     env = widgets.current_env()
     tp_size = int(ss["tp.size"])
     par = None if ss["tp.parallel"] == "auto" else ss["tp.parallel"]
+    version = ss["vllm.version"]
     base = loaders.layer_spec(ref)
     pj, ej = json.dumps(platform.to_json(), sort_keys=True), json.dumps(env, sort_keys=True)
     model = ss.get("align.model") or ""
     if model:
-        return (_model_table(ref.key, base, model, pj, ej, tp_size),
+        return (_model_table(ref.key, base, model, pj, ej, tp_size, version),
                 f"{model} per-rank shapes with the args of {ref.label}")
     if ref.path is not None:
-        return (_checkpoint_table(ref.key, loaders.open_dir(ref.path).layers, pj, ej, tp_size, par),
+        return (_checkpoint_table(ref.key, loaders.open_dir(ref.path).layers, pj, ej, tp_size, par, version),
                 f"every quantized layer of {ref.label.split(' / ')[0]}")
-    return _checkpoint_table(ref.key, [base], pj, ej, tp_size, par), ref.label
+    return _checkpoint_table(ref.key, [base], pj, ej, tp_size, par, version), ref.label
 
 
 def layer_table(*, key: str = "align") -> list[dict]:
