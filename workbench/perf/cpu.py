@@ -38,7 +38,9 @@ __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_li
 
 # Shapes and token counts the host calibration times (small: seconds in all). Predictions
 # elsewhere are extrapolations of the fitted terms, checked by benchmarks/validate_perf.py.
-CALIBRATION_SHAPES = ((2048, 4096), (4096, 2048), (3072, 3072))
+# The weights span 4-19 M elements (one size would leave the fixed and per-weight terms
+# indistinguishable) and three aspect ratios.
+CALIBRATION_SHAPES = ((2048, 2048), (4096, 2048), (3072, 6144))
 # 1-16 and 32-128 on each side of the W4A8 engine switch (LARGE_M = 32 today): each engine
 # gets three token counts per shape.
 CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
@@ -66,7 +68,7 @@ class LinearFit:
     coef: tuple[float, ...]  # us per feature (see module docstring)
     n_points: int
     rms_log: float
-    err_lo: float  # 5th / 95th percentiles of log(measured / fitted)
+    err_lo: float  # 5th / 95th percentiles of log(measured / fitted), held-out where known
     err_hi: float
 
     def predict(self, m: int, n: int, k: int) -> float:
@@ -302,10 +304,28 @@ def fit_host(samples: Iterable[Sample], key: str, throughputs: dict, threads: in
         pts.setdefault(s.path, []).append((s.m, s.n, s.k, s.us))
         if s.path.startswith("w4a8_native@"):
             pts.setdefault("w4a8_native", []).append((s.m, s.n, s.k, s.us))
-    fits = {p: fit_linear(v) for p, v in pts.items() if len(v) >= _MIN_POINTS}
+    fits = {p: _with_held_out_band(fit_linear(v), v) for p, v in pts.items() if len(v) >= _MIN_POINTS}
     return HostCalibration(key, throughputs["stream_gbs"], throughputs["fp32_tflops"],
                            throughputs["bf16_tflops"], throughputs["int8_tops"], threads, seconds,
                            fits, provenance, tuple(tuple(s) for s in steps))
+
+
+def _with_held_out_band(fit: LinearFit, points: list) -> LinearFit:
+    """The fit, its band widened to the 5th-95th percentiles of leave-one-shape-out error
+    (predictions are for shapes the calibration did not time)."""
+    shapes = {(n, k) for _, n, k, _ in points}
+    resid = []
+    for held in shapes:
+        rest = [p for p in points if (p[1], p[2]) != held]
+        if len(rest) < _MIN_POINTS:
+            continue
+        f = fit_linear(rest)
+        resid += [float(np.log(us / max(f.predict(m, n, k), 1e-9))) for m, n, k, us in points
+                  if (n, k) == held]
+    if not resid:
+        return fit
+    lo, hi = np.percentile(resid, [5, 95])
+    return LinearFit(fit.coef, fit.n_points, fit.rms_log, min(fit.err_lo, float(lo)), max(fit.err_hi, float(hi)))
 
 
 def _cache_file(key: str) -> Path | None:
