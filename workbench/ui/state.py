@@ -204,15 +204,19 @@ def _json_object(raw: str) -> dict:
     return value
 
 
+def _known_only(given: dict, accepted, what: str) -> None:
+    unknown = [k for k in given if k not in accepted]
+    if unknown:
+        raise _Refused(f"unknown {what}(s) {', '.join(map(str, unknown))}; accepted: "
+                       f"{', '.join(accepted)}")
+
+
 def _platform_edits(raw: str) -> dict[str, Any]:
     """Link platform edits, validated by building the platform they describe."""
     from workbench.errors import USER_ERRORS
 
     edits = _json_object(raw)
-    unknown = [f for f in edits if f not in PLATFORM_FIELDS]
-    if unknown:
-        raise _Refused(f"unknown field(s) {', '.join(map(str, unknown))}; accepted: "
-                       f"{', '.join(PLATFORM_FIELDS)}")
+    _known_only(edits, PLATFORM_FIELDS, "field")
     ss = st.session_state
     fields = {f: ss[f"pf.{f}"] for f in PLATFORM_FIELDS} | edits
     try:
@@ -227,10 +231,7 @@ def _env_edits(raw: str) -> dict[str, str]:
     from workbench.errors import USER_ERRORS
 
     env = _json_object(raw)
-    unknown = [k for k in env if k not in ENV_DEFAULTS]
-    if unknown:
-        raise _Refused(f"unknown key(s) {', '.join(map(str, unknown))}; accepted: "
-                       f"{', '.join(ENV_DEFAULTS)}")
+    _known_only(env, ENV_DEFAULTS, "key")
     env = {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}
     try:
         parse_env({k: v for k, v in env.items() if v != ""})
