@@ -31,10 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.perf import predict
-    from workbench.perf.predict import PATHS as predict_paths
+    from workbench.perf.predict import CPU_ONLY_PATHS, PATHS as predict_paths
 
     ms = m_list(args.m)
-    paths = name_list(args.paths, "--paths", predict_paths)
+    paths = name_list(args.paths, "--paths", predict_paths + CPU_ONLY_PATHS)  # predict refuses dense on GPUs
     preds = [predict(args.platform, path, m, args.n, args.k, args.group) for path in paths for m in ms]
     if args.json:
         for pr in preds:

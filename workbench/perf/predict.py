@@ -4,7 +4,9 @@ Paths (as `python -m workbench predict --paths` names them):
 
 - `w4a8_native`: this project's native W4A8 (int8 x int4), its activation quantizer included;
   on GPUs the Triton kernel (`kernels/triton_w4a8.py`), on CPUs the int8 engine.
-- `w4a16_fallback`: this project's W4A16 (Triton on GPUs; tinygemm or dequantize + GEMM on CPUs).
+- `w4a16_fallback`: this project's W4A16 (Triton on GPUs; on CPUs the fastest for M of tinygemm,
+  dequantize + fp32 GEMM and dequantize + bf16 GEMM where bf16 is native).
+- `dense` (CPUs only): the fastest dense float GEMM per M (`kernels/cpu_dense.py`).
 - `bf16_dense`: the dense bf16 GEMM (cuBLAS `x @ w.t()` on NVIDIA GPUs).
 - `int8_mm`: int8 x int8 on pre-quantized inputs (cuBLAS `torch._int_mm`).
 - `quantizer`, `w4a8_prequant`: the per-token int8 quantizer alone, W4A8 on quantized input.
