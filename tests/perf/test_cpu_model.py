@@ -109,3 +109,14 @@ def test_one_host_prediction_takes_under_50_ms():
     for m in (3, 77, 700):
         _cpu(None, "w4a8_native", m, 5120, 13824, 128, "host", cal=cal)
     assert (time.perf_counter() - t) / 3 < 0.05
+
+
+def test_validate_perf_refuses_cpu_only_with_skip_host():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_perf.py"
+    r = subprocess.run([sys.executable, str(script), "--cpu-only", "--skip-host"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2 and "--cpu-only and --skip-host leave nothing to run" in r.stderr
