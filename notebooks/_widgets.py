@@ -356,12 +356,6 @@ def env_from_values(disabled: Iterable[str] = (), linear_backend: str = "auto",
 # --------------------------------------------------------------------------- trace tables
 
 
-def _outcome(t) -> str:
-    if t.selected:
-        return t.selected
-    return f"{t.error_type}" if t.error_type else "(nothing)"
-
-
 def trace_table(rows: list[tuple[str, Any]]):
     """One row per (label, Trace): scheme, outcome, and what runs."""
     import pandas as pd
