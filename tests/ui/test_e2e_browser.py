@@ -227,7 +227,9 @@ def _screen(page, name: str) -> None:
 
 
 def _sidebar_select(page, option: str) -> None:
-    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').first
+    # the sidebar's Platform box (the vLLM version box stands above it)
+    box = page.locator('[data-testid="stSidebar"] [data-testid="stSelectbox"]').filter(
+        has_text=re.compile(r"^Platform")).first
     box.click()
     page.keyboard.type(option)
     page.keyboard.press("Enter")
