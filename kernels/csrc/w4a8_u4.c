@@ -210,6 +210,87 @@ static void run_job(const job_t* j) {
   }
 }
 
+/*
+ * A pool of worker threads kept across calls. Starting and joining threads per call cost
+ * about 65 us here (a woken vCPU is slow to run its first thread), a quarter of a decode
+ * call at N = K = 4096, so the second thread gained nothing. Workers spin a short while on
+ * the call counter after each call (back-to-back layers find them awake), then sleep on a
+ * condition variable. One call at a time uses the pool; a concurrent call (another
+ * Python thread) starts its own threads as before.
+ */
+#define POOL_MAX 63
+#define POOL_SPINS (1 << 12) /* _mm_pause rounds (about 0.1-0.5 ms) before a worker sleeps: enough
+                              for back-to-back calls, short enough to leave torch its cores */
+static struct {
+  pthread_mutex_t call, mu;
+  pthread_cond_t cv;
+  int nworkers;
+  int64_t seq;
+  /* (seq << 8) | parties: read in one load, so a worker never pairs one call's counter
+     with another call's thread count */
+  _Atomic int64_t word;
+  _Atomic int pending;
+  const job_t* jobs;
+  int64_t born[POOL_MAX + 1]; /* the word when worker i started: its first call is the next */
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+
+static void* worker_main(void* arg) {
+  const int id = (int)(intptr_t)arg; /* 1.. : runs jobs[id] */
+  int64_t seen = pool.born[id];
+  for (;;) {
+    int64_t w;
+    int spins = 0;
+    while ((w = __atomic_load_n(&pool.word, __ATOMIC_ACQUIRE)) == seen) {
+      if (++spins < POOL_SPINS) { _mm_pause(); continue; }
+      pthread_mutex_lock(&pool.mu);
+      while ((w = __atomic_load_n(&pool.word, __ATOMIC_ACQUIRE)) == seen)
+        pthread_cond_wait(&pool.cv, &pool.mu);
+      pthread_mutex_unlock(&pool.mu);
+      break;
+    }
+    seen = w;
+    if (id < (int)(w & 0xFF)) {
+      run_job(&pool.jobs[id]);
+      __atomic_fetch_sub(&pool.pending, 1, __ATOMIC_RELEASE);
+    }
+  }
+  return NULL;
+}
+
+/* a forked child has none of the parent's workers */
+static void pool_after_fork(void) {
+  pthread_mutex_init(&pool.call, NULL);
+  pthread_mutex_init(&pool.mu, NULL);
+  pthread_cond_init(&pool.cv, NULL);
+  pool.nworkers = 0;
+}
+
+/* Runs jobs[0..n) with jobs[0] on this thread; 0, or -1 when the pool is busy. */
+static int pool_run(const job_t* jobs, int n) {
+  if (pthread_mutex_trylock(&pool.call) != 0) return -1;
+  if (pool.nworkers == 0 && pool.seq == 0) pthread_atfork(NULL, NULL, pool_after_fork);
+  while (pool.nworkers < n - 1) {
+    pthread_t t;
+    pool.born[pool.nworkers + 1] = pool.word;
+    if (pthread_create(&t, NULL, worker_main, (void*)(intptr_t)(pool.nworkers + 1)) != 0) break;
+    pthread_detach(t);
+    ++pool.nworkers;
+  }
+  const int parties = n - 1 < pool.nworkers ? n - 1 : pool.nworkers;
+  pool.jobs = jobs;
+  __atomic_store_n(&pool.pending, parties, __ATOMIC_RELAXED);
+  pthread_mutex_lock(&pool.mu);
+  ++pool.seq;
+  __atomic_store_n(&pool.word, (pool.seq << 8) | (parties + 1), __ATOMIC_RELEASE);
+  pthread_cond_broadcast(&pool.cv);
+  pthread_mutex_unlock(&pool.mu);
+  run_job(&jobs[0]);
+  for (int i = parties + 1; i < n; ++i) run_job(&jobs[i]); /* no worker to spare */
+  while (__atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE) > 0) _mm_pause();
+  pthread_mutex_unlock(&pool.call);
+  return 0;
+}
+
 static void* thread_main(void* arg) { run_job((const job_t*)arg); return NULL; }
 
 int NAME(w4a8_u4_gemm)(const int8_t* A, int64_t lda, int64_t M, const int32_t* asum,
@@ -218,16 +299,18 @@ int NAME(w4a8_u4_gemm)(const int8_t* A, int64_t lda, int64_t M, const int32_t* a
                        int nthreads) {
   const int64_t tiles = (N + NR - 1) / NR;
   if (nthreads < 1) nthreads = 1;
-  if (nthreads > 64) nthreads = 64;
+  if (nthreads > POOL_MAX + 1) nthreads = POOL_MAX + 1;
   if (nthreads > tiles) nthreads = (int)tiles;
-  job_t jobs[64];
-  pthread_t th[64];
-  int started[64] = {0};
+  job_t jobs[POOL_MAX + 1];
+  pthread_t th[POOL_MAX + 1];
+  int started[POOL_MAX + 1] = {0};
   for (int i = 0; i < nthreads; ++i) {
     job_t j = {A, lda, M, asum, G, g8, Bp, zs, sc, xs, C, ldc, N,
                tiles * i / nthreads, tiles * (i + 1) / nthreads};
     jobs[i] = j;
   }
+  if (nthreads == 1) { run_job(&jobs[0]); return 0; }
+  if (pool_run(jobs, nthreads) == 0) return 0;
   for (int i = 1; i < nthreads; ++i)
     started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
   run_job(&jobs[0]);
