@@ -18,7 +18,6 @@ import argparse
 import datetime as _dt
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workbench.perf.fit import error_stats  # noqa: E402
 from workbench.perf.calibrate import H200_RESULTS, _records, fit_records, key_for, point_for  # noqa: E402
 from workbench.perf.hardware import hardware_for  # noqa: E402
 from workbench.perf.predict import _band  # noqa: E402
@@ -37,15 +37,6 @@ FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
 HOST_SHAPES = ((4096, 4096), (5120, 2560))
 HOST_MS = (1, 8, 48, 128)
 HOST_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "dense")
-
-
-def _stats(errs: list[float]) -> dict:
-    a = sorted(abs(e) for e in errs)
-    if not a:
-        return {"n": 0}
-    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
-    return {"n": len(a), "median_abs_err": round(statistics.median(a), 4), "p90_abs_err": round(p90, 4),
-            "max_abs_err": round(a[-1], 4)}
 
 
 def _legacy_configs(path: Path, recs: list) -> list:
@@ -110,12 +101,12 @@ def h200_loso(path: Path) -> dict:
                            "in_band": lo <= r.median_us <= hi})
     done = [p for p in points if p["predicted_us"] is not None]
     out = {"results": path.name, "results_provenance": res.provenance, "shapes": shapes,
-           "all": {**_stats([p["err"] for p in done]),
+           "all": {**error_stats([p["err"] for p in done]),
                    "band_coverage": round(sum(p["in_band"] for p in done) / max(len(done), 1), 4)},
            "by_path": {}, "unpredicted": len(points) - len(done), "points": points}
     for path_name in FOUR:
         ps = [p for p in done if p["path"] == path_name]
-        out["by_path"][path_name] = {**_stats([p["err"] for p in ps]),
+        out["by_path"][path_name] = {**error_stats([p["err"] for p in ps]),
                                      "band_coverage": round(sum(p["in_band"] for p in ps) / max(len(ps), 1), 4)}
     return out
 
@@ -169,7 +160,7 @@ def host_check(rounds: int = 2) -> dict:
         points.append({"path": path, "kernel": p.kernel, "n": s.n, "k": s.k, "m": s.m,
                        "measured_us": round(s.us, 2), "predicted_us": round(p.predicted_us, 2),
                        "err": round(p.predicted_us / s.us - 1, 4), "in_band": p.low_us <= s.us <= p.high_us})
-    by_path = {path: {**_stats([p["err"] for p in points if p["path"] == path]),
+    by_path = {path: {**error_stats([p["err"] for p in points if p["path"] == path]),
                       "band_coverage": _coverage([p for p in points if p["path"] == path])}
                for path in sorted({p["path"] for p in points})}
     return {"calibration_shapes": CALIBRATION_SHAPES, "validation_shapes": HOST_SHAPES,
@@ -178,7 +169,7 @@ def host_check(rounds: int = 2) -> dict:
             "engine_steps": steps, "seconds": round(time.perf_counter() - t0, 1), "load": load,
             "measured": {"stream_gbs": round(cal.stream_gbs, 2), "fp32_tflops": round(cal.fp32_tflops, 4),
                          "bf16_tflops": round(cal.bf16_tflops, 4), "int8_tops": round(cal.int8_tops, 4)},
-            "provenance": host_provenance(), **_stats([p["err"] for p in points]),
+            "provenance": host_provenance(), **error_stats([p["err"] for p in points]),
             "band_coverage": _coverage(points), "by_path": by_path, "points": points}
 
 
@@ -210,7 +201,7 @@ def published_table() -> dict:
                      "err": None if pred is None else round(pred / meas - 1, 4), "model": how,
                      "implied_eta": None if fam.startswith("dense") else _eta_of_point(p)})
     errs = [r["err"] for r in rows if r["err"] is not None]
-    return {"n_points": len(rows), "n_sources": len({r["source"] for r in rows}), **_stats(errs), "rows": rows}
+    return {"n_points": len(rows), "n_sources": len({r["source"] for r in rows}), **error_stats(errs), "rows": rows}
 
 
 def _commit() -> str:

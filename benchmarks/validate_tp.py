@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
-import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +25,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from workbench.perf.fit import error_stats  # noqa: E402
 from workbench.perf.calibrate import H200_RESULTS  # noqa: E402
 from workbench.perf.predict import predict  # noqa: E402
 from workbench.results import load_results  # noqa: E402
@@ -35,18 +35,8 @@ OUT = ROOT / "benchmarks" / "results" / "perf_tp_validation.json"
 PLATFORM = "sm90-h200"
 
 
-def stats(errs: list[float]) -> dict:
-    """median, p90 (nearest rank) and max of |err|."""
-    a = sorted(abs(e) for e in errs)
-    if not a:
-        return {"n": 0}
-    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
-    return {"n": len(a), "median_abs_err": round(statistics.median(a), 4), "p90_abs_err": round(p90, 4),
-            "max_abs_err": round(a[-1], 4)}
-
-
 def _summary(points: list[dict]) -> dict:
-    s = stats([p["rel_err"] for p in points])
+    s = error_stats([p["rel_err"] for p in points])
     if points:
         s["band_coverage"] = round(sum(p["in_band"] for p in points) / len(points), 4)
     return s
@@ -96,7 +86,7 @@ def validate(results: Path = TP_SHARDS) -> dict:
         "shape_calibrated": _summary([p for p in points if p["shape_calibrated"]]),
         "by": by,
         "efficiency": {"what": "predicted(TP 1) / (TP x predicted(TP)) against the measured "
-                               "unsharded / (TP x shard), TP > 1", **stats(eff_errs)},
+                               "unsharded / (TP x shard), TP > 1", **error_stats(eff_errs)},
         "collective": {"modelled": False, "measured": False,
                        "note": "the performance model has no collective term, and the all-reduce after "
                                "down_proj was not measured (no machine with several GPUs was lent)",

@@ -73,7 +73,8 @@ def test_bad_tp_records_are_named(detail, needle):
 
 def test_committed_validation_is_current():
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    from validate_tp import OUT, stats
+    from validate_tp import OUT
+    from workbench.perf.fit import error_stats as stats
     from workbench.perf.predict import predict
 
     assert stats([0.3, -0.1, 0.2, 0.0]) == {"n": 4, "median_abs_err": 0.15, "p90_abs_err": 0.3,

@@ -12,6 +12,8 @@ them). CSV files are exports, derived from JSON, never read back.
 """
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -206,3 +208,16 @@ def _finite(obj):
     if hasattr(obj, "__dataclass_fields__"):
         return asdict(obj)
     return str(obj)
+
+
+def rows_csv(rows: Iterable[Mapping]) -> str:
+    """CSV text of flat records (the columns of the first), for download buttons and `--csv`;
+    derived output, never read back."""
+    rows = list(rows)
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+    return buf.getvalue()

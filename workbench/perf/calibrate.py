@@ -14,6 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from workbench.paths import RESULTS_DIR
 from workbench.perf.fit import Point, WaveFit, fit_waves
 from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_launch
 from workbench.results import ResultRecord, load_results
@@ -21,7 +22,7 @@ from workbench.results import ResultRecord, load_results
 __all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "GpuCalibration", "calibrate_gpu", "point_for", "key_for",
            "bytes_moved", "H200_RESULTS"]
 
-H200_RESULTS = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "h200_bench.json"
+H200_RESULTS = RESULTS_DIR / "h200_bench.json"
 
 # path -> the Triton kernel it launches (w4a8_native includes its activation quantizer).
 TRITON_PATHS = {"w4a8_native": "w4a8", "w4a8_prequant": "w4a8", "w4a16_fallback": "w4a16"}

@@ -14,6 +14,7 @@ grid; nothing in them is entered by hand.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Sequence
 
@@ -161,3 +162,13 @@ def fit_waves(pts: Sequence[Point], sms: int, peak_bw: float, groups: Sequence |
                                        float(lo), float(hi)))
     assert best is not None and math.isfinite(best[0])
     return best[1]
+
+
+def error_stats(errs: Sequence[float]) -> dict:
+    """Median, p90 (nearest rank) and max of |predicted/measured - 1|: the validation summary."""
+    a = sorted(abs(e) for e in errs)
+    if not a:
+        return {"n": 0}
+    p90 = a[min(len(a) - 1, int(round(0.9 * (len(a) - 1))))]
+    return {"n": len(a), "median_abs_err": round(statistics.median(a), 4), "p90_abs_err": round(p90, 4),
+            "max_abs_err": round(a[-1], 4)}

@@ -8,14 +8,13 @@ parallel layers and K of row-parallel ones, as vLLM builds them.
 """
 from __future__ import annotations
 
-import csv
-import io
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from workbench.errors import InvalidInputError
 from workbench.limits import MAX_M
+from workbench.results import rows_csv
 
 __all__ = ["LayerCost", "ModelReport", "model_report", "DECODE_M", "PREFILL_M"]
 
@@ -73,14 +72,7 @@ class ModelReport:
                 "totals": self.totals(), "notes": list(self.notes)}
 
     def to_csv(self) -> str:
-        rows = [asdict(r) for r in self.layers]
-        if not rows:
-            return ""
-        buf = io.StringIO()
-        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-        return buf.getvalue()
+        return rows_csv(asdict(r) for r in self.layers)
 
 
 def _cost(platform: str, trace, m_decode: int, m_prefill: int, n: int, k: int, g: int):

@@ -12,9 +12,8 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from workbench.ui.state import REPO_ROOT
-
-RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
+from workbench.paths import RESULTS_DIR
+from workbench.results import rows_csv
 
 
 def record_rows(records: Sequence[dict], *, source: str = "this machine", saved: bool = False) -> list[dict]:
@@ -171,10 +170,4 @@ def activations(layer, m: int, kind: str, seed: int = 0):
 
 
 def records_csv(records: Sequence[dict]) -> str:
-    if not records:
-        return ""
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(records[0]))
-    w.writeheader()
-    w.writerows(records)
-    return buf.getvalue()
+    return rows_csv(records)
