@@ -7,12 +7,15 @@ named error that says the field and the accepted range, never a TypeError deep i
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any
 
 from workbench.errors import InvalidInputError
 
 MAX_DIM = 2**31 - 1  # a layer dimension (N, K): bench's --n / --k take the same
+MAX_PATH_CHARS = 4096  # Linux PATH_MAX
+MAX_NAME_CHARS = 255  # Linux NAME_MAX, per path component
 MAX_M = 2**20  # tokens in one GEMM call: above any max_num_batched_tokens a server runs
 _INTEGER = re.compile(r"[+-]?[0-9]{1,19}")  # ASCII digits only, within int64
 
@@ -75,3 +78,20 @@ def int_list(text: str, what: str, lo: int, hi: int, most: int = 64) -> list[int
             raise InvalidInputError(f"{what}: {shown(part, 40)}; accepted: {accepted}")
         out.append(value)
     return out
+
+
+def check_path(text: str, what: str) -> str:
+    """A path the OS can take: no NUL byte, not empty, within PATH_MAX / NAME_MAX."""
+    if not text:
+        raise InvalidInputError(f"{what}: empty path; accepted: a non-empty path")
+    if "\0" in text:
+        raise InvalidInputError(f"{what}: the path {shown(text, 80)} contains a NUL byte; "
+                                "accepted: a path without NUL bytes")
+    if len(text) > MAX_PATH_CHARS:
+        raise InvalidInputError(f"{what}: the path is {len(text)} characters long; accepted: at "
+                                f"most {MAX_PATH_CHARS}")
+    longest = max(text.split(os.sep), key=len)
+    if len(longest) > MAX_NAME_CHARS:
+        raise InvalidInputError(f"{what}: a path component is {len(longest)} characters long; "
+                                f"accepted: at most {MAX_NAME_CHARS} per component")
+    return text

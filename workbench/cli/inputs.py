@@ -16,13 +16,12 @@ import sys
 from typing import Any, BinaryIO, Callable, Iterator
 
 from workbench.errors import InvalidInputError
+from workbench.limits import MAX_NAME_CHARS, check_path
 from workbench.limits import MAX_M, int_list
 
 MAX_ARG_BYTES = 1 << 20  # a JSON argument, inline or @file, and one --batch line
 MAX_JSON_DEPTH = 16  # the deepest real input (INC extra_config) nests 3 levels
 MAX_JSON_INT = 2**63 - 1  # torch sizes are int64: no tensor dimension is larger
-MAX_PATH_CHARS = 4096  # Linux PATH_MAX
-MAX_NAME_CHARS = 255  # Linux NAME_MAX, per path component
 
 
 def shown(value: Any, limit: int = 80) -> str:
@@ -32,23 +31,6 @@ def shown(value: Any, limit: int = 80) -> str:
 
 
 # --------------------------------------------------------------------------- paths
-
-
-def check_path(text: str, what: str) -> str:
-    """A path the OS can take: no NUL byte, not empty, within PATH_MAX / NAME_MAX."""
-    if not text:
-        raise InvalidInputError(f"{what}: empty path; accepted: a non-empty path")
-    if "\0" in text:
-        raise InvalidInputError(f"{what}: the path {shown(text)} contains a NUL byte; "
-                                "accepted: a path without NUL bytes")
-    if len(text) > MAX_PATH_CHARS:
-        raise InvalidInputError(f"{what}: the path is {len(text)} characters long; accepted: at "
-                                f"most {MAX_PATH_CHARS}")
-    longest = max(text.split(os.sep), key=len)
-    if len(longest) > MAX_NAME_CHARS:
-        raise InvalidInputError(f"{what}: a path component is {len(longest)} characters long; "
-                                f"accepted: at most {MAX_NAME_CHARS} per component")
-    return text
 
 
 def open_input(path: str, what: str, *, fifo: bool = False) -> BinaryIO:

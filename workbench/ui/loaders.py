@@ -22,6 +22,7 @@ import streamlit as st
 
 from workbench.checkpoints.paths import ROOTS_ENV, checkpoint_roots
 from workbench.errors import InvalidInputError
+from workbench.limits import check_path
 from workbench.paths import SAMPLE_ROOT
 
 # The platform fields the trace page edits (Platform's own field names).
@@ -34,7 +35,6 @@ PLATFORM_FIELDS = ("device", "capability", "cpu_arch", "gfx", "zen", "amx", "pac
 MAX_UPLOAD_MB = 200
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
 # Longer than any path the OS accepts (PATH_MAX is 4096 on Linux, 1024 on macOS).
-MAX_PATH_CHARS = 4096
 UPLOAD_SUFFIXES = (".safetensors", ".json")
 
 
@@ -116,12 +116,7 @@ def check_directory(raw: str) -> Path:
     if not raw.strip():
         raise InvalidInputError("checkpoint directory: empty; type the path of a directory "
                                 "holding config.json and *.safetensors")
-    if "\0" in raw:
-        raise InvalidInputError(f"checkpoint directory: holds a NUL byte at character {raw.index(chr(0)) + 1}; "
-                                "accepted: a path of printable characters")
-    if len(raw) > MAX_PATH_CHARS:
-        raise InvalidInputError(f"checkpoint directory: {len(raw)} characters; accepted: a path of at "
-                                f"most {MAX_PATH_CHARS} characters")
+    check_path(raw.strip(), "checkpoint directory")
     try:
         path = Path(raw.strip()).expanduser().resolve()
     except (OSError, RuntimeError) as exc:  # a component too long, a symlink loop
