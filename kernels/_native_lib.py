@@ -28,9 +28,10 @@ _COMMON = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-
 # variant: (source, compiler flags, /proc/cpuinfo flags it needs)
 VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "avx2_u8s8": ("w4a8_avx2.c", ("-mavx2", "-mfma"), ("avx2", "fma")),
-    "u4_avx2": ("w4a8_u4.c", ("-mavx2", "-mfma"), ("avx2", "fma")),
+    # -fopenmp: the u4 engines split N over torch's own OpenMP threads (same libgomp)
+    "u4_avx2": ("w4a8_u4.c", ("-mavx2", "-mfma", "-fopenmp"), ("avx2", "fma")),
     "u4_vnni512": ("w4a8_u4.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni",
-                                 "-DW4A8_VNNI512"),
+                                 "-DW4A8_VNNI512", "-fopenmp"),
                    ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")),
     # activations are quantized by u4_vnni512's quantizer, hence its flags too
     "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8"),
@@ -105,6 +106,10 @@ def _build(variant: str) -> ctypes.CDLL:
         os.close(fd)
         proc = subprocess.run([cc, *flags, str(path), "-o", tmp, "-lm"], capture_output=True,
                               text=True)
+        if proc.returncode != 0 and "-fopenmp" in flags:
+            # a compiler without OpenMP: w4a8_u4.c keeps its own thread pool instead
+            proc = subprocess.run([cc, *[f for f in flags if f != "-fopenmp"], str(path), "-o",
+                                   tmp, "-lm"], capture_output=True, text=True)
         if proc.returncode != 0:
             os.unlink(tmp)
             raise OSError(f"building {src_name} for {variant} failed: {proc.stderr.strip()[:500]}")
