@@ -158,18 +158,23 @@ def w4a16_dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
     return _dequant(x, prepared)
 
 
-def _dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
+def _dequant(x: torch.Tensor, prepared: W4A16Prepared,
+             dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """Block by block: the weight rows dequantized in float32, the GEMM in `dtype` -> float32."""
     m = x.shape[0]
     out = torch.empty(m, prepared.n)
     if m == 0:
         return out
-    x32 = x.to(torch.float32)
+    xd = x.to(dtype)
     g, groups = prepared.group_size, prepared.k // prepared.group_size
     for r0 in range(0, prepared.n, _DEQUANT_BLOCK_ROWS):
         r1 = min(r0 + _DEQUANT_BLOCK_ROWS, prepared.n)
         w = prepared.w_centered[r0:r1].to(torch.float32).view(r1 - r0, groups, g)
-        w.mul_(prepared.scales[r0:r1].unsqueeze(-1))
-        torch.matmul(x32, w.view(r1 - r0, prepared.k).t(), out=out[:, r0:r1])
+        w = w.mul_(prepared.scales[r0:r1].unsqueeze(-1)).view(r1 - r0, prepared.k)
+        if dtype is torch.float32:
+            torch.matmul(xd, w.t(), out=out[:, r0:r1])
+        else:
+            out[:, r0:r1] = torch.matmul(xd, w.to(dtype).t())
     return out
 
 
@@ -181,22 +186,9 @@ def w4a16_dequant_bf16(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor
     ok, why = bf16_is_native()
     if not ok:
         raise KernelUnavailableError(f"w4a16_dequant_bf16 would be emulated here: {why}")
-    return _dequant_bf16(x, prepared)
+    return _dequant(x, prepared, torch.bfloat16)
 
 
-def _dequant_bf16(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
-    m = x.shape[0]
-    out = torch.empty(m, prepared.n)
-    if m == 0:
-        return out
-    xb = x.to(torch.bfloat16)
-    g, groups = prepared.group_size, prepared.k // prepared.group_size
-    for r0 in range(0, prepared.n, _DEQUANT_BLOCK_ROWS):
-        r1 = min(r0 + _DEQUANT_BLOCK_ROWS, prepared.n)
-        w = prepared.w_centered[r0:r1].to(torch.float32).view(r1 - r0, groups, g)
-        w = w.mul_(prepared.scales[r0:r1].unsqueeze(-1)).to(torch.bfloat16)
-        out[:, r0:r1] = torch.matmul(xb, w.view(r1 - r0, prepared.k).t())
-    return out
 
 
 def fallback_candidates(prepared: W4A16Prepared) -> dict:
@@ -205,7 +197,7 @@ def fallback_candidates(prepared: W4A16Prepared) -> dict:
     if prepared.tinygemm_ok:
         fns["tinygemm"] = _tinygemm
     if bf16_is_native()[0]:
-        fns["dequant_bf16"] = _dequant_bf16
+        fns["dequant_bf16"] = lambda x, prepared: _dequant(x, prepared, torch.bfloat16)
     return fns
 
 

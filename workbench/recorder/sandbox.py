@@ -134,11 +134,21 @@ def torch_ops(simulated: set[str], present: set[str]) -> Iterator[None]:
     for name in simulated:
         ns, op = name.split(".", 1)
         by_ns.setdefault(ns, set()).add(op)
-    saved = {ns: torch.ops.__dict__.get(ns) for ns in by_ns}
+    spaces = {}
     for ns, ops in by_ns.items():
         real = getattr(torch.ops, ns) if ns == "aten" else None
         have = {p.split(".", 1)[1] for p in present if p.split(".", 1)[0] == ns}
-        setattr(torch.ops, ns, _OpNamespace(ns, real, ops, have))
+        spaces[ns] = _OpNamespace(ns, real, ops, have)
+    with op_namespaces(spaces):
+        yield
+
+
+@contextmanager
+def op_namespaces(spaces: dict[str, Any]) -> Iterator[None]:
+    """`torch.ops.<ns>` replaced by the given objects for the block, then put back as it was."""
+    saved = {ns: torch.ops.__dict__.get(ns) for ns in spaces}
+    for ns, obj in spaces.items():
+        setattr(torch.ops, ns, obj)
     try:
         yield
     finally:

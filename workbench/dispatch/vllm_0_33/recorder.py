@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-import traceback
 import types
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -575,22 +574,12 @@ class _RecordedOp:
 
 @contextmanager
 def _recording_ops(platform: dict) -> Iterator[None]:
-    import torch
     have = set(platform.get("torch_ops", []))
     spaces = {"_C": _RecordingOps("_C", None, C_QUERIES)}
     for ns in ("_xpu_C", "_rocm_C", "zentorch"):
         spaces[ns] = _RecordingOps(ns, {p.split(".", 1)[1] for p in have if p.startswith(ns + ".")})
-    saved = {ns: torch.ops.__dict__.get(ns) for ns in spaces}
-    for ns, obj in spaces.items():
-        setattr(torch.ops, ns, obj)
-    try:
+    with sandbox.op_namespaces(spaces):
         yield
-    finally:
-        for ns, value in saved.items():
-            if value is None:
-                torch.ops.__dict__.pop(ns, None)
-            else:
-                setattr(torch.ops, ns, value)
 
 
 def _plain_state(layer: Any, before: set[str]) -> dict:
