@@ -141,3 +141,13 @@ def test_marlin_path_refuses_what_vllm_cannot_run():
     ok, why = execution_path("marlin_w4a8_int8").supports(asym)
     assert not ok and why.endswith("AssertionError: W8A8 is not supported by marlin kernel.")
 
+
+
+def test_the_inc_xpu_emulation_runs_the_rule_sets_policy():
+    # kernels/ cannot import the rule set, so the emulation carries INC's numbers itself:
+    # hold them to the rules the trace reads (the 512-token switch, the multiple-of-8 shards).
+    from w4a8_kernels import engine_paths
+    from workbench.dispatch.versions import rules
+
+    assert engine_paths.INC_MIN_TOKENS_FOR_INT8 == rules().MIN_TOKENS_FOR_INT8
+    assert engine_paths._INC_DIM_ALIGNMENT == rules().DIM_ALIGNMENT
