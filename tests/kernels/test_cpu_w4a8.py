@@ -141,6 +141,36 @@ def test_c_quantizer_is_bit_exact_with_the_torch_one(variant, dtype, g, gp):
                         ks.data_ptr(), torch.empty(3).data_ptr()) == -2  # row 1
 
 
+@pytest.mark.parametrize("variant", ["u4_avx2", "u4_vnni512"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_c_quantizer_over_threads_and_long_rows(variant, dtype, threads):
+    # enough rows to split over threads, K past the 4096-float row buffer (bf16 rows then
+    # widen into a heap copy): the torch quantizer's bits at every thread count, and the
+    # first bad row is reported whichever thread meets it
+    from w4a8_kernels import _native_lib
+    from w4a8_kernels.quant import quantize_per_token_int8_codes
+    if _native_lib.why_unavailable(variant):
+        pytest.skip(_native_lib.why_unavailable(variant))
+    lib = _native_lib.load(variant)
+    m, k = 40, 4608
+    x = (torch.randn(m, k, generator=torch.Generator().manual_seed(5)) * 3).to(dtype)
+    codes, asum, scale = torch.empty(m, k, dtype=torch.int8), torch.empty(m, 9, dtype=torch.int32), torch.empty(m)
+    prev = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        args = (m, k, k, 512, 512, codes.data_ptr(), k, asum.data_ptr(), scale.data_ptr())
+        rc = lib.quantize(x.data_ptr(), int(dtype == torch.bfloat16), *args)
+        want, want_scale = quantize_per_token_int8_codes(x)
+        assert rc == 0 and torch.equal(scale, want_scale.reshape(-1))
+        assert torch.equal(codes.float(), want)
+        assert torch.equal(asum, want.view(m, 9, 512).sum(-1).to(torch.int32))
+        x[33, 100], x[7, 4600] = float("nan"), float("-inf")
+        assert lib.quantize(x.data_ptr(), int(dtype == torch.bfloat16), *args) == -8  # row 7
+    finally:
+        torch.set_num_threads(prev)
+
+
 @pytest.mark.parametrize("engine", [e for e in ENGINES if e.value in C_ENGINES], ids=lambda e: e.value)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_c_engines_over_row_blocks_and_threads(layer_factory, x_factory, engine, threads):
