@@ -377,6 +377,7 @@ def _grouped(x_qf, x_q, x_scale: torch.Tensor, prepared: W4A8Prepared) -> torch.
     return out.mul_(x_scale.unsqueeze(1))
 
 
+@lru_cache(maxsize=None)  # a library loads once per process (or never): ask once
 def _quantizer():
     """The C per-token quantizer (w4a8_u4.c, either build), or None where neither loads."""
     for variant in (Int8Engine.U4_VNNI512.value, Int8Engine.U4_AVX2.value):
@@ -453,18 +454,27 @@ def w4a8_native(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
     check_activations(x, prepared.k)
     m = x.shape[0]
     prepared = prepared.for_m(m)
-    # codes (up to 4 bytes each), a float32 copy of x and the float32 output
-    with memory_guard(f"running W4A8 on x {tuple(x.shape)} x a {prepared.n} x {prepared.k} layer",
-                      8 * m * prepared.k + 4 * m * prepared.n):
-        fused = _fused_quantize(x, prepared)
-        if fused is not None:
-            return fused
-        if prepared.engine in (Int8Engine.FBGEMM, Int8Engine.FP32_EXACT) and m:
-            # these engines take float codes: skip the int8 round trip
-            codes, x_scale = quantize_per_token_int8_codes(x)
-            return _grouped(codes, None, x_scale.reshape(-1).contiguous(), prepared)
-        x_q, x_scale = quantize_per_token_int8(x)
-        return w4a8_native_from_quantized(x_q, x_scale, prepared)
+    try:
+        return _native_call(x, prepared)
+    except (MemoryError, RuntimeError) as exc:
+        # the guard's message is built only on failure: a decode call is ~0.2 ms, and
+        # formatting it every call, after the weight stream emptied the caches, cost ~0.01
+        # codes (up to 4 bytes each), a float32 copy of x and the float32 output
+        with memory_guard(f"running W4A8 on x {tuple(x.shape)} x a {prepared.n} x {prepared.k} layer",
+                          8 * m * prepared.k + 4 * m * prepared.n):
+            raise exc
+
+
+def _native_call(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
+    fused = _fused_quantize(x, prepared)
+    if fused is not None:
+        return fused
+    if prepared.engine in (Int8Engine.FBGEMM, Int8Engine.FP32_EXACT) and x.shape[0]:
+        # these engines take float codes: skip the int8 round trip
+        codes, x_scale = quantize_per_token_int8_codes(x)
+        return _grouped(codes, None, x_scale.reshape(-1).contiguous(), prepared)
+    x_q, x_scale = quantize_per_token_int8(x)
+    return w4a8_native_from_quantized(x_q, x_scale, prepared)
 
 
 # Tie-break order: where two engines time within _TIE of each other, the one listed first

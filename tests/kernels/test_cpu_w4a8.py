@@ -200,3 +200,26 @@ def test_auto_runs_the_large_m_engine_from_large_m(layer_factory, x_factory):
         assert rel(w4a8_native(x, p), w4a8_reference(x, w_q, scales, 128, zeros)) <= 1e-6
         x_q, x_scale = quantize_per_token_int8(x)
         assert rel(w4a8_native_from_quantized(x_q, x_scale, p), w4a8_reference(x, w_q, scales, 128, zeros)) <= 1e-6
+
+
+def test_native_out_of_memory_is_named_with_the_shapes():
+    # the guard's message is built only once the call fails: it still names the shapes
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import resource, torch
+        from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native
+        from w4a8_kernels.errors import KernelMemoryError
+        p = prepare_w4a8(torch.ones(8192, 64, dtype=torch.int8), torch.ones(8192, 1), -1)
+        x = torch.ones(100000, 64)
+        vm = [l for l in open('/proc/self/status') if l.startswith('VmSize')][0].split()[1]
+        resource.setrlimit(resource.RLIMIT_AS, (int(vm) * 1024 + 300 * 2**20, resource.RLIM_INFINITY))
+        try:
+            w4a8_native(x, p); print("no error")
+        except KernelMemoryError as e:
+            print("named:", e)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith("named: out of memory running W4A8 on x (100000, 64) x a 8192 x 64"), proc.stdout
