@@ -84,7 +84,9 @@ static void run_job(job_t* j) {
   const int64_t k64 = j->G * j->kpg;
   int8_t* abuf = (int8_t*)aligned_alloc(64, (size_t)(2 * k64 * 1024));
   if (!abuf) { j->rc = -3; return; }
-  int32_t cbuf[32][32];
+  /* two buffers: group g's tiles are stored while group g - 1's epilogue runs from the
+     other, so the vector work overlaps the next tile dots instead of waiting on them */
+  int32_t cbuf[2][32][32] __attribute__((aligned(64)));
   float facc[32][32];
   config_tiles();
   for (int64_t np = j->pair_begin; np < j->pair_end; ++np) {
@@ -92,30 +94,36 @@ static void run_job(job_t* j) {
     for (int64_t mp = 0; mp < j->Mp / 32; ++mp) {
       const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
       const int8_t* b1 = b0 + k64 * 1024;
-      for (int64_t grp = 0; grp < j->G; ++grp) {
-        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-        for (int64_t kb = grp * j->kpg; kb < (grp + 1) * j->kpg; ++kb) {
-          _tile_loadd(4, abuf + kb * 1024, 64);
-          _tile_loadd(5, abuf + (k64 + kb) * 1024, 64);
-          _tile_loadd(6, b0 + kb * 1024, 64);
-          _tile_loadd(7, b1 + kb * 1024, 64);
-          _tile_dpbssd(0, 4, 6);
-          _tile_dpbssd(1, 4, 7);
-          _tile_dpbssd(2, 5, 6);
-          _tile_dpbssd(3, 5, 7);
+      for (int64_t grp = 0; grp <= j->G; ++grp) {
+        if (grp < j->G) {
+          int32_t(*cb)[32] = cbuf[grp & 1];
+          _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+          for (int64_t kb = grp * j->kpg; kb < (grp + 1) * j->kpg; ++kb) {
+            _tile_loadd(4, abuf + kb * 1024, 64);
+            _tile_loadd(5, abuf + (k64 + kb) * 1024, 64);
+            _tile_loadd(6, b0 + kb * 1024, 64);
+            _tile_loadd(7, b1 + kb * 1024, 64);
+            _tile_dpbssd(0, 4, 6);
+            _tile_dpbssd(1, 4, 7);
+            _tile_dpbssd(2, 5, 6);
+            _tile_dpbssd(3, 5, 7);
+          }
+          _tile_stored(0, &cb[0][0], 128);
+          _tile_stored(1, &cb[0][16], 128);
+          _tile_stored(2, &cb[16][0], 128);
+          _tile_stored(3, &cb[16][16], 128);
         }
-        _tile_stored(0, &cbuf[0][0], 128);
-        _tile_stored(1, &cbuf[0][16], 128);
-        _tile_stored(2, &cbuf[16][0], 128);
-        _tile_stored(3, &cbuf[16][16], 128);
+        if (grp == 0) continue;
+        const int64_t eg = grp - 1; /* the group whose sums the epilogue scales now */
+        int32_t(*cb)[32] = cbuf[eg & 1];
         for (int r = 0; r < 32; ++r) {
-          const __m512 s = _mm512_set1_ps(j->sc[(np * 32 + r) * j->G + grp]);
+          const __m512 s = _mm512_set1_ps(j->sc[(np * 32 + r) * j->G + eg]);
           for (int h = 0; h < 2; ++h) {
-            const __m512i dot = _mm512_loadu_si512((const void*)&cbuf[r][16 * h]);
+            const __m512i dot = _mm512_load_si512((const void*)&cb[r][16 * h]);
             const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), s);
             /* 0 + the first term is the term itself: the same sum as starting from zero */
             _mm512_storeu_ps(&facc[r][16 * h],
-                             grp ? _mm512_add_ps(_mm512_loadu_ps(&facc[r][16 * h]), term) : term);
+                             eg ? _mm512_add_ps(_mm512_loadu_ps(&facc[r][16 * h]), term) : term);
           }
         }
       }
