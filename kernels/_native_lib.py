@@ -34,7 +34,8 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
                                  "-DW4A8_VNNI512", "-fopenmp"),
                    ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")),
     # activations are quantized by u4_vnni512's quantizer, hence its flags too
-    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8"),
+    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8",
+                              "-fopenmp"),
                ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_tile", "amx_int8")),
 }
 _state: dict[str, dict[str, object]] = {}

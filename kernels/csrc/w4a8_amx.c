@@ -140,7 +140,9 @@ static void run_job(job_t* j) {
   free(abuf);
 }
 
+#if !defined(_OPENMP)
 static void* thread_main(void* arg) { run_job((job_t*)arg); return NULL; }
+#endif
 
 int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, int64_t G,
                   int64_t kpg, const uint8_t* Bp, const int32_t* zs, const float* sc,
@@ -151,13 +153,19 @@ int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, int64_t G,
   if (nthreads > 64) nthreads = 64;
   if (nthreads > pairs) nthreads = (int)pairs;
   job_t jobs[64];
-  pthread_t th[64];
-  int started[64] = {0};
   for (int i = 0; i < nthreads; ++i) {
     job_t jb = {Bt, Mp, M, G, kpg, Bp, zs, sc, xs, C, ldc, N,
                 pairs * i / nthreads, pairs * (i + 1) / nthreads, 0};
     jobs[i] = jb;
   }
+#if defined(_OPENMP)
+  /* torch's own OpenMP threads, as w4a8_u4.c: no thread start per call (tile state is
+     per thread, configured in run_job; the AMX permission is the process's) */
+#pragma omp parallel for num_threads(nthreads) schedule(static, 1)
+  for (int i = 0; i < nthreads; ++i) run_job(&jobs[i]);
+#else
+  pthread_t th[64];
+  int started[64] = {0};
   for (int i = 1; i < nthreads; ++i)
     started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
   run_job(&jobs[0]);
@@ -165,6 +173,7 @@ int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, int64_t G,
     if (started[i]) pthread_join(th[i], NULL);
     else run_job(&jobs[i]);
   }
+#endif
   for (int i = 0; i < nthreads; ++i)
     if (jobs[i].rc) return jobs[i].rc;
   return 0;
