@@ -27,8 +27,8 @@ _CSRC = Path(__file__).parent / "csrc"
 _COMMON = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread"]
 # variant: (source, compiler flags, /proc/cpuinfo flags it needs)
 VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    "avx2_u8s8": ("w4a8_avx2.c", ("-mavx2", "-mfma"), ("avx2", "fma")),
-    # -fopenmp: the u4 engines split N over torch's own OpenMP threads (same libgomp)
+    # -fopenmp: the engines split N over torch's own OpenMP threads (same libgomp)
+    "avx2_u8s8": ("w4a8_avx2.c", ("-mavx2", "-mfma", "-fopenmp"), ("avx2", "fma")),
     "u4_avx2": ("w4a8_u4.c", ("-mavx2", "-mfma", "-fopenmp"), ("avx2", "fma")),
     "u4_vnni512": ("w4a8_u4.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni",
                                  "-DW4A8_VNNI512", "-fopenmp"),

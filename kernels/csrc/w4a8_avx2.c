@@ -98,7 +98,9 @@ static void run_tiles(const job_t* j) {
   }
 }
 
+#if !defined(_OPENMP)
 static void* thread_main(void* arg) { run_tiles((const job_t*)arg); return NULL; }
+#endif
 
 int w4a8_gemm_u8s8(const uint8_t* A, int64_t lda, int64_t M, int64_t K4, const int8_t* Bp,
                    const int32_t* comp, const float* sc, int64_t G, int64_t g4, int64_t ch,
@@ -109,12 +111,18 @@ int w4a8_gemm_u8s8(const uint8_t* A, int64_t lda, int64_t M, int64_t K4, const i
   if (nthreads > 64) nthreads = 64;
   if (nthreads > tiles) nthreads = (int)tiles;
   job_t jobs[64];
-  pthread_t th[64];
   for (int i = 0; i < nthreads; ++i) {
     job_t j = {A, lda, M, K4, Bp, comp, sc, G, g4, ch, xs, C, ldc, N,
                tiles * i / nthreads, tiles * (i + 1) / nthreads};
     jobs[i] = j;
   }
+#if defined(_OPENMP)
+  /* torch's own OpenMP threads, as w4a8_u4.c: no thread start per call competing with
+     torch's still-spinning workers for the cores */
+#pragma omp parallel for num_threads(nthreads) schedule(static, 1)
+  for (int i = 0; i < nthreads; ++i) run_tiles(&jobs[i]);
+#else
+  pthread_t th[64];
   int started[64] = {0};
   for (int i = 1; i < nthreads; ++i)
     started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
@@ -123,6 +131,7 @@ int w4a8_gemm_u8s8(const uint8_t* A, int64_t lda, int64_t M, int64_t K4, const i
     if (started[i]) pthread_join(th[i], NULL);
     else run_tiles(&jobs[i]); /* no thread to spare: do its share here */
   }
+#endif
   return 0;
 }
 
