@@ -138,6 +138,14 @@ def check_weight(
     if scales.dtype == torch.float64 and bool((scales.abs() > torch.finfo(torch.float32).max).any()):
         raise KernelInputError("scales (float64) holds values outside float32's finite range; "
                                "the kernels apply scales in float32")
+    # The float32 output of one row is at most |scale| * 15 * K * |x|: scales this large make
+    # it overflow (Inf) for activations of magnitude 1, which the float64 reference would not.
+    s_max = float(scales.abs().max())
+    if s_max * 15 * k > torch.finfo(torch.float32).max:
+        raise KernelInputError(
+            f"scales reach {s_max:.3g}: with K = {k} the float32 output overflows for activations "
+            f"of magnitude 1; accepted: max |scale| * 15 * K below float32's max "
+            f"({torch.finfo(torch.float32).max:.3g})")
     return n, k, g, scales
 
 
