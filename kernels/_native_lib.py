@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags"]
+__all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags", "isa_cap", "ISA_CAP_ENV"]
 
 _CSRC = Path(__file__).parent / "csrc"
 # -ffp-contract=off: no fused multiply-add, so every product rounds as the reference's does.
@@ -69,9 +69,27 @@ def cpu_flags() -> frozenset[str]:
     return frozenset()
 
 
+# ISA_CAP_ENV=avx2 (or avx512) builds no variant wider than that on a wider CPU: what an
+# AVX2-only machine runs, measured here (pair it with torch's ATEN_CPU_CAPABILITY=avx2).
+ISA_CAP_ENV = "W4A8_KERNELS_MAX_ISA"
+_ISA_CAPS = {"avx2": ("avx512", "amx"), "avx512": ("amx",)}
+
+
+def isa_cap() -> str | None:
+    """The ISA cap in force ($W4A8_KERNELS_MAX_ISA), or None."""
+    return os.environ.get(ISA_CAP_ENV) or None
+
+
 def _cpu_supports(needs: tuple[str, ...]) -> tuple[bool, str]:
     if platform.machine().lower() not in ("x86_64", "amd64"):
         return False, f"not an x86-64 CPU ({platform.machine()})"
+    cap = isa_cap()
+    if cap is not None:
+        if cap not in _ISA_CAPS:
+            return False, f"{ISA_CAP_ENV}={cap!r} is not one of {', '.join(_ISA_CAPS)}"
+        over = [f for f in needs if f.startswith(_ISA_CAPS[cap])]
+        if over:
+            return False, f"{ISA_CAP_ENV}={cap} leaves out {', '.join(over)}"
     flags = cpu_flags()
     if not flags:
         return False, f"cannot read /proc/cpuinfo to check for {', '.join(needs)}"

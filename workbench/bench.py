@@ -30,6 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
+from w4a8_kernels import _native_lib
 from w4a8_kernels.reference import w4a8_reference, w4a16_reference
 from w4a8_kernels.registry import Int4Weight, KernelPath
 from workbench.errors import InvalidInputError, KernelError
@@ -169,6 +170,9 @@ def host_provenance(extra: dict | None = None) -> dict:
         "date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        # what the kernels and torch were allowed to use, where less than the CPU has
+        "isa_cap": _native_lib.isa_cap(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
     prov.update(extra or {})
     return prov
