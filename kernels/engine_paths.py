@@ -8,12 +8,15 @@
   when grouped-bf16 or fp16. Without KleidiAI (every x86 build) torch runs its
   reference loop, which quantizes activations per row *asymmetrically* (min/max,
   zero point), not vLLM's symmetric per-token int8.
-- `inc_xpu_w4a8` (emulated here): INC's `INCXPUW4A8LinearMethod` policy. Below 512
-  tokens every call falls back to the W4A16 path; above, activations are quantized by
+- `inc_xpu_w4a8` (emulated here): INC's `INCXPUW4A8LinearMethod` policy. Below
+  `min_tokens` (the caller passes the rule's threshold) every call falls back to the W4A16
+  path; from there on, activations are quantized by
   `dynamic_per_token_int8_quant_ref` (scale = amax / 127 clamped >= 1e-5, cast to the
   activation dtype, ties to even), both scale tensors are passed as float16, the int8
   GEMM runs and its float16 output is cast to the activation dtype. The integer GEMM is
-  ours (the XPU op does not exist here); the rounding steps are INC's.
+  ours (the XPU op does not exist here); the rounding steps are INC's. Which layers INC
+  accepts (shard alignment, group sizes, symmetry) is the caller's rule to check, not this
+  module's: the path computes any layer it is handed.
 - `vllm_int4_scaled_mm` (emulated here): `CPUWNA16LinearKernel`'s W4A8 route
   (`int4_scaled_mm_cpu`, taken only on AMX hosts with bf16 models): activations as
   uint8 with zero point 128 (scale = max(amax, 1e-7) / 127), weights (u - zp) int8,
@@ -34,16 +37,11 @@ from w4a8_kernels.quant import quantize_per_token_uint8_zp128
 
 __all__ = [
     "dynamic4bit_available", "Dynamic4bitPrepared", "prepare_dynamic4bit", "vllm_dynamic4bit",
-    "INC_MIN_TOKENS_FOR_INT8", "IncXpuW4A8Prepared", "prepare_inc_xpu_w4a8", "inc_xpu_w4a8",
+    "IncXpuW4A8Prepared", "prepare_inc_xpu_w4a8", "inc_xpu_w4a8",
     "inc_quantize_per_token_int8", "bf16_bits_read_as_fp16",
     "Int4ScaledMMPrepared", "prepare_int4_scaled_mm", "vllm_int4_scaled_mm",
     "kleidiai_enabled",
 ]
-
-# vllm/model_executor/layers/quantization/inc/schemes/inc_w4a8_linear.py
-INC_MIN_TOKENS_FOR_INT8 = 512
-_INC_DIM_ALIGNMENT = 8
-
 
 def kleidiai_enabled() -> bool:
     """Whether this torch build has KleidiAI (Arm only): the fast `_dyn_quant_*` kernels."""
@@ -142,33 +140,30 @@ def bf16_bits_read_as_fp16(scales: torch.Tensor) -> torch.Tensor:
 class IncXpuW4A8Prepared:
     n: int
     k: int
+    min_tokens: int
     w4a16: W4A16Prepared
     w4a8: W4A8Prepared
     misread_bf16_scales: bool
 
 
 def prepare_inc_xpu_w4a8(w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
-                         zeros: torch.Tensor | None = None, *,
+                         zeros: torch.Tensor | None = None, *, min_tokens: int,
                          misread_bf16_scales: bool = False,
                          engine: str = "auto") -> IncXpuW4A8Prepared:
-    """INC's create_weights alignment check, then the fp16 scale copy (or its misreading)."""
+    """Both of INC's weights: the W4A16 parent's and the fp16 scale copy (or its misreading).
+
+    `min_tokens`: the batch size from which a call runs the int8 GEMM (INC's
+    `_MIN_TOKENS_FOR_INT8`, handed in by the caller that holds the rule).
+    """
+    if isinstance(min_tokens, bool) or not isinstance(min_tokens, int) or min_tokens < 0:
+        raise KernelInputError(f"min_tokens: a token count >= 0, got {min_tokens!r}")
     n, k, g, scales = check_weight(w_q, scales, group_size, zeros)
-    unaligned = [f"{name}={size}" for name, size in (("input", k), ("output", n))
-                 if size % _INC_DIM_ALIGNMENT]
-    if unaligned:
-        raise KernelInputError(
-            "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires partitioned in/out sizes that are "
-            f"multiples of {_INC_DIM_ALIGNMENT}, got {', '.join(unaligned)}. "
-            f"Partition shape: ({k}, {n}).")
-    if g != k and (g <= 0 or g % 32):
-        raise KernelInputError(f"INC w4a8 requires a group size that is a positive multiple "
-                               f"of 32, got {g}")
     s16 = bf16_bits_read_as_fp16(scales) if misread_bf16_scales else scales.to(torch.float16)
     if not bool(torch.isfinite(s16).all()):
         # bf16 bit patterns can be fp16 Inf/NaN; keep them finite-free for the GEMM check
         s16 = torch.nan_to_num(s16, nan=0.0, posinf=65504.0, neginf=-65504.0)
     return IncXpuW4A8Prepared(
-        n=n, k=k, w4a16=prepare_w4a16(w_q, scales, group_size, zeros),
+        n=n, k=k, min_tokens=min_tokens, w4a16=prepare_w4a16(w_q, scales, group_size, zeros),
         w4a8=prepare_w4a8(w_q, s16.to(torch.float32), group_size, zeros, engine=engine),
         misread_bf16_scales=misread_bf16_scales)
 
@@ -179,7 +174,7 @@ def inc_xpu_w4a8(x: torch.Tensor, prepared: IncXpuW4A8Prepared) -> torch.Tensor:
     if x.dtype not in (torch.bfloat16, torch.float16):
         raise KernelInputError(f"INC w4a8 takes bf16 or fp16 activations, got {x.dtype}")
     m = x.shape[0]
-    if m < INC_MIN_TOKENS_FOR_INT8:  # per-call fallback to the W4A16 parent
+    if m < prepared.min_tokens:  # per-call fallback to the W4A16 parent
         return w4a16_fallback(x, prepared.w4a16).to(x.dtype).to(torch.float32)
     x_q, x_scale = inc_quantize_per_token_int8(x)
     out = w4a8_native_from_quantized(x_q, x_scale.to(torch.float16).to(torch.float32), prepared.w4a8)

@@ -8,6 +8,9 @@ layer; both return (ok, why), and a path that cannot run says why instead of fai
 
 Triton paths (`triton_w4a8`, `triton_w4a16`) are listed here for every machine; their
 probe answers "no CUDA device" on a CPU host.
+
+Paths whose policy is a dispatch rule (INC's per-call token threshold) are composed by the
+caller that holds the rule, from the functions in `engine_paths`; they are not listed here.
 """
 from __future__ import annotations
 
@@ -225,19 +228,6 @@ def _dyn4_supports(w: Int4Weight) -> tuple[bool, str]:
     return True, ""
 
 
-def _inc_supports(w: Int4Weight) -> tuple[bool, str]:
-    if w.n % 8 or w.k % 8:
-        return False, f"INC w4a8 needs in/out sizes that are multiples of 8, got ({w.k}, {w.n})"
-    g = w.effective_group
-    if g != w.k and g % 32:
-        return False, f"INC w4a8 needs a group size that is a multiple of 32, got {g}"
-    return True, ""
-
-
-def _inc_probe() -> tuple[bool, str]:
-    return True, "emulated: INC's per-call policy and fp16 scales, our integer GEMM (no XPU here)"
-
-
 def _i4smm_probe() -> tuple[bool, str]:
     return True, ("emulated: int4_scaled_mm_cpu's numerics (needs vLLM's _C built with "
                   "AVX512-BF16/VNNI and an AMX host to run for real)")
@@ -319,15 +309,6 @@ PATHS: dict[str, KernelPath] = {p.name: p for p in (
                "w4a8", _prep_dyn4, engine_paths.vllm_dynamic4bit,
                probe=engine_paths.dynamic4bit_available, supports=_dyn4_supports,
                activation_dtype=torch.bfloat16, tags=("engine",)),
-    KernelPath("inc_xpu_w4a8", "INC XPU W4A8 policy: W4A16 below 512 tokens, fp16 scales above",
-               "w4a8", lambda w: engine_paths.prepare_inc_xpu_w4a8(w.w_q, w.scales, w.group_size, w.zeros),
-               engine_paths.inc_xpu_w4a8, probe=_inc_probe, supports=_inc_supports,
-               activation_dtype=torch.bfloat16, emulated=True, tags=("engine",)),
-    KernelPath("inc_xpu_w4a8_bf16_misread", "INC XPU W4A8 handed bf16 scales: their bits read as fp16",
-               "w4a8", lambda w: engine_paths.prepare_inc_xpu_w4a8(
-                   w.w_q, w.scales, w.group_size, w.zeros, misread_bf16_scales=True),
-               engine_paths.inc_xpu_w4a8, probe=_inc_probe, supports=_inc_supports,
-               activation_dtype=torch.bfloat16, emulated=True, tags=("engine", "demo")),
     KernelPath("vllm_int4_scaled_mm", "vLLM CPUWNA16 W4A8 route (int4_scaled_mm_cpu, AMX hosts)",
                "w4a8", lambda w: engine_paths.prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros),
                engine_paths.vllm_int4_scaled_mm, probe=_i4smm_probe,

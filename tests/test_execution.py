@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 import torch
 
+from w4a8_kernels.errors import KernelInputError
 from w4a8_kernels.reference import w4a8_reference
 from w4a8_kernels.registry import Int4Weight
 from workbench.dispatch import trace_mp, trace_scheme
@@ -142,12 +143,32 @@ def test_marlin_path_refuses_what_vllm_cannot_run():
     assert not ok and why.endswith("AssertionError: W8A8 is not supported by marlin kernel.")
 
 
+def test_the_inc_xpu_path_runs_the_threshold_the_rule_set_traces():
+    """The 512-token switch is INC's rule; the path is handed it from the trace, not a copy."""
+    from workbench.dispatch import trace_inc
 
-def test_the_inc_xpu_emulation_runs_the_rule_sets_policy():
-    # kernels/ cannot import the rule set, so the emulation carries INC's numbers itself:
-    # hold them to the rules the trace reads (the 512-token switch, the multiple-of-8 shards).
-    from w4a8_kernels import engine_paths
-    from workbench.dispatch.versions import rules
+    t = trace_inc({"bits": 4, "group_size": 32, "sym": True, "in_features": 128,
+                   "out_features": 32, "layer_name": "layer"}, "xpu",
+                  {"VLLM_XPU_INC_WNA16_BACKEND": "w4a8"})
+    for name in ("inc_xpu_w4a8", "inc_xpu_w4a8_bf16_misread"):
+        path = execution_path(name)
+        prepared = path.prepare(_weight(32, 128, 32))
+        assert prepared.min_tokens == t.runtime_detail.min_tokens == 512
+        assert path.summary.startswith("INC XPU W4A8")
 
-    assert engine_paths.INC_MIN_TOKENS_FOR_INT8 == rules().MIN_TOKENS_FOR_INT8
-    assert engine_paths._INC_DIM_ALIGNMENT == rules().DIM_ALIGNMENT
+
+def test_the_inc_xpu_path_refuses_what_the_rule_set_refuses_in_vllms_words():
+    path = execution_path("inc_xpu_w4a8")
+    assert path.supports(_weight(32, 128, 32)) == (True, "")
+    ok, why = path.supports(_weight(20, 64, 32))
+    assert not ok and why.endswith(
+        "NotImplementedError: VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires partitioned in/out "
+        "sizes that are multiples of 8, got output=20. Partition shape: (64, 20).")
+    assert path.supports(_weight(32, 128, 64)) == (True, "")
+    ok, why = path.supports(Int4Weight(torch.zeros(8, 96, dtype=torch.int8),
+                                       torch.ones(8, 2), 48))
+    assert not ok and "positive multiple of 32, got 48" in why
+    asym = replace(_weight(32, 128, 32), zeros=torch.full((32, 4), 8, dtype=torch.int8))
+    assert "unsupported config" in path.supports(asym)[1]
+    with pytest.raises(KernelInputError, match="multiples of 8, got output=20"):
+        path.prepare(_weight(20, 64, 32))

@@ -11,8 +11,11 @@ method computes, decided once by the dispatch rules) and says:
   is this host's, not the engine's),
 - the W4A16 fallback to compare against.
 
-It also composes the one engine path the kernels package does not hold: Marlin's W4A8-INT8
-(`VLLM_MARLIN_INPUT_DTYPE=int8`), whose group scales become int16 levels (`marlin_w4a8_int8`).
+It also composes the engine paths whose rules the kernels package cannot hold: Marlin's
+W4A8-INT8 (`VLLM_MARLIN_INPUT_DTYPE=int8`), whose group scales become int16 levels
+(`marlin_w4a8_int8`), and INC's XPU W4A8 policy (`inc_xpu_w4a8`, and
+`inc_xpu_w4a8_bf16_misread` showing what its fp16 scale copy prevents), whose token threshold
+and accepted layers are the rule set's INC trace.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from typing import Any
 
 import torch
 
+from w4a8_kernels import engine_paths
 from w4a8_kernels.errors import KernelInputError
 from w4a8_kernels.quant import quantize_per_token_int8
 from w4a8_kernels.registry import PATHS, Int4Weight, KernelPath, get_path
@@ -31,7 +35,8 @@ from workbench.errors import InvalidInputError
 
 __all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "execution_path",
            "execution_path_names", "marlin_int8_scales", "marlin_w4a8_int8",
-           "MARLIN_W4A8_INT8"]
+           "MARLIN_W4A8_INT8", "INC_XPU_W4A8", "INC_XPU_W4A8_BF16_MISREAD",
+           "inc_xpu_w4a8_runtime"]
 
 # A CPU path -> the Triton path computing the same math on a CUDA host.
 _GPU_TWIN = {"w4a8_native": "triton_w4a8", "w4a16_fallback": "triton_w4a16"}
@@ -166,7 +171,54 @@ MARLIN_W4A8_INT8 = KernelPath(
     "marlin_w4a8_int8", "Marlin W4A8-INT8 numerics: int16 group-scale levels, int32 accumulation",
     "w4a8", _marlin_prepare, marlin_w4a8_int8, supports=_marlin_supports, emulated=True,
     tags=("w4a8",))
-_EXECUTION_PATHS = {MARLIN_W4A8_INT8.name: MARLIN_W4A8_INT8}
+
+
+# --------------------------------------------------------------------------- INC W4A8 on XPU
+
+def inc_xpu_w4a8_runtime(w: Int4Weight) -> tuple[Runtime | None, str]:
+    """What the rule set's INC makes of these weights on an XPU with the w4a8 backend:
+    (its Runtime, "") or (None, vLLM's error). A symmetric 4-bit AutoRound layer of w's shape."""
+    from workbench.dispatch import trace_inc
+
+    t = trace_inc({"bits": 4, "group_size": w.group_size, "sym": w.zeros is None,
+                   "in_features": w.k, "out_features": w.n, "layer_name": "layer"},
+                  "xpu", {"VLLM_XPU_INC_WNA16_BACKEND": "w4a8"})
+    if t.error is not None:
+        return None, f"vLLM's INC W4A8 on XPU refuses these weights: {t.error_type}: {t.error}"
+    return t.runtime_detail, ""
+
+
+def _inc_supports(w: Int4Weight) -> tuple[bool, str]:
+    rt, why = inc_xpu_w4a8_runtime(w)
+    return rt is not None, why
+
+
+def _inc_prepare(misread: bool) -> Any:
+    def prepare(w: Int4Weight) -> engine_paths.IncXpuW4A8Prepared:
+        rt, why = inc_xpu_w4a8_runtime(w)
+        if rt is None:
+            raise KernelInputError(why)
+        return engine_paths.prepare_inc_xpu_w4a8(w.w_q, w.scales, w.group_size, w.zeros,
+                                                 min_tokens=rt.min_tokens,
+                                                 misread_bf16_scales=misread)
+    return prepare
+
+
+def _inc_probe() -> tuple[bool, str]:
+    return True, "emulated: INC's per-call policy and fp16 scales, our integer GEMM (no XPU here)"
+
+
+_INC_THRESHOLD = rules().MIN_TOKENS_FOR_INT8  # for the summaries; the path reads the trace's
+INC_XPU_W4A8 = KernelPath(
+    "inc_xpu_w4a8", f"INC XPU W4A8 policy: W4A16 below {_INC_THRESHOLD} tokens, fp16 scales above",
+    "w4a8", _inc_prepare(False), engine_paths.inc_xpu_w4a8, probe=_inc_probe,
+    supports=_inc_supports, activation_dtype=torch.bfloat16, emulated=True, tags=("engine",))
+INC_XPU_W4A8_BF16_MISREAD = KernelPath(
+    "inc_xpu_w4a8_bf16_misread", "INC XPU W4A8 handed bf16 scales: their bits read as fp16",
+    "w4a8", _inc_prepare(True), engine_paths.inc_xpu_w4a8, probe=_inc_probe,
+    supports=_inc_supports, activation_dtype=torch.bfloat16, emulated=True,
+    tags=("engine", "demo"))
+_EXECUTION_PATHS = {p.name: p for p in (MARLIN_W4A8_INT8, INC_XPU_W4A8, INC_XPU_W4A8_BF16_MISREAD)}
 
 
 def execution_path(name: str) -> KernelPath:

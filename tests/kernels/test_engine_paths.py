@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from w4a8_kernels.engine_paths import (
-    INC_MIN_TOKENS_FOR_INT8, bf16_bits_read_as_fp16, dynamic4bit_available, inc_quantize_per_token_int8,
+    bf16_bits_read_as_fp16, dynamic4bit_available, inc_quantize_per_token_int8,
     inc_xpu_w4a8, prepare_dynamic4bit, prepare_inc_xpu_w4a8, prepare_int4_scaled_mm, vllm_dynamic4bit,
     vllm_int4_scaled_mm,
 )
@@ -56,15 +56,16 @@ def test_inc_quantizer_matches_vllm_ref_formula():
     assert torch.equal(q, torch.round(x.float() / want_s.float()).clamp(-128, 127).to(torch.int8))
 
 
-def test_inc_policy_switches_at_512_tokens(layer_factory, x_factory):
+@pytest.mark.parametrize("min_tokens", [16, 512])
+def test_inc_policy_switches_at_the_threshold_it_is_given(layer_factory, x_factory, min_tokens):
     w_q, scales, _ = layer_factory(32, 128, 32, scale_dtype=torch.bfloat16)
-    p = prepare_inc_xpu_w4a8(w_q, scales, 32)
-    small = x_factory(INC_MIN_TOKENS_FOR_INT8 - 1, 128, dtype=torch.bfloat16)
+    p = prepare_inc_xpu_w4a8(w_q, scales, 32, min_tokens=min_tokens)
+    small = x_factory(min_tokens - 1, 128, dtype=torch.bfloat16)
     # below the threshold: exactly the W4A16 fallback (its own, so the same per-M choice of
     # path), rounded to the activation dtype
     want = w4a16_fallback(small, p.w4a16).to(torch.bfloat16).float()
     assert torch.equal(inc_xpu_w4a8(small, p), want)
-    big = x_factory(INC_MIN_TOKENS_FOR_INT8, 128, dtype=torch.bfloat16)
+    big = x_factory(min_tokens, 128, dtype=torch.bfloat16)
     out = inc_xpu_w4a8(big, p)
     x_q, x_s = inc_quantize_per_token_int8(big)
     ref = w4a8_reference_from_quantized(x_q, x_s.half().float(), w_q, scales.half().float(), 32)
@@ -76,15 +77,19 @@ def test_inc_bf16_scales_read_as_fp16_are_garbage(layer_factory, x_factory):
     w_q, scales, _ = layer_factory(32, 128, 32, scale_dtype=torch.bfloat16)
     misread = bf16_bits_read_as_fp16(scales)
     assert misread.dtype == torch.float16 and not torch.allclose(misread.float(), scales.float())
-    x = x_factory(INC_MIN_TOKENS_FOR_INT8, 128, dtype=torch.bfloat16)
-    bad = inc_xpu_w4a8(x, prepare_inc_xpu_w4a8(w_q, scales, 32, misread_bf16_scales=True))
+    x = x_factory(16, 128, dtype=torch.bfloat16)
+    bad = inc_xpu_w4a8(x, prepare_inc_xpu_w4a8(w_q, scales, 32, min_tokens=16,
+                                               misread_bf16_scales=True))
     assert rel(bad, w4a16_reference(x, w_q, scales, 32)) > 1.0
 
 
-def test_inc_refuses_unaligned_partitions(layer_factory):
+@pytest.mark.parametrize("bad", [-1, 1.5, True, None])
+def test_inc_threshold_must_be_a_token_count(layer_factory, bad):
+    # Which layers INC accepts is the dispatch rule's to say (tests/test_execution.py);
+    # the kernel only refuses a threshold that is not a count.
     w_q, scales, _ = layer_factory(20, 64, 32)
-    with pytest.raises(KernelInputError, match="multiples of 8, got output=20"):
-        prepare_inc_xpu_w4a8(w_q, scales, 32)
+    with pytest.raises(KernelInputError, match="min_tokens: a token count >= 0"):
+        prepare_inc_xpu_w4a8(w_q, scales, 32, min_tokens=bad)
 
 
 def test_int4_scaled_mm_numerics(layer_factory, x_factory):

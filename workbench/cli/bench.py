@@ -111,15 +111,16 @@ def _noise_line(records, prov: dict) -> str:
 
 
 def run(args) -> int:
-    from w4a8_kernels.registry import PATHS
     from workbench.bench import bench_layer_weight, host_provenance, write_csv, write_json
+    from workbench.execution import execution_path, execution_path_names
 
     if args.list:
-        for name, path in PATHS.items():
+        for name in execution_path_names():
+            path = execution_path(name)
             ok, why = path.probe()
             print(f"{name:22s} {'yes' if ok else 'no ':3s} {path.summary}" + (f"  [{why}]" if why else ""))
         return 0
-    paths = name_list(args.paths, "--paths", PATHS)
+    paths = name_list(args.paths, "--paths", execution_path_names())
     args.path_names, args.ms = paths, m_list(args.m)
     if args.out is not None:
         output_file(args.out, "--out", (".json", ".csv"))  # checked before the minutes of timing

@@ -128,9 +128,9 @@ def per_token_errors(layer, paths: Sequence[str], x) -> tuple[dict[str, list[flo
     """
     import torch
 
-    from w4a8_kernels.registry import get_path
     from workbench.bench import int4_weight_of
     from workbench.errors import KernelError
+    from workbench.execution import execution_path
     from workbench.metrics import per_token_rel_error
 
     weight = int4_weight_of(layer)
@@ -139,7 +139,7 @@ def per_token_errors(layer, paths: Sequence[str], x) -> tuple[dict[str, list[flo
     ref = x.to(torch.float64) @ w_float.to(torch.float64).t()
     out, skipped = {}, {}
     for name in paths:
-        path = get_path(name)
+        path = execution_path(name)
         ok, why = path.availability(weight)
         if not ok:
             skipped[name] = why

@@ -77,12 +77,13 @@ def plan_view(t, plan, host) -> None:
 
 
 def _path_options(layer) -> dict[str, str]:
-    from w4a8_kernels.registry import PATHS
     from workbench.bench import int4_weight_of
+    from workbench.execution import execution_path, execution_path_names
 
     w = int4_weight_of(layer)
     out = {}
-    for name, p in PATHS.items():
+    for name in execution_path_names():
+        p = execution_path(name)
         ok, why = p.availability(w)
         out[name] = p.summary + ("" if ok else f" (unavailable: {why})")
     return out
