@@ -24,3 +24,12 @@ def test_a_link_names_the_version_and_an_unknown_one_is_refused(ui):
     at = ui.open_app("trace", query={"vllm": "9.9"})
     assert at.session_state["vllm.version"] == DEFAULT_VERSION
     assert any("a vLLM version with a rule set" in ui.unplain(w.value) for w in at.warning)
+
+
+def test_the_model_report_traces_with_the_sidebars_version(ui):
+    at = ui.open_app("report")
+    assert f"what vLLM {DEFAULT_VERSION} runs" in " ".join(c.value for c in at.caption)
+    at.session_state["vllm.version"] = "0.1.0"  # reaches the report's traces, refused there by name
+    at.run()
+    assert not at.exception
+    assert "no rule set for '0.1.0'" in ui.unplain(" ".join(e.value for e in at.error))

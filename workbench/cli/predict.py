@@ -11,6 +11,7 @@ import argparse
 import json
 
 from workbench.cli.inputs import int_in, m_list, name_list
+from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected"
 
@@ -25,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--m", default="1,16,256", help="token counts, comma-separated")
     p.add_argument("--paths", default=_DEFAULT_PATHS,
                    help=f"comma-separated, from: {', '.join(__import__('workbench.perf.predict', fromlist=['PATHS']).PATHS)}")
+    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+                   help=f"the vLLM rule set 'selected' is traced with (default: {DEFAULT_VERSION})")
     p.add_argument("--json", action="store_true", help="one JSON record per line")
     p.set_defaults(func=run)
 
@@ -35,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
 
     ms = m_list(args.m)
     paths = name_list(args.paths, "--paths", predict_paths + CPU_ONLY_PATHS)  # predict refuses dense on GPUs
-    preds = [predict(args.platform, path, m, args.n, args.k, args.group) for path in paths for m in ms]
+    preds = [predict(args.platform, path, m, args.n, args.k, args.group, version=args.vllm_version)
+             for path in paths for m in ms]
     if args.json:
         for pr in preds:
             print(json.dumps(pr.to_json()))

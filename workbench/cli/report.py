@@ -6,6 +6,7 @@ import argparse
 import json
 
 from workbench.cli.inputs import int_in
+from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.limits import MAX_M
 
 
@@ -16,6 +17,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tp", type=int_in(1, 1024), default=1, help="tensor-parallel size (default 1)")
     p.add_argument("--decode-m", type=int_in(1, MAX_M), default=1, help="decode tokens per call (default 1)")
     p.add_argument("--prefill-m", type=int_in(1, MAX_M), default=2048, help="prefill tokens per call (default 2048)")
+    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+                   help=f"the vLLM rule set every layer is traced with (default: {DEFAULT_VERSION})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--csv", action="store_true", help="print the layer rows as CSV")
     p.set_defaults(func=run)
@@ -28,14 +31,15 @@ def _us(v) -> str:
 def run(args: argparse.Namespace) -> int:
     from workbench.perf.report import model_report
 
-    rep = model_report(args.source, args.platform, args.tp, decode_m=args.decode_m, prefill_m=args.prefill_m)
+    rep = model_report(args.source, args.platform, args.tp, decode_m=args.decode_m, prefill_m=args.prefill_m,
+                       version=args.vllm_version)
     if args.json:
         print(json.dumps(rep.to_json(), indent=1))
         return 0
     if args.csv:
         print(rep.to_csv(), end="")
         return 0
-    print(f"{rep.source} on {rep.platform}, TP {rep.tp}: decode M = {rep.decode_m}, prefill M = {rep.prefill_m} "
+    print(f"{rep.source} on {rep.platform} (vLLM {rep.vllm_version} rules), TP {rep.tp}: decode M = {rep.decode_m}, prefill M = {rep.prefill_m} "
           "(per rank, us per call)")
     for note in rep.notes:
         print(f"note: {note}")

@@ -10,8 +10,9 @@ Paths (as `python -m workbench predict --paths` names them):
 - `bf16_dense`: the dense bf16 GEMM (cuBLAS `x @ w.t()` on NVIDIA GPUs).
 - `int8_mm`: int8 x int8 on pre-quantized inputs (cuBLAS `torch._int_mm`).
 - `quantizer`, `w4a8_prequant`: the per-token int8 quantizer alone, W4A8 on quantized input.
-- `selected`: what the pinned vLLM selects for a W4A8 layer of this shape there, costed by what
-  that kernel runs (the trace's structured runtime value).
+- `selected`: what vLLM selects for a W4A8 layer of this shape there, costed by what that
+  kernel runs (the trace's structured runtime value), under the rule set of `version` (the
+  default one when None).
 
 Basis: "measured" (calibrated on this part's own results, or this machine's live bench),
 "scaled" (calibrated on a similar part, scaled by the two parts' datasheet figures),
@@ -219,10 +220,10 @@ def _scheme(n: int, k: int, g: int) -> dict:
 
 
 @lru_cache(maxsize=4096)
-def _runtime(platform: str, n: int, k: int, g: int):
+def _runtime(platform: str, n: int, k: int, g: int, version: str):
     from workbench.dispatch import trace_scheme
 
-    t = trace_scheme(_scheme(n, k, g), platform)
+    t = trace_scheme(_scheme(n, k, g), platform, version=version)
     return t.selected, t.runtime_detail, t.error
 
 
@@ -273,16 +274,18 @@ def _family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: 
     return us, lo, hi
 
 
-def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int) -> Prediction:
-    """What vLLM selects for a W4A8 (int4 weights, int8 dynamic tokens) layer of this shape."""
+def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int,
+              version: str) -> Prediction:
+    """What vLLM `version` selects for a W4A8 (int4 weights, int8 dynamic tokens) layer of this
+    shape."""
     if hw is None:
         from workbench.dispatch import trace_scheme
         from workbench.platforms import detect_host
 
-        t = trace_scheme(_scheme(n, k, g), detect_host())
+        t = trace_scheme(_scheme(n, k, g), detect_host(), version=version)
         selected, rt, error = t.selected, t.runtime_detail, t.error
     else:
-        selected, rt, error = _runtime(hw.preset, n, k, g)
+        selected, rt, error = _runtime(hw.preset, n, k, g, version)
     return cost_of_runtime(platform, rt, m, n, k, g, selected=selected, error=error)
 
 
@@ -333,8 +336,13 @@ def _check(name: str, v, hi: int) -> int:
     return v
 
 
-def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1) -> Prediction:
-    """One prediction. platform: a preset name (or alias), or "host" for this machine."""
+def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1, *,
+            version: str | None = None) -> Prediction:
+    """One prediction. platform: a preset name (or alias), or "host" for this machine;
+    version: the vLLM rule set `selected` is traced with (None: the default)."""
+    from workbench.dispatch.versions import check_version
+
+    version = check_version(version)  # an unknown one is refused for every path alike
     m, n, k = _check("m", m, MAX_M), _check("n", n, MAX_DIM), _check("k", k, MAX_DIM)
     g = group_size
     if isinstance(g, bool) or not isinstance(g, int) or (g != -1 and (g < 1 or k % g)):
@@ -348,19 +356,19 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
                                 f"{', '.join(CPU_ONLY_PATHS)})")
     if platform == "host":
         if path == "selected":
-            return _selected(None, "host", m, n, k, g)
+            return _selected(None, "host", m, n, k, g, version)
         return _cpu(None, path, m, n, k, g, "host")
     hw = hardware_for(platform)
     if path == "selected":
-        return _selected(hw, hw.preset, m, n, k, g)
+        return _selected(hw, hw.preset, m, n, k, g, version)
     if hw.kind == "cpu":
         return _cpu(hw, path, m, n, k, g, hw.preset)
     return _gpu(hw, path, m, n, k, g)
 
 
 def predict_many(platform: str, paths: Sequence[str], ms: Sequence[int], n: int, k: int,
-                 group_size: int = -1) -> list[Prediction]:
-    return [predict(platform, p, m, n, k, group_size) for p in paths for m in ms]
+                 group_size: int = -1, *, version: str | None = None) -> list[Prediction]:
+    return [predict(platform, p, m, n, k, group_size, version=version) for p in paths for m in ms]
 
 
 def sweep_ms(lo: int = 1, hi: int = 16384) -> list[int]:

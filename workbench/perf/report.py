@@ -4,7 +4,8 @@ time at a decode M and a prefill M on a platform and TP size, with totals.
 A source is a model preset (`workbench.models`, quantized as llm-compressor's W4A8 preset:
 int4 weights in groups of 128, int8 dynamic per-token activations) or a checkpoint folder
 (each layer's own scheme, read from its headers). Per-rank shapes: TP splits N of column-
-parallel layers and K of row-parallel ones, as vLLM builds them.
+parallel layers and K of row-parallel ones, as vLLM builds them. Every layer is traced with the
+rule set of the vLLM version asked for (the default one when None); the report names it.
 """
 from __future__ import annotations
 
@@ -55,6 +56,7 @@ class ModelReport:
     prefill_m: int
     layers: tuple[LayerCost, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
+    vllm_version: str = ""  # the rule set every layer was traced with
 
     def totals(self) -> dict:
         """Sum over layers x count (per rank, one forward), of what can be predicted."""
@@ -67,7 +69,8 @@ class ModelReport:
         return out
 
     def to_json(self) -> dict:
-        return {"source": self.source, "platform": self.platform, "tp": self.tp, "decode_m": self.decode_m,
+        return {"source": self.source, "platform": self.platform, "vllm_version": self.vllm_version,
+                "tp": self.tp, "decode_m": self.decode_m,
                 "prefill_m": self.prefill_m, "layers": [asdict(r) for r in self.layers],
                 "totals": self.totals(), "notes": list(self.notes)}
 
@@ -107,9 +110,14 @@ def _w4a8_scheme(k: int, n: int, g: int) -> dict:
 
 
 def model_report(source: str, platform: str = "sm90-h200", tp: int = 1, *, decode_m: int = DECODE_M,
-                 prefill_m: int = PREFILL_M, group_size: int = 128) -> ModelReport:
-    """The report of a model preset name or a checkpoint directory."""
+                 prefill_m: int = PREFILL_M, group_size: int = 128,
+                 version: str | None = None) -> ModelReport:
+    """The report of a model preset name or a checkpoint directory, traced with the rules of
+    vLLM `version` (None: the default)."""
+    from workbench.dispatch.versions import check_version
     from workbench.models import MODELS
+
+    version = check_version(version)
 
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise InvalidInputError(f"tp = {tp!r}; accepted: an integer >= 1")
@@ -122,9 +130,9 @@ def model_report(source: str, platform: str = "sm90-h200", tp: int = 1, *, decod
 
         plat = hardware_for(platform).preset
     if source in MODELS:
-        return _preset_report(source, plat, tp, decode_m, prefill_m, group_size)
+        return _preset_report(source, plat, tp, decode_m, prefill_m, group_size, version)
     if os.path.isdir(source):
-        return _checkpoint_report(source, plat, tp, decode_m, prefill_m)
+        return _checkpoint_report(source, plat, tp, decode_m, prefill_m, version)
     raise InvalidInputError(f"report source {source!r}: neither a model preset ({', '.join(MODELS)}) "
                             "nor a checkpoint directory")
 
@@ -137,7 +145,8 @@ def _trace_platform(plat: str):
     return plat
 
 
-def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int) -> ModelReport:
+def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int,
+                   version: str) -> ModelReport:
     from workbench.dispatch import trace_scheme
     from workbench.models import get_model, partitions
 
@@ -146,7 +155,7 @@ def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int) -> M
     tplat = _trace_platform(plat)
     for part in partitions(model, tp):
         gg = g if part.k % g == 0 else -1
-        trace = trace_scheme(_w4a8_scheme(part.k, part.n, gg), tplat)
+        trace = trace_scheme(_w4a8_scheme(part.k, part.n, gg), tplat, version=version)
         count = model.layers * (model.experts if part.layer.startswith("experts.") else 1)
         rows.append(_row(part.layer, count, part.k, part.n, gg, part.parallel, trace, plat, dm, pm))
     notes = (f"{name} as llm-compressor's W4A8 preset (int4 g{g}, int8 dynamic per-token activations); "
@@ -154,10 +163,11 @@ def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int) -> M
     if model.experts:
         notes += (f"expert GEMMs counted once per expert (all {model.experts}): routed tokens per "
                   "expert are fewer than M, so the MoE rows bound the cost from above",)
-    return ModelReport(name, plat, tp, dm, pm, tuple(rows), notes)
+    return ModelReport(name, plat, tp, dm, pm, tuple(rows), notes, version)
 
 
-def _checkpoint_report(path: str, plat: str, tp: int, dm: int, pm: int) -> ModelReport:
+def _checkpoint_report(path: str, plat: str, tp: int, dm: int, pm: int,
+                       version: str) -> ModelReport:
     from workbench.checkpoints import open_checkpoint
     from workbench.checkpoints.listing import trace_layer
 
@@ -173,7 +183,7 @@ def _checkpoint_report(path: str, plat: str, tp: int, dm: int, pm: int) -> Model
                                   None, None, "", "none", None, None, None, None, None, None, "roofline",
                                   None, None, str(exc)))
             continue
-        trace = trace_layer(spec, tplat, tp_size=tp, parallel=parallel)
+        trace = trace_layer(spec, tplat, tp_size=tp, parallel=parallel, version=version)
         rows.append(_row(spec.name, 1, k, n, spec.group_size, parallel, trace, plat, dm, pm))
     return ModelReport(str(Path(path)), plat, tp, dm, pm, tuple(rows),
-                       (f"{len(ck.layers)} quantized layers of the checkpoint, each once",))
+                       (f"{len(ck.layers)} quantized layers of the checkpoint, each once",), version)

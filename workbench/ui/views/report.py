@@ -18,10 +18,10 @@ _COLUMNS = ["layer", "count", "k", "n", "group_size", "kernel", "computes", "dec
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _report(source: str, platform: str, tp: int, decode_m: int, prefill_m: int) -> dict:
+def _report(source: str, platform: str, tp: int, decode_m: int, prefill_m: int, version: str) -> dict:
     from workbench.perf.report import model_report
 
-    rep = model_report(source, platform, tp, decode_m=decode_m, prefill_m=prefill_m)
+    rep = model_report(source, platform, tp, decode_m=decode_m, prefill_m=prefill_m, version=version)
     return {"json": rep.to_json(), "csv": rep.to_csv()}
 
 
@@ -41,9 +41,8 @@ def _sources() -> list[str]:
 def render() -> None:
     ss = st.session_state
     st.title("Model report")
-    from workbench.dispatch.versions import DEFAULT_VERSION  # the report traces the default rules
-
-    st.caption(f"Every linear layer, what vLLM {DEFAULT_VERSION} runs for it on the platform picked in the sidebar, "
+    version = ss["vllm.version"]  # the sidebar's rule set, as every trace uses
+    st.caption(f"Every linear layer, what vLLM {version} runs for it on the platform picked in the sidebar, "
                "and its predicted time per rank. Presets are quantized as llm-compressor's W4A8 preset.")
     sources = _sources()
     ss.setdefault("report.source", sources[0])
@@ -58,7 +57,8 @@ def render() -> None:
     platform = ss["pf.preset"]
     tp = int(ss["tp.size"])
     with st.spinner("Predicting every layer..."):
-        out = _report(ss["report.source"], platform, tp, int(ss["report.decode_m"]), int(ss["report.prefill_m"]))
+        out = _report(ss["report.source"], platform, tp, int(ss["report.decode_m"]), int(ss["report.prefill_m"]),
+                      version)
     doc = out["json"]
     t = doc["totals"]
     st.markdown(plain(f"**{doc['source']}** on **{platform}**, TP {tp}: decode {t['decode_us']:.1f} us "
@@ -87,11 +87,11 @@ def _modelled_group(g: int, k: int) -> int:
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _curves(platform: str, n: int, k: int, g: int) -> list:
+def _curves(platform: str, n: int, k: int, g: int, version: str) -> list:
     from workbench.perf.predict import predict, sweep_ms
 
     gg = _modelled_group(g, k)
-    return [predict(platform, path, m, n, k, gg)
+    return [predict(platform, path, m, n, k, gg, version=version)
             for path in ("w4a8_native", "w4a16_fallback", "bf16_dense", "selected") for m in sweep_ms(1, 8192)]
 
 
@@ -121,7 +121,7 @@ def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None
     st.subheader(f"Predicted on {platform}")
     if not _host_ready(platform):
         return
-    preds = _curves(platform, n, k, g)
+    preds = _curves(platform, n, k, g, st.session_state["vllm.version"])
     fast = [p for p in preds if p.path == "w4a8_native"]
     slow = [p for p in preds if p.path == "w4a16_fallback"]
     cross = predicted_crossover(fast, slow)
