@@ -19,7 +19,9 @@ Timing: round-robin rounds in a fresh random order; p20 / p50 / p80 per call of 
 time and of this process's CPU time (all its threads). Ratios are read on CPU time with
 `--threads 1` (time other processes held the core is left out: the machine is shared,
 the load average at start and end is in the provenance) and on wall time otherwise.
-Results: cpu_bounds_t<threads>.json.
+Results: cpu_bounds_t<threads>.json; with W4A8_KERNELS_MAX_ISA=avx2 (and torch's
+ATEN_CPU_CAPABILITY=avx2, oneDNN's ONEDNN_MAX_CPU_ISA=AVX2) what an AVX2-only machine runs, in
+cpu_bounds_t<threads>_avx2.json.
 """
 from __future__ import annotations
 
@@ -194,7 +196,8 @@ def main() -> int:
     prov["loadavg_1m_end"] = os.getloadavg()[0]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    path = out / f"cpu_bounds_t{threads}{'_quick' if args.quick else ''}.json"
+    cap = f"_{prov['isa_cap']}" if prov["isa_cap"] else ""  # W4A8_KERNELS_MAX_ISA runs apart
+    path = out / f"cpu_bounds_t{threads}{cap}{'_quick' if args.quick else ''}.json"
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(f"wrote {path} in {result['seconds']} s")
     return 0

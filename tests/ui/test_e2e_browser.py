@@ -108,6 +108,13 @@ def _fill(page, label: str, value: str) -> None:
     _idle(page)
 
 
+def _number(page, main, label: str, value: int) -> None:
+    field = main.locator('[data-testid="stNumberInput"]').filter(has_text=label).locator("input").first
+    field.fill(str(value))
+    field.press("Enter")
+    _idle(page)
+
+
 def _nav(page, title: str) -> None:
     page.locator('[data-testid="stSidebarNav"]').get_by_text(title, exact=True).click()
     _idle(page)
@@ -340,9 +347,12 @@ def test_browser_walkthrough(server, ui, tmp_path):
             # 3. Kernels: a long sweep stopped with the header's Stop keeps its figures; then a
             # small sweep runs to the end (issue 13.4).
             _nav(page, "Kernels")
+            # Many repeats, so that each M takes long enough to be seen and the sweep cannot
+            # end before Stop on a fast machine (the sample layer is small).
             _fill(page, "Token counts M", "1,2,4,8,16,32,64,128,256,512,1024,2048,4096")
+            _number(page, main, "Repeats", 50)
             main.get_by_role("button", name="Run", exact=True).click()
-            page.get_by_text("Measured so far: M up to 2.").first.wait_for(timeout=120_000)
+            main.get_by_text(re.compile(r"Measured so far: M up to \d+\.")).first.wait_for(timeout=120_000)
             page.locator('[data-testid="stStatusWidget"]').get_by_role("button", name="Stop").click()
             page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=60_000)
             time.sleep(1.0)
@@ -350,6 +360,7 @@ def test_browser_walkthrough(server, ui, tmp_path):
             assert _plots(page, 2) >= 2  # the figures measured so far stay on the page
             _shot(page, "04a-kernels-stopped")
             _screen(page, "04a-kernels-header-stop")
+            _number(page, main, "Repeats", 7)
             _fill(page, "Token counts M", "1,8")
             page.get_by_text("stopped after M =").first.wait_for()
             main.get_by_role("button", name="Run", exact=True).click()
@@ -365,11 +376,7 @@ def test_browser_walkthrough(server, ui, tmp_path):
             # 4. Alignment: TP 1, 2, 4, 8, then a model preset.
             _nav(page, "Alignment")
             for tp in (1, 2, 4, 8):
-                field = main.locator('[data-testid="stNumberInput"]').filter(
-                    has_text="tensor-parallel size").locator("input").first
-                field.fill(str(tp))
-                field.press("Enter")
-                _idle(page)
+                _number(page, main, "tensor-parallel size", tp)
                 page.get_by_text(f"at TP {tp} on").first.wait_for()
                 _plots(page, 2)
                 _check_axes(page, f"Alignment TP {tp}")
