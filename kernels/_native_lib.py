@@ -151,14 +151,26 @@ def _build(variant: str) -> ctypes.CDLL:
         return lib  # its activations come from w4a8_u4.c's quantizer (one rule, one place)
     # the suffixed entry points of w4a8_u4.c, under plain names
     suffix = variant.split("_", 1)[1]
-    fn = lib[f"w4a8_u4_gemm_{suffix}"]
-    fn.argtypes = [ptr, i64, i64, ptr, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
+    fn = lib[f"w4a8_u4_gemm_{suffix}"]  # (weight, codes, lda, M, asum, xs, C, ldc, threads)
+    fn.argtypes = [ptr, ptr, i64, i64, ptr, ptr, ptr, i64, c_int]
+    linear = lib[f"w4a8_u4_linear_{suffix}"]  # (weight, x, is_bf16, M, ldx, C, ldc, threads)
+    linear.argtypes = [ptr, ptr, c_int, i64, i64, ptr, i64, c_int]
     q = lib[f"quantize_rows_grouped_{suffix}"]
     q.argtypes = [ptr, c_int, i64, i64, i64, i64, i64, ptr, i64, ptr, ptr]
     nr = lib[f"w4a8_u4_nr_{suffix}"]
-    fn.restype = q.restype = nr.restype = c_int
-    lib.gemm, lib.quantize, lib.nr = fn, q, int(nr())
+    fn.restype = linear.restype = q.restype = nr.restype = c_int
+    lib.gemm, lib.linear, lib.quantize, lib.nr = fn, linear, q, int(nr())
     return lib
+
+
+class U4Weight(ctypes.Structure):
+    """w4a8_u4.c's u4_weight_t: a packed weight's buffers and shape, filled once per layer
+    (its pointers stay valid while the owner keeps the tensors)."""
+
+    _fields_ = [("bp", ctypes.c_void_p), ("zs", ctypes.c_void_p), ("sc", ctypes.c_void_p),
+                ("n", ctypes.c_int64), ("k", ctypes.c_int64), ("g", ctypes.c_int64),
+                ("gp", ctypes.c_int64), ("groups", ctypes.c_int64), ("g8", ctypes.c_int64),
+                ("symmetric", ctypes.c_int64)]
 
 
 def load(variant: str = "avx2_u8s8") -> ctypes.CDLL | None:

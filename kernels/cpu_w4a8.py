@@ -10,6 +10,7 @@ prepared once (`prepare_w4a8`) into the chosen engine's layout (`engine=` forces
 """
 from __future__ import annotations
 
+import ctypes
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -119,16 +120,24 @@ def _nibbles(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor
 
 def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor, g: int,
                 nr: int) -> dict:
-    """Pack the weight's unsigned nibbles as w4a8_u4.c reads them; each group padded to 8."""
-    groups, gp = w_q.shape[1] // g, -(-g // 8) * 8
-    n_pad = -(-w_q.shape[0] // nr) * nr
+    """Pack the weight's unsigned nibbles as w4a8_u4.c reads them; each group padded to 8.
+    "weight" is the C descriptor of these buffers, built once (a decode call is ~0.2 ms)."""
+    (n, k), groups, gp = w_q.shape, w_q.shape[1] // g, -(-g // 8) * 8
+    n_pad = -(-n // nr) * nr
     k8 = groups * gp // 8
     u, zs, sc = _nibbles(w_q, zeros, scales, g, gp, n_pad)
     u = u.view(n_pad, k8, 2, 4)  # k = 8 s + 4 h + j
     packed = (u[:, :, 0] | (u[:, :, 1] << 4)).view(n_pad // nr, nr, k8, 4).permute(0, 2, 1, 3)
-    return {"bp": packed.contiguous(), "g8": gp // 8, "gp": gp,
-            "zs": zs.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous(),
-            "sc": sc.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous()}
+    # every zero point 8 (symmetric, or asymmetric that happens to be): the kernel then
+    # reads no zero points
+    symmetric = bool((zs[:n] == 8).all())
+    buffers = {"bp": packed.contiguous(), "g8": gp // 8, "gp": gp,
+               "zs": zs.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous(),
+               "sc": sc.view(n_pad // nr, nr, groups).transpose(1, 2).contiguous()}
+    weight = _native_lib.U4Weight(buffers["bp"].data_ptr(), buffers["zs"].data_ptr(),
+                                  buffers["sc"].data_ptr(), n, k, g, gp, groups, gp // 8,
+                                  int(symmetric))
+    return {**buffers, "weight": weight, "weight_ptr": ctypes.addressof(weight)}
 
 
 def _prepare_amx(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor,
@@ -340,15 +349,22 @@ def _amx_gemm(a: torch.Tensor, m: int, x_scale: torch.Tensor, prepared: W4A8Prep
 def _u4_gemm(a: torch.Tensor, asum: torch.Tensor, x_scale: torch.Tensor,
              prepared: W4A8Prepared) -> torch.Tensor:
     """w4a8_u4.c on group-padded int8 codes [M, G * gp], their group sums and scales [M]."""
-    u = prepared.u4
     m = a.shape[0]
     out = torch.empty(m, prepared.n, dtype=torch.float32)
-    rc = _c_lib(prepared.engine).gemm(
-        a.data_ptr(), a.stride(0), m, asum.data_ptr(), prepared.n_groups, u["g8"],
-        u["bp"].data_ptr(), u["zs"].data_ptr(), u["sc"].data_ptr(), x_scale.data_ptr(),
-        out.data_ptr(), out.stride(0), prepared.n, torch.get_num_threads())
-    if rc != 0:
-        raise KernelUnavailableError(f"{prepared.engine.value} W4A8 kernel failed with code {rc}")
+    _c_lib(prepared.engine).gemm(prepared.u4["weight_ptr"], a.data_ptr(), a.stride(0), m,
+                                 asum.data_ptr(), x_scale.data_ptr(), out.data_ptr(), prepared.n,
+                                 torch.get_num_threads())
+    return out
+
+
+def _u4_linear(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
+    """w4a8_u4.c's one call: x float32 or bfloat16 [M, K] (unit column stride) quantized and
+    multiplied in C; only the output is allocated here."""
+    m = x.shape[0]
+    out = torch.empty(m, prepared.n, dtype=torch.float32)
+    _raise_bad_row(_c_lib(prepared.engine).linear(
+        prepared.u4["weight_ptr"], x.data_ptr(), x.dtype == torch.bfloat16, m, x.stride(0),
+        out.data_ptr(), prepared.n, torch.get_num_threads()))
     return out
 
 
@@ -386,18 +402,17 @@ def _quantizer():
     return None
 
 
-def _c_codes(x: torch.Tensor, g: int, gp: int, rows: int, pad_cols: int = 0):
+def _c_codes(x: torch.Tensor, g: int, gp: int, rows: int):
     """x quantized in one C pass per row: int8 codes [rows, G * gp] (group j's codes at
-    j * gp, pads and rows beyond M zero; pad_cols more bytes between rows), their group
-    sums int32 [M, G] and scales float32 [M]. None where the C quantizer does not load."""
+    j * gp, pads and rows beyond M zero), their group sums int32 [M, G] and scales
+    float32 [M]. None where the C quantizer does not load."""
     lib = _quantizer()
     if lib is None:
         return None
     m, k = x.shape
     groups = k // g
     padded = gp != g or rows != m
-    a = (torch.zeros if padded else torch.empty)(rows, groups * gp + pad_cols, dtype=torch.int8)
-    a = a[:, :groups * gp]
+    a = (torch.zeros if padded else torch.empty)(rows, groups * gp, dtype=torch.int8)
     asum = torch.empty(m, groups, dtype=torch.int32)
     x_scale = torch.empty(m, dtype=torch.float32)
     rc = lib.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0), g, gp,
@@ -418,10 +433,7 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
         got = _c_codes(x, g, prepared.amx["gp"], -(-m // 32) * 32)
         return None if got is None else _amx_gemm(got[0], m, got[2], prepared)
     if prepared.u4:
-        # rows 64 bytes longer than a multiple of 4 KiB: the kernel's MR rows then fall in
-        # different L1 sets instead of aliasing at 4 KiB strides
-        got = _c_codes(x, g, prepared.u4["gp"], m, pad_cols=64)
-        return None if got is None else _u4_gemm(*got, prepared)
+        return _u4_linear(x, prepared)
     if prepared.engine is Int8Engine.AVX2_U8S8:
         # per-channel K padded to the kernel's step of 4 with code 0 (u8 128)
         got = _c_codes(x, g, prepared.avx2["g4"] * 4, m)

@@ -12,7 +12,8 @@
  *     of 8 (gp); asum[m, g] is the sum of group g's codes (int32, exact).
  * Bp  [N / NR][K8][NR cols][4 bytes], K8 = G * gp / 8: byte j of column c at step s
  *     holds k = 8 s + j in its low nibble and k = 8 s + 4 + j in its high nibble.
- * zs  int32 [N / NR][G][NR], sc float [N / NR][G][NR]: zero points, scales.
+ * zs  int32 [N / NR][G][NR], sc float [N / NR][G][NR]: zero points, scales; zs is not
+ *     read when every zero point is 8 (symmetric weights: 8 * asum is the correction).
  *
  * Every integer sum is exact: |u * a| <= 15 * 127, and a group of up to 1,127,288
  * terms fits int32 (the caller checks). vpmaddubsw pairs are at most 2 * 15 * 127 =
@@ -21,7 +22,9 @@
  * multiplied by xs: the order of the float64 reference (no fused multiply-add).
  *
  * Threads split the N tiles; rows are blocked so one block's activations stay in L2
- * while a thread streams its weight tiles past them.
+ * while a thread streams its weight tiles past them. w4a8_u4_linear quantizes the rows
+ * and runs the GEMM in one call (a decode call is ~0.2 ms: per-call work outside the
+ * weight stream shows).
  */
 #include <immintrin.h>
 #include <pthread.h>
@@ -85,10 +88,17 @@ typedef __m256 vf;
 
 static inline int32_t load4(const int8_t* p) { int32_t v; memcpy(&v, p, 4); return v; }
 
+/* A weight as the caller laid it out once (kernels/cpu_w4a8.py, _prepare_u4). */
+typedef struct {
+  const uint8_t* Bp; const int32_t* zs; const float* sc;
+  int64_t N, K, g, gp, G, g8;
+  int64_t symmetric; /* every zero point is 8: zs is not read */
+} u4_weight_t;
+
 static inline __attribute__((always_inline)) void tile(
     const int8_t* A, int64_t lda, int rows, const int32_t* asum, int64_t G, const uint8_t* Bt,
     int64_t g8, const int32_t* zt, const float* sct, const float* xs, float* C, int64_t ldc,
-    int64_t ncols) {
+    int64_t ncols, int sym) {
   const vi mask = SET1_8(0x0F);
   /* the running float sums live in L1, not registers: those go to the integer
      accumulators; each is touched once per group */
@@ -145,10 +155,12 @@ static inline __attribute__((always_inline)) void tile(
     }
 #endif
     for (int v = 0; v < NV; ++v) {
-      const vi z = LOADU(zt + grp * NR + v * VW);
+      const vi z = sym ? ZERO() : LOADU(zt + grp * NR + v * VW);
       const vf sc = FLOADU(sct + grp * NR + v * VW);
       for (int r = 0; r < rows; ++r) {
-        const vi dot = SUB32(acc[r][v], MUL32(z, SET1_32(asum[r * G + grp])));
+        /* z * asum, exact either way: |8 * asum| < 2**31 for any group the caller allows */
+        const vi corr = sym ? SET1_32(8 * asum[r * G + grp]) : MUL32(z, SET1_32(asum[r * G + grp]));
+        const vi dot = SUB32(acc[r][v], corr);
         const vf term = FMUL(CVT(dot), sc);
         /* 0 + the first term is the term itself: the same sum as starting from zero */
         FSTOREU(&facc[r][v * VW], grp ? FADD(FLOADU(&facc[r][v * VW]), term) : term);
@@ -163,52 +175,50 @@ static inline __attribute__((always_inline)) void tile(
 }
 
 typedef struct {
-  const int8_t* A; int64_t lda, M; const int32_t* asum; int64_t G, g8;
-  const uint8_t* Bp; const int32_t* zs; const float* sc; const float* xs;
-  float* C; int64_t ldc, N, tile_begin, tile_end;
+  const u4_weight_t* w; const int8_t* A; int64_t lda, M; const int32_t* asum; const float* xs;
+  float* C; int64_t ldc, tile_begin, tile_end;
 } job_t;
 
-static void run_job(const job_t* j) {
-  const int64_t K8 = j->G * j->g8;
+#define TILE(rows) tile(A, j->lda, rows, as, w->G, Bt, w->g8, zt, sct, xs, C, j->ldc, ncols, sym)
+
+static inline __attribute__((always_inline)) void run_tiles(const job_t* j, int sym) {
+  const u4_weight_t* w = j->w;
+  const int64_t K8 = w->G * w->g8;
   int64_t mc = A_BLOCK_BYTES / (K8 * 8) / MR * MR;
   if (mc < MR) mc = MR;
   for (int64_t m0 = 0; m0 < j->M; m0 += mc) {
     const int64_t m1 = (m0 + mc) < j->M ? (m0 + mc) : j->M;
     for (int64_t t = j->tile_begin; t < j->tile_end; ++t) {
-      const uint8_t* Bt = j->Bp + t * K8 * NR * 4;
-      const int32_t* zt = j->zs + t * j->G * NR;
-      const float* sct = j->sc + t * j->G * NR;
+      const uint8_t* Bt = w->Bp + t * K8 * NR * 4;
+      const int32_t* zt = w->zs + t * w->G * NR;
+      const float* sct = w->sc + t * w->G * NR;
       const int64_t n0 = t * NR;
-      const int64_t ncols = (j->N - n0) < NR ? (j->N - n0) : NR;
+      const int64_t ncols = (w->N - n0) < NR ? (w->N - n0) : NR;
       for (int64_t m = m0; m < m1; m += MR) {
         const int rows = (m1 - m) < MR ? (int)(m1 - m) : MR;
         const int8_t* A = j->A + m * j->lda;
-        const int32_t* as = j->asum + m * j->G;
+        const int32_t* as = j->asum + m * w->G;
         float* C = j->C + m * j->ldc + n0;
         const float* xs = j->xs + m;
         switch (rows) { /* constant row counts let the compiler unroll each case */
-#if MR >= 12
-          case 12: tile(A, j->lda, 12, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          case 11: tile(A, j->lda, 11, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          case 10: tile(A, j->lda, 10, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          case 9: tile(A, j->lda, 9, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          case 8: tile(A, j->lda, 8, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-#endif
-#if MR >= 7
-          case 7: tile(A, j->lda, 7, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-#endif
 #if MR >= 6
-          case 6: tile(A, j->lda, 6, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          case 5: tile(A, j->lda, 5, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 6: TILE(6); break;
+          case 5: TILE(5); break;
 #endif
-          case 4: tile(A, j->lda, 4, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          case 3: tile(A, j->lda, 3, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          case 2: tile(A, j->lda, 2, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
-          default: tile(A, j->lda, 1, as, j->G, Bt, j->g8, zt, sct, xs, C, j->ldc, ncols); break;
+          case 4: TILE(4); break;
+          case 3: TILE(3); break;
+          case 2: TILE(2); break;
+          default: TILE(1); break;
         }
       }
     }
   }
+}
+
+/* the symmetric case compiled on its own: no zero-point loads, no vpmulld */
+static void run_job(const job_t* j) {
+  if (j->w->symmetric) run_tiles(j, 1);
+  else run_tiles(j, 0);
 }
 
 /*
@@ -294,11 +304,12 @@ static int pool_run(const job_t* jobs, int n) {
 
 static void* thread_main(void* arg) { run_job((const job_t*)arg); return NULL; }
 
-int NAME(w4a8_u4_gemm)(const int8_t* A, int64_t lda, int64_t M, const int32_t* asum,
-                       int64_t G, int64_t g8, const uint8_t* Bp, const int32_t* zs,
-                       const float* sc, const float* xs, float* C, int64_t ldc, int64_t N,
+/* C [M, N] (rows ldc apart) from codes A [M, lda], their group sums asum [M, G] and
+   scales xs [M]; 0 (it cannot fail: the caller checked the shapes). */
+int NAME(w4a8_u4_gemm)(const u4_weight_t* w, const int8_t* A, int64_t lda, int64_t M,
+                       const int32_t* asum, const float* xs, float* C, int64_t ldc,
                        int nthreads) {
-  const int64_t tiles = (N + NR - 1) / NR;
+  const int64_t tiles = (w->N + NR - 1) / NR;
   if (nthreads < 1) nthreads = 1;
   if (nthreads > POOL_MAX + 1) nthreads = POOL_MAX + 1;
   if (nthreads > tiles) nthreads = (int)tiles;
@@ -306,8 +317,7 @@ int NAME(w4a8_u4_gemm)(const int8_t* A, int64_t lda, int64_t M, const int32_t* a
   pthread_t th[POOL_MAX + 1];
   int started[POOL_MAX + 1] = {0};
   for (int i = 0; i < nthreads; ++i) {
-    job_t j = {A, lda, M, asum, G, g8, Bp, zs, sc, xs, C, ldc, N,
-               tiles * i / nthreads, tiles * (i + 1) / nthreads};
+    job_t j = {w, A, lda, M, asum, xs, C, ldc, tiles * i / nthreads, tiles * (i + 1) / nthreads};
     jobs[i] = j;
   }
   if (nthreads == 1) { run_job(&jobs[0]); return 0; }
@@ -422,4 +432,28 @@ int NAME(quantize_rows_grouped)(const void* x, int is_bf16, int64_t M, int64_t K
   }
   if (first_bad < M) return (int)(-1 - first_bad);
   return oom; /* 1: no memory for a bf16 row's float32 copy */
+}
+
+/*
+ * The whole layer in one call: x [M, K] (float32, or bfloat16 bits when is_bf16; rows ldx
+ * apart) quantized per token into a buffer of this call, then the GEMM into C [M, N].
+ * Returns what quantize_rows_grouped returns (-1 - m: row m holds Inf or NaN; 1: out of
+ * memory), else 0.
+ */
+int NAME(w4a8_u4_linear)(const u4_weight_t* w, const void* x, int is_bf16, int64_t M,
+                         int64_t ldx, float* C, int64_t ldc, int nthreads) {
+  /* rows 64 bytes longer than a multiple of 4 KiB: the kernel's MR rows then fall in
+     different L1 sets instead of aliasing at 4 KiB strides */
+  const int64_t lda = w->G * w->gp + 64;
+  const size_t codes = (size_t)(M * lda), sums = (size_t)(M * w->G) * sizeof(int32_t);
+  const size_t bytes = (codes + sums + (size_t)M * sizeof(float) + 63) / 64 * 64;
+  int8_t* a = (int8_t*)aligned_alloc(64, bytes);
+  if (a == NULL) return 1;
+  int32_t* asum = (int32_t*)(a + codes); /* lda is a multiple of 4 */
+  float* xs = (float*)(a + codes + sums);
+  if (w->gp != w->g) memset(a, 0, codes); /* the zero codes padding each group */
+  int rc = NAME(quantize_rows_grouped)(x, is_bf16, M, w->K, ldx, w->g, w->gp, a, lda, asum, xs);
+  if (rc == 0) rc = NAME(w4a8_u4_gemm)(w, a, lda, M, asum, xs, C, ldc, nthreads);
+  free(a);
+  return rc;
 }
