@@ -23,7 +23,7 @@ import torch
 
 from w4a8_kernels import _native_lib
 from w4a8_kernels._autotune import m_bucket, pick
-from w4a8_kernels._checks import (check_activations, check_float32_range, check_weight,
+from w4a8_kernels._checks import (all_finite, check_activations, check_float32_range, check_weight,
                                   memory_guard, scale_notes)
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.quant import center_int4
@@ -131,7 +131,7 @@ def _check(x: torch.Tensor, prepared: W4A16Prepared) -> None:
         raise KernelInputError("prepared must come from prepare_w4a16")
     check_activations(x, prepared.k)
     check_float32_range(x)
-    if x.shape[0] and not bool(torch.isfinite(x).all()):
+    if not all_finite(x):
         raise KernelInputError("x holds Inf or NaN; W4A16 would spread it over whole output rows")
 
 

@@ -8,7 +8,7 @@ from w4a8_kernels.cpu_w4a16 import (
     bf16_is_native, fallback_choice, prepare_w4a16, tinygemm_supports, w4a16_dequant,
     w4a16_dequant_bf16, w4a16_fallback, w4a16_tinygemm,
 )
-from w4a8_kernels.errors import KernelUnavailableError
+from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.reference import w4a16_reference
 
 # bf16 output carries at most 2**-9 relative rounding per element.
@@ -67,3 +67,28 @@ def test_fallback_tunes_each_m_bucket_once(layer_factory, x_factory):
         assert torch.equal(out, paths[choice](x, p))
     assert sorted(p.choices) == [1, 4, 32]  # buckets: 1, 3->4, 4, 17->32
     assert all(set(t) == set(paths) for t in p.timings.values())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
+@pytest.mark.parametrize("case", ["finite", "overflowing_sum", "inf", "-inf", "nan", "inf_and_-inf"])
+def test_all_finite_is_exact_where_the_cheap_sum_is_not(case, dtype):
+    from w4a8_kernels._checks import all_finite
+
+    big = torch.finfo(dtype).max
+    x = torch.ones(7, 33, dtype=dtype)
+    if case == "overflowing_sum":  # every term finite, the sum is not
+        x[:, :] = big
+    elif case == "inf_and_-inf":  # their sum is NaN, not Inf
+        x[1, 2], x[5, 30] = float("inf"), float("-inf")
+    elif case != "finite":
+        x[3, 32] = float(case)
+    assert all_finite(x) is (case in ("finite", "overflowing_sum"))
+
+
+def test_fallback_names_a_non_finite_activation():
+    w_q = torch.randint(-8, 8, (32, 256), dtype=torch.int8)
+    p = prepare_w4a16(w_q, torch.rand(32, 2) + 0.1, 128)
+    x = torch.randn(4, 256)
+    x[2, 255] = float("nan")
+    with pytest.raises(KernelInputError, match="Inf or NaN"):
+        w4a16_fallback(x, p)
