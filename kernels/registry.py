@@ -83,6 +83,7 @@ class KernelPath:
     make_input: Callable[[torch.Tensor, Any], Any] = _identity
     finish: Callable[[Any, Any, Any], torch.Tensor] = _as_float
     activation_dtype: torch.dtype | None = None  # None: run on the caller's dtype
+    adds_bias: bool = False  # the op takes Int4Weight.bias (as vLLM hands it); others give x W^T
     emulated: bool = False  # same numerics as an op that does not exist here, not its speed
     device: str = "cpu"
     tags: tuple[str, ...] = field(default_factory=tuple)
@@ -308,7 +309,7 @@ PATHS: dict[str, KernelPath] = {p.name: p for p in (
     KernelPath("vllm_dynamic4bit", "vLLM Dynamic4bitLinearKernel: torch _dyn_quant_matmul_4bit",
                "w4a8", _prep_dyn4, engine_paths.vllm_dynamic4bit,
                probe=engine_paths.dynamic4bit_available, supports=_dyn4_supports,
-               activation_dtype=torch.bfloat16, tags=("engine",)),
+               activation_dtype=torch.bfloat16, adds_bias=True, tags=("engine",)),
     KernelPath("vllm_int4_scaled_mm", "vLLM CPUWNA16 W4A8 route (int4_scaled_mm_cpu, AMX hosts)",
                "w4a8", lambda w: engine_paths.prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros),
                engine_paths.vllm_int4_scaled_mm, probe=_i4smm_probe,

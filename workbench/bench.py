@@ -345,7 +345,7 @@ def bench_weight(
             if p.last_call_s > max_call_s or t.min_ms / 1e3 > max_call_s:
                 p.skip_from_m = m * 2
             if m and rows.numel():
-                _fill_errors(rec, outputs[name], x, rows, weight, wf, refs)
+                _fill_errors(rec, outputs[name], x, rows, weight, wf, refs, p.path.adds_bias)
         for name in paths:
             records.append(per_m[name])
             done += 1
@@ -361,7 +361,7 @@ def _dequant64(weight: Int4Weight) -> torch.Tensor:
 
 
 def _fill_errors(rec: BenchRecord, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor,
-                 weight: Int4Weight, wf: torch.Tensor, refs: dict) -> None:
+                 weight: Int4Weight, wf: torch.Tensor, refs: dict, adds_bias: bool = False) -> None:
     if rec.computes == "int8" and weight.effective_group != weight.k:
         rec.detail = "speed bound only: the integer GEMM alone applies no group scales"
         return
@@ -371,7 +371,10 @@ def _fill_errors(rec: BenchRecord, out: torch.Tensor, x: torch.Tensor, rows: tor
     o = out[rows]
     if not bool(torch.isfinite(o).all()):
         rec.why = (rec.why + "; " if rec.why else "") + "output holds Inf or NaN"
-    rep = compare(o, refs["float"])
+    # A path whose op adds the layer's bias is judged against references with it too: the
+    # error stays the GEMM's (the other paths and references leave the bias out).
+    bias = weight.bias.to(torch.float64) if adds_bias and weight.bias is not None else 0
+    rep = compare(o, refs["float"] + bias)
     rec.rel_error, rec.sqnr_db, rec.cosine = rep.rel_error, rep.sqnr_db, rep.cosine
     rec.max_abs_error, rec.worst_token_rel_error = rep.max_abs_error, rep.worst_token_rel_error
     rec.error_rows = int(rows.numel())
@@ -379,7 +382,7 @@ def _fill_errors(rec: BenchRecord, out: torch.Tensor, x: torch.Tensor, rows: tor
     if key not in refs:
         fn = w4a8_reference if key == "w4a8" else w4a16_reference
         refs[key] = fn(xs, weight.w_q, weight.scales, weight.group_size, weight.zeros)
-    rec.kernel_rel_error = compare(o, refs[key]).rel_error
+    rec.kernel_rel_error = compare(o, refs[key] + bias).rel_error
 
 
 def bench_layer_weight(layer, paths: Sequence[str], ms: Sequence[int], **kwargs) -> list[BenchRecord]:

@@ -294,6 +294,23 @@ def _ok_allowed():
         assert len(ck.layers) == 7 and ck.load_layer(D).out_features == 256
 
 
+_CT_BIAS = torch.linspace(-1, 1, 256).to(torch.bfloat16)
+
+
+def _with_ct_bias(bias: torch.Tensor):
+    def build(tmp):
+        p = _copy(tmp, CT)
+        _tensors(p, lambda t: t.update({f"{D}.bias": bias}))
+        return p
+    return build
+
+
+def _check_ct_bias(ck):
+    layer = ck.load_layer(D)
+    assert layer.bias is not None and torch.equal(layer.bias, _CT_BIAS), layer.bias
+    assert ck.spec(D).provenance.tensors["bias"] == f"{D}.bias"
+
+
 def _gist(*parts: str) -> str:
     return ".*".join(re.escape(p) for p in parts)
 
@@ -395,6 +412,17 @@ CATALOG = [
      _raises(TensorMismatchError, _gist(f"{D}.bias is F32 [3]", "expected float [N] = [256]"),
              lambda tmp: (_copy(tmp, GPTQ), _tensors(tmp / "ckpt", lambda t: t.update(
                  {f"{D}.bias": torch.ones(3)})))[0])),
+    ("compressed-tensors bias of shape [3] for N = 256", "TensorMismatchError: expected float [N] = [256]",
+     _raises(TensorMismatchError, _gist(f"{D}.bias is F32 [3] in model.safetensors", "[N] = [256]"),
+             _with_ct_bias(torch.ones(3)))),
+    ("compressed-tensors bias stored as int8", "TensorMismatchError: expected float (F16, BF16, F32)",
+     _raises(TensorMismatchError, _gist(f"{D}.bias is I8 [256]", "expected float (F16, BF16, F32)"),
+             _with_ct_bias(torch.ones(256, dtype=torch.int8)))),
+    ("compressed-tensors bias holding NaN at index 5", "TensorMismatchError: a bias must be finite",
+     _raises(TensorMismatchError, _gist(f"{D}.bias holds nan at index 5", "must be finite"),
+             _with_ct_bias(torch.zeros(256).index_fill(0, torch.tensor([5]), float("nan"))))),
+    ("compressed-tensors bf16 bias [256]", "ok: the layer carries it, bit for bit",
+     _ok(_check_ct_bias, _with_ct_bias(_CT_BIAS))),
     # Config values of the wrong type or out of range.
     ("config.json group_size of 5000 digits", "InvalidConfigError: config.json is not valid JSON",
      _raises(InvalidConfigError, "config.json is not valid JSON", _big_int_config)),

@@ -286,6 +286,11 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
         if gidx.dtype not in ("I32", "I64") or gidx.shape != (k,):
             raise _shape_error(gidx, f"I32 [{k}]", prefix)
         names["g_idx"] = gidx.name
+    bias = tensors.get(f"{prefix}.bias")  # left unquantized by the compressors, added after the GEMM
+    if bias is not None:
+        if bias.dtype not in _SCALE_DTYPES or bias.shape != (n,):
+            raise _shape_error(bias, f"float ({', '.join(_SCALE_DTYPES)}) [N] = [{n}]", prefix)
+        names["bias"] = bias.name
     return n, k, g, names
 
 
@@ -442,7 +447,12 @@ def load_ct_layer(spec: LayerSpec, tensors: dict[str, TensorInfo]) -> QuantizedL
         _check_range(qweight, lo, hi, names["weight"], spec.name)
         if zeros is not None:
             qweight = (qweight.to(torch.int16) - lo).to(torch.int8)
+    bias = read_tensor(tensors[names["bias"]]) if "bias" in names else None
+    if bias is not None and not bool(torch.isfinite(bias).all()):
+        first = int((~torch.isfinite(bias)).nonzero()[0])
+        raise TensorMismatchError(f"layer {spec.name}: {names['bias']} holds {float(bias[first])} "
+                                  f"at index {first}; a bias must be finite")
     fields = {f: getattr(spec, f) for f in spec.__dataclass_fields__}
     fields["notes"] = spec.notes + scale_notes(scales, names["scales"])
     return QuantizedLayer(**fields, qweight=qweight, packing=pack, scales=scales, zeros=zeros,
-                          g_idx=g_idx)
+                          g_idx=g_idx, bias=bias)

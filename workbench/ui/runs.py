@@ -135,7 +135,8 @@ def per_token_errors(layer, paths: Sequence[str], x) -> tuple[dict[str, list[flo
 
     weight = int4_weight_of(layer)
     w_float = layer.source_weight if layer.source_weight is not None else layer.dequantize(torch.float64)
-    # Bias is left out on both sides, as the bench does: it adds no quantization error.
+    # Bias is left out on both sides, as the bench does (it adds no quantization error); a
+    # path whose op adds it is judged against the reference plus it.
     ref = x.to(torch.float64) @ w_float.to(torch.float64).t()
     out, skipped = {}, {}
     for name in paths:
@@ -152,7 +153,8 @@ def per_token_errors(layer, paths: Sequence[str], x) -> tuple[dict[str, list[flo
         except KernelError as exc:
             skipped[name] = str(exc)
             continue
-        out[name] = per_token_rel_error(y, ref).tolist()
+        biased = path.adds_bias and weight.bias is not None
+        out[name] = per_token_rel_error(y, ref + weight.bias.double() if biased else ref).tolist()
     return out, skipped
 
 
