@@ -96,10 +96,10 @@ def main() -> None:
              for f, t, u, i in PAGES]
     page = st.navigation(pages)
     with boundary("while starting the session"):
-        state.init_state()
-        if page.url_path == "tour":
-            from workbench.ui.views import tour
+        from workbench.ui.views import tour
 
+        state.init_state(tour_steps=len(tour.STEPS))
+        if page.url_path == "tour":
             tour.prepare()
     if not state.ready():
         return

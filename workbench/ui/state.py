@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS, rule_module
 from workbench.limits import int_list
 from workbench.paths import REPO_ROOT, SAMPLE_ROOT  # noqa: F401 - the pages read them from here
 from workbench.ui.loaders import (PLATFORM_FIELDS, build_platform, preset_fields, preset_names,
@@ -33,17 +33,9 @@ SOURCES = {
     "trained": "Real trained layer",
 }
 
-# vLLM's defaults: a knob left at its default is not exported, so a trace's env shows
-# only what the user changed.
-ENV_DEFAULTS = {
-    "VLLM_DISABLED_KERNELS": "",
-    "linear_backend": "auto",
-    "linear_backend_per_quant": "",
-    "VLLM_CPU_INT4_W4A8": "1",
-    "VLLM_XPU_INC_WNA16_BACKEND": "",  # unset: vLLM's "auto"
-    "VLLM_MARLIN_INPUT_DTYPE": "",  # unset
-    "VLLM_BATCH_INVARIANT": "0",
-}
+# The env knobs and vLLM's unset values, the rule set's: a knob left at its default is not
+# exported, so a trace's env shows only what the user changed.
+ENV_DEFAULTS: dict[str, str] = dict(rule_module("env_rules").UNSET_VALUES)
 
 DEFAULTS: dict[str, Any] = {
     "layer.source": "sample",
@@ -104,8 +96,9 @@ MAX_TP = 64
 PARALLEL = ("auto", "column", "row")
 
 
-def init_state() -> None:
-    """Set every default once per session (never overwrite a choice), then apply a link."""
+def init_state(*, tour_steps: int) -> None:
+    """Set every default once per session (never overwrite a choice), then apply a link
+    (`tour_steps`: how many steps the Tour has, for a link's `step`; the router knows the pages)."""
     ss = st.session_state
     for key, value in DEFAULTS.items():
         if key not in ss:
@@ -119,7 +112,7 @@ def init_state() -> None:
         ss["pf.fields"] = True
     if not ss.get("_query_applied"):
         ss["_query_applied"] = True
-        apply_query(dict(st.query_params))
+        apply_query(dict(st.query_params), tour_steps=tour_steps)
 
 
 def ready() -> bool:
@@ -167,13 +160,12 @@ def _m_list(raw: str) -> str:
     return raw
 
 
-def _tour_step(raw: str) -> int:
-    from workbench.ui.views.tour import STEPS
+def _tour_step(steps: int) -> Callable[[str], int]:
+    check = _int_from(1, steps)
+    return lambda raw: check(raw) - 1  # links count tour steps from 1
 
-    return _int_from(1, len(STEPS))(raw) - 1  # links count tour steps from 1
 
-
-def _validators() -> dict[str, Callable[[str], Any]]:
+def _validators(tour_steps: int) -> dict[str, Callable[[str], Any]]:
     from workbench.models import MODELS
 
     presets = preset_names()
@@ -185,7 +177,7 @@ def _validators() -> dict[str, Callable[[str], Any]]:
         "compare": _one_of(presets, "a platform preset"),
         "tp": _int_from(1, MAX_TP),
         "parallel": _one_of(list(PARALLEL), "a parallel style"),
-        "step": _tour_step,
+        "step": _tour_step(tour_steps),
         "model": _one_of(["", *MODELS], "a model preset"),
         "m": _m_list,
         "vllm": _one_of(list(VERSIONS), "a vLLM version with a rule set"),
@@ -240,7 +232,7 @@ def _env_edits(raw: str) -> dict[str, str]:
     return env
 
 
-def apply_query(params: dict[str, str]) -> list[str]:
+def apply_query(params: dict[str, str], *, tour_steps: int) -> list[str]:
     """Apply link parameters to the state; a value that is refused keeps its default.
 
     Returns the problems (the sidebar shows them as warnings, never a traceback).
@@ -253,7 +245,7 @@ def apply_query(params: dict[str, str]) -> list[str]:
         problems.append(f"link parameter {name}={shown!r} ignored: {why}. Using the default "
                         f"({default if default != '' else 'empty'}).")
 
-    validators = _validators()
+    validators = _validators(tour_steps)
     for name, key in QUERY_KEYS.items():
         if name not in params:
             continue
