@@ -1,10 +1,11 @@
 """How much memory this machine can give a computation, and the one guard that refuses a size
-before anything is allocated (bench runs and synthetic layers both go through it)."""
+before anything is allocated (bench runs, synthetic layers and checkpoint tensors all go
+through it)."""
 from __future__ import annotations
 
 import os
 
-from workbench.errors import InvalidInputError
+from workbench.errors import InvalidInputError, WorkbenchError
 
 MEMORY_FRACTION = 0.8  # of the memory available when the check runs
 
@@ -41,12 +42,13 @@ def available_bytes() -> int | None:
     return min(found) if found else None
 
 
-def check_fits(need: int, what: str, advice: str) -> None:
-    """Refuse `need` bytes above MEMORY_FRACTION of the available memory: the message says
-    what needs it (`what`), both sizes, and what to make smaller (`advice`)."""
+def check_fits(need: int, what: str, advice: str,
+               error: type[WorkbenchError] = InvalidInputError) -> None:
+    """Refuse `need` bytes above MEMORY_FRACTION of the available memory with `error`: the
+    message says what needs it (`what`), both sizes, and what to make smaller (`advice`)."""
     free = available_bytes()
     if free is not None and need > MEMORY_FRACTION * free:
-        raise InvalidInputError(
+        raise error(
             f"size: {what} needs about {need / 2**30:.1f} GiB; the limit here is "
             f"{MEMORY_FRACTION * free / 2**30:.1f} GiB ({MEMORY_FRACTION:.0%} of the available "
             f"memory); {advice}")

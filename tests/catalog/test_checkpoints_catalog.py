@@ -22,8 +22,8 @@ from safetensors.torch import load_file, save_file
 
 from workbench.checkpoints import (
     CorruptFileError, InvalidConfigError, MissingTensorError, MissingWeightsError, NotAFileError,
-    OutsideRootsError, PatternRefusedError, TensorMismatchError, UnknownFormatError, listing_rows,
-    open_checkpoint,
+    OutsideRootsError, PatternRefusedError, TensorMismatchError, UnknownFormatError,
+    UnsupportedLayerError, listing_rows, open_checkpoint,
 )
 
 SURFACE = "checkpoints"
@@ -233,6 +233,27 @@ def _zero_rows(tmp):
     return p
 
 
+def _larger_than_memory(tmp):
+    """A weight the header declares at twice the available memory, in a sparse file (no disk
+    blocks, so nothing big is written): the memory guard refuses it before allocating."""
+    from workbench.memory import available_bytes
+
+    free = available_bytes()
+    if free is None:
+        pytest.skip("this machine does not say how much memory is available")
+    k = -(-2 * free // 256)
+    p = _copy(tmp, CT)
+    _raw_header(p, json.dumps({
+        f"{D}.weight_scale": {"dtype": "BF16", "shape": [256, 1], "data_offsets": [0, 512]},
+        f"{D}.weight": {"dtype": "I8", "shape": [256, k], "data_offsets": [512, 512 + 256 * k]},
+    }).encode(), b"\x80\x3f" * 256)  # bf16 ones: the scale is read (and checked) first
+    with open(p / "model.safetensors", "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.truncate(f.tell() + 256 * k)
+    _weights(p, strategy="channel", group_size=None)
+    return p
+
+
 def _gptq_empty_qweight(tmp):
     p = _copy(tmp, GPTQ)
     _qc(p, group_size=-1)
@@ -384,6 +405,12 @@ CATALOG = [
     # Hostile headers and shapes.
     ("pack-quantized weight_shape (10^18, 10^18)", "TensorMismatchError: weight_shape disagrees with weight_packed",
      _raises(TensorMismatchError, "weight_shape says", _huge_weight_shape)),
+    ("int8 weight declared at twice the available memory (a sparse file)",
+     "UnsupportedLayerError naming the tensor and the memory limit, before allocating",
+     _raises(UnsupportedLayerError, _gist(f"tensor '{D}.weight' (I8 [256,", "needs about",
+                                          "the limit here is", "of the available memory",
+                                          "layers that fit in the memory available"),
+             _larger_than_memory)),
     ("int8 weight of shape [0, 10^18] (zero bytes) with its scale", "TensorMismatchError: at least one row",
      _raises(TensorMismatchError, _gist("(0, 1000000000000000000)", "at least one row"), _zero_rows)),
     ("GPTQ qweight [0, 256] with group_size -1", "TensorMismatchError: K = 0",

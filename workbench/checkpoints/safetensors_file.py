@@ -241,6 +241,12 @@ def read_tensor(info: TensorInfo) -> torch.Tensor:
     if sys.byteorder != "little":
         raise CorruptFileError(f"{info.file}: safetensors data is little-endian; this "
                                f"{sys.byteorder}-endian host would read it wrongly")
+    from workbench.memory import check_fits
+
+    # Refused before the buffer exists: under overcommit a huge one is granted, then its
+    # pages fill as the file is read until the kernel kills the process.
+    check_fits(info.nbytes, f"{info.file}: tensor {info.name!r} ({info.dtype} {list(info.shape)})",
+               "accepted: layers that fit in the memory available", UnsupportedLayerError)
     try:
         with _open_checked(info) as f:
             f.seek(info.data_start + info.begin)
