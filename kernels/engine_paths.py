@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from w4a8_kernels._checks import check_activations, check_finite_rows, check_weight
+from w4a8_kernels._checks import all_finite, check_activations, check_finite_rows, check_weight
 from w4a8_kernels.cpu_w4a8 import W4A8Prepared, prepare_w4a8, w4a8_native_from_quantized
 from w4a8_kernels.cpu_w4a16 import W4A16Prepared, prepare_w4a16, w4a16_fallback
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
@@ -94,7 +94,7 @@ def vllm_dynamic4bit(x: torch.Tensor, prepared: Dynamic4bitPrepared) -> torch.Te
     m = x.shape[0]
     if m == 0:
         return torch.empty(0, prepared.n)
-    if not bool(torch.isfinite(x).all()):
+    if not all_finite(x):
         raise KernelInputError("x holds Inf or NaN; the activation quantizer would turn whole rows to NaN")
     is_groupwise = prepared.group_size != prepared.k
     dtype = x.dtype
