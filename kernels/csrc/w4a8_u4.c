@@ -374,6 +374,40 @@ static inline const float* row_f32(const void* x, int is_bf16, int64_t base, int
   return tmp;
 }
 
+/* The codes of xg[0, VW * (g / VW)) and their sum, *done the count: the scalar loop's
+   operations (round to nearest ties away as floor(|v| + half_below) with v's sign), one
+   vector of columns at a time; the codes are whole numbers in [-127, 127], so every
+   conversion is exact and the integer sum's order changes nothing. */
+static inline int32_t codes_vec(const float* xg, int64_t g, float inv, int8_t* o, int64_t* done) {
+  const vf vinv = FSET1(inv), half_below = FSET1(0.49999997f);
+  vi sum = ZERO();
+  int64_t j = 0;
+  for (; j + VW <= g; j += VW) {
+    const vf v = FMUL(FLOADU(xg + j), vinv);
+#if defined(W4A8_VNNI512)
+    const vi sign = _mm512_and_si512(_mm512_castps_si512(v), SET1_32(INT32_MIN));
+    const vf mag = _mm512_castsi512_ps(_mm512_andnot_si512(SET1_32(INT32_MIN), _mm512_castps_si512(v)));
+    const vf fl = _mm512_roundscale_ps(FADD(mag, half_below), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const vi c = _mm512_cvttps_epi32(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(fl), sign)));
+    _mm_storeu_si128((__m128i*)(o + j), _mm512_cvtepi32_epi8(c));
+#else
+    const vf signbit = _mm256_set1_ps(-0.0f);
+    const vf fl = _mm256_floor_ps(FADD(_mm256_andnot_ps(signbit, v), half_below));
+    const vi c = _mm256_cvttps_epi32(_mm256_or_ps(fl, _mm256_and_ps(v, signbit)));
+    const vi b = _mm256_packs_epi16(_mm256_packs_epi32(c, c), ZERO()); /* codes 0-3, 4-7 per lane */
+    _mm_storel_epi64((__m128i*)(o + j), _mm_unpacklo_epi32(_mm256_castsi256_si128(b),
+                                                           _mm256_extracti128_si256(b, 1)));
+#endif
+    sum = ADD32(sum, c);
+  }
+  *done = j;
+  int32_t lanes[VW];
+  memcpy(lanes, &sum, sizeof(lanes));
+  int32_t s = 0;
+  for (int i = 0; i < VW; ++i) s += lanes[i];
+  return s;
+}
+
 /* One row; 1 where it holds Inf or NaN (nothing written then). */
 static int quantize_row(const float* xr, int64_t K, int64_t g, int64_t gp, int8_t* out,
                         int32_t* asum, float* scale) {
@@ -391,11 +425,11 @@ static int quantize_row(const float* xr, int64_t K, int64_t g, int64_t gp, int8_
   *scale = amax / 127.0f;
   const float inv = (1.0f / amax) * 127.0f;
   for (int64_t grp = 0; grp < K / g; ++grp) {
-    int32_t s = 0;
     const float* xg = xr + grp * g;
     int8_t* o = out + grp * gp;
-#pragma omp simd reduction(+ : s)
-    for (int64_t j = 0; j < g; ++j) {
+    int64_t j = 0;
+    int32_t s = codes_vec(xg, g, inv, o, &j); /* the compiler leaves this loop scalar */
+    for (; j < g; ++j) {
       const float v = xg[j] * inv;
       const float r = __builtin_copysignf(__builtin_floorf(__builtin_fabsf(v) + half_below), v);
       o[j] = (int8_t)r;
