@@ -119,10 +119,12 @@ def _nibbles(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor
 
 
 def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor, g: int,
-                nr: int) -> dict:
+                lib) -> dict:
     """Pack the weight's unsigned nibbles as w4a8_u4.c reads them; each group padded to 8.
-    "weight" is the C descriptor of these buffers, built once (a decode call is ~0.2 ms)."""
-    (n, k), groups, gp = w_q.shape, w_q.shape[1] // g, -(-g // 8) * 8
+    "weight" is the C descriptor of these buffers and "linear" the library's one-call
+    entry, both looked up once: a decode call is ~0.2 ms, and each Python step after the
+    weight stream has emptied the caches costs a few us."""
+    (n, k), groups, gp, nr = w_q.shape, w_q.shape[1] // g, -(-g // 8) * 8, lib.nr
     n_pad = -(-n // nr) * nr
     k8 = groups * gp // 8
     u, zs, sc = _nibbles(w_q, zeros, scales, g, gp, n_pad)
@@ -137,7 +139,8 @@ def _prepare_u4(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Ten
     weight = _native_lib.U4Weight(buffers["bp"].data_ptr(), buffers["zs"].data_ptr(),
                                   buffers["sc"].data_ptr(), n, k, g, gp, groups, gp // 8,
                                   int(symmetric))
-    return {**buffers, "weight": weight, "weight_ptr": ctypes.addressof(weight)}
+    return {**buffers, "weight": weight, "weight_ptr": ctypes.addressof(weight),
+            "linear": lib.linear}
 
 
 def _prepare_amx(w_q: torch.Tensor, zeros: torch.Tensor | None, scales: torch.Tensor,
@@ -234,7 +237,7 @@ def _prepare(w_q, zeros, scales, g: int, chosen: Int8Engine) -> W4A8Prepared:
         prepared.amx = _prepare_amx(w_q, zeros, prepared.scales, g)
         return prepared
     if packed_int4:
-        prepared.u4 = _prepare_u4(w_q, zeros, prepared.scales, g, _c_lib(chosen).nr)
+        prepared.u4 = _prepare_u4(w_q, zeros, prepared.scales, g, _c_lib(chosen))
         return prepared
     # Other engines run one integer GEMM per group (per-channel: one in all).
     for j in range(k // g):
@@ -357,14 +360,15 @@ def _u4_gemm(a: torch.Tensor, asum: torch.Tensor, x_scale: torch.Tensor,
     return out
 
 
-def _u4_linear(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor:
-    """w4a8_u4.c's one call: x float32 or bfloat16 [M, K] (unit column stride) quantized and
+def _u4_linear(x: torch.Tensor, m: int, prepared: W4A8Prepared) -> torch.Tensor:
+    """w4a8_u4.c's one call: x float32 or bfloat16 [m, K] (unit column stride) quantized and
     multiplied in C; only the output is allocated here."""
-    m = x.shape[0]
+    u = prepared.u4
     out = torch.empty(m, prepared.n, dtype=torch.float32)
-    _raise_bad_row(_c_lib(prepared.engine).linear(
-        prepared.u4["weight_ptr"], x.data_ptr(), x.dtype == torch.bfloat16, m, x.stride(0),
-        out.data_ptr(), prepared.n, torch.get_num_threads()))
+    rc = u["linear"](u["weight_ptr"], x.data_ptr(), x.dtype is torch.bfloat16, m, x.stride(0),
+                     out.data_ptr(), prepared.n, torch.get_num_threads())
+    if rc:
+        _raise_bad_row(rc)
     return out
 
 
@@ -428,12 +432,12 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
     m, k = x.shape
     if m == 0 or x.dtype not in (torch.float32, torch.bfloat16) or x.stride(1) != 1:
         return None
-    g, groups = prepared.group_size, prepared.n_groups
+    if prepared.u4:  # first: decode's path, where every step before the C call shows
+        return _u4_linear(x, m, prepared)
+    g = prepared.group_size
     if prepared.amx:
         got = _c_codes(x, g, prepared.amx["gp"], -(-m // 32) * 32)
         return None if got is None else _amx_gemm(got[0], m, got[2], prepared)
-    if prepared.u4:
-        return _u4_linear(x, prepared)
     if prepared.engine is Int8Engine.AVX2_U8S8:
         # per-channel K padded to the kernel's step of 4 with code 0 (u8 128)
         got = _c_codes(x, g, prepared.avx2["g4"] * 4, m)
