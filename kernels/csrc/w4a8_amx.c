@@ -73,6 +73,27 @@ static void unpack_rows(const uint8_t* bp, int64_t k64, int64_t kpg, const int32
   }
 }
 
+/* The float epilogue runs per pair of groups: rows [r0, r1) of facc take group g's term,
+   then group g + 1's (c1 NULL where g is the last), as (facc + t_g) + t_{g+1}: the same
+   sums in the same order as one group at a time, with one facc load and store per pair.
+   t = float(int32 sum) * scale, no fused multiply-add; the first group's term is the sum
+   itself (0 + t is t). s: the scale of group g for row 0, rows G apart. */
+static inline void scale_rows(float (*facc)[32], int32_t (*c0)[32], int32_t (*c1)[32],
+                              const float* s, int64_t G, int first, int r0, int r1) {
+  for (int r = r0; r < r1; ++r) {
+    const __m512 s0 = _mm512_set1_ps(s[r * G]);
+    const __m512 s1 = _mm512_set1_ps(c1 ? s[r * G + 1] : 0.0f);
+    for (int h = 0; h < 2; ++h) {
+      __m512 acc = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_load_si512((const void*)&c0[r][16 * h])), s0);
+      if (!first) acc = _mm512_add_ps(_mm512_loadu_ps(&facc[r][16 * h]), acc);
+      if (c1)
+        acc = _mm512_add_ps(acc, _mm512_mul_ps(
+                                     _mm512_cvtepi32_ps(_mm512_load_si512((const void*)&c1[r][16 * h])), s1));
+      _mm512_storeu_ps(&facc[r][16 * h], acc);
+    }
+  }
+}
+
 typedef struct {
   const int8_t* Bt; int64_t Mp, M, G, kpg;
   const uint8_t* Bp; const int32_t* zs; const float* sc; const float* xs;
@@ -80,52 +101,57 @@ typedef struct {
   int rc; /* -3: no memory for the unpacked weight rows */
 } job_t;
 
+/* Step st runs group st's tile dots and stores their sums into cbuf[st % 4]; half of the
+   epilogue of the pair of groups stored in the two steps before runs spread between its
+   dots (run as one block after the tile stores, which wait for the dots, it overlapped
+   them less: measured slower). The last pair has no dots left to share and runs whole. */
 static void run_job(job_t* j) {
-  const int64_t k64 = j->G * j->kpg;
+  const int64_t k64 = j->G * j->kpg, G = j->G, kpg = j->kpg;
   int8_t* abuf = (int8_t*)aligned_alloc(64, (size_t)(2 * k64 * 1024));
   if (!abuf) { j->rc = -3; return; }
-  /* two buffers: group g's tiles are stored while group g - 1's epilogue runs from the
-     other, so the vector work overlaps the next tile dots instead of waiting on them */
-  int32_t cbuf[2][32][32] __attribute__((aligned(64)));
+  int32_t cbuf[4][32][32] __attribute__((aligned(64)));
   float facc[32][32];
+  const int64_t steps = ((G + 1) / 2 + 1) * 2;
   config_tiles();
   for (int64_t np = j->pair_begin; np < j->pair_end; ++np) {
-    unpack_rows(j->Bp + np * 2 * k64 * 512, k64, j->kpg, j->zs, j->G, np * 32, abuf);
+    unpack_rows(j->Bp + np * 2 * k64 * 512, k64, kpg, j->zs, G, np * 32, abuf);
+    const float* sc = j->sc + np * 32 * G;
     for (int64_t mp = 0; mp < j->Mp / 32; ++mp) {
       const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
       const int8_t* b1 = b0 + k64 * 1024;
-      for (int64_t grp = 0; grp <= j->G; ++grp) {
-        if (grp < j->G) {
-          int32_t(*cb)[32] = cbuf[grp & 1];
-          _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-          for (int64_t kb = grp * j->kpg; kb < (grp + 1) * j->kpg; ++kb) {
-            _tile_loadd(4, abuf + kb * 1024, 64);
-            _tile_loadd(5, abuf + (k64 + kb) * 1024, 64);
-            _tile_loadd(6, b0 + kb * 1024, 64);
-            _tile_loadd(7, b1 + kb * 1024, 64);
-            _tile_dpbssd(0, 4, 6);
-            _tile_dpbssd(1, 4, 7);
-            _tile_dpbssd(2, 5, 6);
-            _tile_dpbssd(3, 5, 7);
-          }
-          _tile_stored(0, &cb[0][0], 128);
-          _tile_stored(1, &cb[0][16], 128);
-          _tile_stored(2, &cb[16][0], 128);
-          _tile_stored(3, &cb[16][16], 128);
+      for (int64_t st = 0; st < steps; ++st) {
+        const int64_t g = st - 2 - (st & 1);      /* the pair g, g + 1 whose epilogue runs */
+        const int pass = g >= 0 && g < G, r0 = (int)(st & 1) * 16;
+        int32_t(*c0)[32] = cbuf[(g & 3)];
+        int32_t(*c1)[32] = g + 1 < G ? cbuf[(g + 1) & 3] : NULL;
+        if (st >= G) {
+          if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, r0, r0 + 16);
+          continue;
         }
-        if (grp == 0) continue;
-        const int64_t eg = grp - 1; /* the group whose sums the epilogue scales now */
-        int32_t(*cb)[32] = cbuf[eg & 1];
-        for (int r = 0; r < 32; ++r) {
-          const __m512 s = _mm512_set1_ps(j->sc[(np * 32 + r) * j->G + eg]);
-          for (int h = 0; h < 2; ++h) {
-            const __m512i dot = _mm512_load_si512((const void*)&cb[r][16 * h]);
-            const __m512 term = _mm512_mul_ps(_mm512_cvtepi32_ps(dot), s);
-            /* 0 + the first term is the term itself: the same sum as starting from zero */
-            _mm512_storeu_ps(&facc[r][16 * h],
-                             eg ? _mm512_add_ps(_mm512_loadu_ps(&facc[r][16 * h]), term) : term);
-          }
+        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+        for (int64_t i = 0; i < kpg; ++i) {
+          const int64_t kb = st * kpg + i;
+          /* the hint not to keep the weight tiles in L1 (re-read from L2 per token block
+             anyway): measured faster */
+          _tile_stream_loadd(4, abuf + kb * 1024, 64);
+          _tile_stream_loadd(5, abuf + (k64 + kb) * 1024, 64);
+          _tile_loadd(6, b0 + kb * 1024, 64);
+          _tile_loadd(7, b1 + kb * 1024, 64);
+          _tile_dpbssd(0, 4, 6);
+          _tile_dpbssd(1, 4, 7);
+          /* the half pass's 16 rows spread over the step's 2 kpg pairs of dots */
+          const int ra = r0 + (int)(16 * i / kpg), rm = r0 + (int)((32 * i + 16) / (2 * kpg)),
+                    rb = r0 + (int)(16 * (i + 1) / kpg);
+          if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, ra, rm);
+          _tile_dpbssd(2, 5, 6);
+          _tile_dpbssd(3, 5, 7);
+          if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, rm, rb);
         }
+        int32_t(*cb)[32] = cbuf[st & 3];
+        _tile_stored(0, &cb[0][0], 128);
+        _tile_stored(1, &cb[0][16], 128);
+        _tile_stored(2, &cb[16][0], 128);
+        _tile_stored(3, &cb[16][16], 128);
       }
       for (int mm = 0; mm < 32; ++mm) {
         const int64_t m = mp * 32 + mm;
