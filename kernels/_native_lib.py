@@ -20,7 +20,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags", "isa_cap", "ISA_CAP_ENV"]
+__all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags", "isa_cap", "ISA_CAP_ENV",
+           "U4Weight"]
 
 _CSRC = Path(__file__).parent / "csrc"
 # -ffp-contract=off: no fused multiply-add, so every product rounds as the reference's does.
