@@ -453,7 +453,8 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
 
 def _raise_bad_row(rc: int) -> None:
     if rc > 0:  # memory_guard names the sizes
-        raise MemoryError("the C quantizer found no memory for a bfloat16 row's float32 copy")
+        raise MemoryError("the C quantizer found no memory for its codes or a bfloat16 row's "
+                          "float32 copy")
     if rc < 0:
         raise KernelInputError(f"x holds Inf or NaN in rows [{-rc - 1}] (the first one); dynamic "
                                "int8 quantization needs finite activations")
