@@ -101,10 +101,12 @@ typedef struct {
   int rc; /* -3: no memory for the unpacked weight rows */
 } job_t;
 
-/* Step st runs group st's tile dots and stores their sums into cbuf[st % 4]; half of the
-   epilogue of the pair of groups stored in the two steps before runs spread between its
-   dots (run as one block after the tile stores, which wait for the dots, it overlapped
-   them less: measured slower). The last pair has no dots left to share and runs whole. */
+/* Step st runs group st's tile dots. Group st - 1's sums leave the C tiles one by one at
+   the start of step st, each tile's store followed at once by group st's first dot into it
+   (stored after a group's last dots, all four stores waited on those dots and the next
+   group's dots on the stores: measured slower); they go to cbuf[(st - 1) % 4]. Between the
+   dots runs half of the epilogue of the pair of groups stored before; the last pair has no
+   dots left to share and runs whole. */
 static void run_job(job_t* j) {
   const int64_t k64 = j->G * j->kpg, G = j->G, kpg = j->kpg;
   int8_t* abuf = (int8_t*)aligned_alloc(64, (size_t)(2 * k64 * 1024));
@@ -120,38 +122,51 @@ static void run_job(job_t* j) {
       const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
       const int8_t* b1 = b0 + k64 * 1024;
       for (int64_t st = 0; st < steps; ++st) {
-        const int64_t g = st - 2 - (st & 1);      /* the pair g, g + 1 whose epilogue runs */
+        /* the pair g, g + 1 whose epilogue takes rows r0 .. r0 + 15 in this step: in even
+           steps the pair is (st - 2, st - 1), rows 0-15, which the first two stores of
+           this step hold; in odd steps (st - 3, st - 2), stored in earlier steps */
+        const int64_t g = st - 2 - (st & 1);
         const int pass = g >= 0 && g < G, r0 = (int)(st & 1) * 16;
-        int32_t(*c0)[32] = cbuf[(g & 3)];
+        int32_t(*c0)[32] = cbuf[g & 3];
         int32_t(*c1)[32] = g + 1 < G ? cbuf[(g + 1) & 3] : NULL;
+        int32_t(*pb)[32] = cbuf[(st - 1) & 3];
         if (st >= G) {
+          if (st == G) {
+            _tile_stored(0, &pb[0][0], 128);
+            _tile_stored(1, &pb[0][16], 128);
+            _tile_stored(2, &pb[16][0], 128);
+            _tile_stored(3, &pb[16][16], 128);
+          }
           if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, r0, r0 + 16);
           continue;
         }
-        _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
         for (int64_t i = 0; i < kpg; ++i) {
           const int64_t kb = st * kpg + i;
+          const int first = i == 0, store = first && st > 0;
+          /* the half pass's 16 rows spread over the step's 2 kpg pairs of dots */
+          const int ra = r0 + (int)(16 * i / kpg), rm = r0 + (int)((16 * i + 8) / kpg),
+                    rb = r0 + (int)(16 * (i + 1) / kpg);
           /* the hint not to keep the weight tiles in L1 (re-read from L2 per token block
              anyway): measured faster */
+          if (store) _tile_stored(0, &pb[0][0], 128);
+          if (first) _tile_zero(0);
           _tile_stream_loadd(4, abuf + kb * 1024, 64);
-          _tile_stream_loadd(5, abuf + (k64 + kb) * 1024, 64);
           _tile_loadd(6, b0 + kb * 1024, 64);
-          _tile_loadd(7, b1 + kb * 1024, 64);
           _tile_dpbssd(0, 4, 6);
+          if (store) _tile_stored(1, &pb[0][16], 128);
+          if (first) _tile_zero(1);
+          _tile_loadd(7, b1 + kb * 1024, 64);
           _tile_dpbssd(1, 4, 7);
-          /* the half pass's 16 rows spread over the step's 2 kpg pairs of dots */
-          const int ra = r0 + (int)(16 * i / kpg), rm = r0 + (int)((32 * i + 16) / (2 * kpg)),
-                    rb = r0 + (int)(16 * (i + 1) / kpg);
           if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, ra, rm);
+          if (store) _tile_stored(2, &pb[16][0], 128);
+          if (first) _tile_zero(2);
+          _tile_stream_loadd(5, abuf + (k64 + kb) * 1024, 64);
           _tile_dpbssd(2, 5, 6);
+          if (store) _tile_stored(3, &pb[16][16], 128);
+          if (first) _tile_zero(3);
           _tile_dpbssd(3, 5, 7);
           if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, rm, rb);
         }
-        int32_t(*cb)[32] = cbuf[st & 3];
-        _tile_stored(0, &cb[0][0], 128);
-        _tile_stored(1, &cb[0][16], 128);
-        _tile_stored(2, &cb[16][0], 128);
-        _tile_stored(3, &cb[16][16], 128);
       }
       for (int mm = 0; mm < 32; ++mm) {
         const int64_t m = mp * 32 + mm;
