@@ -12,6 +12,7 @@ why; callers then use another engine or the pure-torch path.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -59,6 +60,7 @@ def cache_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"w4a8-workbench-{os.getuid()}"
 
 
+@functools.lru_cache(maxsize=None)  # read once: the W4A16 fallback asks on every call
 def cpu_flags() -> frozenset[str]:
     """The CPU's ISA flags from /proc/cpuinfo (empty where it cannot be read)."""
     try:
