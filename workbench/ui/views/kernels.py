@@ -66,7 +66,7 @@ def plan_view(t, plan, host) -> None:
     if t.selected:
         st.markdown(f"On **{host.label()}** vLLM selects **`{t.selected}`**; it computes "
                     f"**{plan.computes.upper()}**. Here that is modelled by path **`{plan.path}`** "
-                    f"({plan.fidelity}): {plan.note}.")
+                    f"({plan.fidelity}): {plan.note.rstrip('.')}.")
     else:
         st.markdown(f"On **{host.label()}** vLLM finds no kernel for this layer ({t.error_type}); "
                     "the comparison runs the W4A8 native and W4A16 fallback paths only.")
