@@ -408,8 +408,9 @@ def _quantizer():
 
 def _c_codes(x: torch.Tensor, g: int, gp: int, rows: int):
     """x quantized in one C pass per row: int8 codes [rows, G * gp] (group j's codes at
-    j * gp, pads and rows beyond M zero), their group sums int32 [M, G] and scales
-    float32 [M]. None where the C quantizer does not load."""
+    j * gp, pads and rows beyond M zero) and scales float32 [M], without the group sums
+    (none of these engines corrects for zero points). None where the C quantizer does
+    not load."""
     lib = _quantizer()
     if lib is None:
         return None
@@ -417,12 +418,11 @@ def _c_codes(x: torch.Tensor, g: int, gp: int, rows: int):
     groups = k // g
     padded = gp != g or rows != m
     a = (torch.zeros if padded else torch.empty)(rows, groups * gp, dtype=torch.int8)
-    asum = torch.empty(m, groups, dtype=torch.int32)
     x_scale = torch.empty(m, dtype=torch.float32)
     rc = lib.quantize(x.data_ptr(), int(x.dtype == torch.bfloat16), m, k, x.stride(0), g, gp,
-                      a.data_ptr(), a.stride(0), asum.data_ptr(), x_scale.data_ptr())
+                      a.data_ptr(), a.stride(0), None, x_scale.data_ptr())
     _raise_bad_row(rc)
-    return a, asum, x_scale
+    return a, x_scale
 
 
 def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | None:
@@ -437,17 +437,17 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
     g = prepared.group_size
     if prepared.amx:
         got = _c_codes(x, g, prepared.amx["gp"], -(-m // 32) * 32)
-        return None if got is None else _amx_gemm(got[0], m, got[2], prepared)
+        return None if got is None else _amx_gemm(got[0], m, got[1], prepared)
     if prepared.engine is Int8Engine.AVX2_U8S8:
         # per-channel K padded to the kernel's step of 4 with code 0 (u8 128)
         got = _c_codes(x, g, prepared.avx2["g4"] * 4, m)
         lib = _native_lib.load()
         if got is None or lib is None:
             return None
-        return _avx2_gemm(lib, got[0].view(torch.uint8) ^ 128, got[2], prepared)
+        return _avx2_gemm(lib, got[0].view(torch.uint8) ^ 128, got[1], prepared)
     if prepared.engine is Int8Engine.FBGEMM:
         got = _c_codes(x, k, k, m)
-        return None if got is None else _grouped(got[0].to(torch.float32), None, got[2], prepared)
+        return None if got is None else _grouped(got[0].to(torch.float32), None, got[1], prepared)
     return None
 
 

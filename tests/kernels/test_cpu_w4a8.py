@@ -142,6 +142,25 @@ def test_c_quantizer_is_bit_exact_with_the_torch_one(variant, dtype, g, gp):
 
 
 @pytest.mark.parametrize("variant", ["u4_avx2", "u4_vnni512"])
+@pytest.mark.parametrize("g, gp", [(777, 784), (7, 8)])
+def test_c_quantizer_without_group_sums(variant, g, gp):
+    # asum NULL (the engines that read no sums): the same codes and scales, nothing else written
+    from w4a8_kernels import _native_lib
+    from w4a8_kernels.quant import quantize_per_token_int8_codes
+    if _native_lib.why_unavailable(variant):
+        pytest.skip(_native_lib.why_unavailable(variant))
+    lib = _native_lib.load(variant)
+    x = torch.randn(40, 777, generator=torch.Generator().manual_seed(3)) * 5
+    m, k = x.shape
+    codes, scale = torch.zeros(m, k // g * gp, dtype=torch.int8), torch.empty(m)
+    assert lib.quantize(x.data_ptr(), 0, m, k, k, g, gp, codes.data_ptr(), codes.stride(0), None,
+                        scale.data_ptr()) == 0
+    want, want_scale = quantize_per_token_int8_codes(x)
+    assert torch.equal(scale, want_scale.reshape(-1))
+    assert torch.equal(codes.view(m, k // g, gp)[:, :, :g].reshape(m, k).float(), want)
+
+
+@pytest.mark.parametrize("variant", ["u4_avx2", "u4_vnni512"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_c_quantizer_over_threads_and_long_rows(variant, dtype, threads):
