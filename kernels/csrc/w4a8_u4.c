@@ -379,9 +379,9 @@ static inline const float* row_f32(const void* x, int is_bf16, int64_t base, int
 }
 
 /* The codes of xg[0, VW * (g / VW)) and their sum (0 unless want_sum), *done the count:
-   the scalar loop's operations (round to nearest ties away as floor(|v| + half_below) with v's sign), one
-   vector of columns at a time; the codes are whole numbers in [-127, 127], so every
-   conversion is exact and the integer sum's order changes nothing. */
+   the scalar loop's operations (round to nearest ties away as floor(|v| + half_below)
+   with v's sign), one vector of columns at a time; the codes are whole numbers in
+   [-127, 127], so every conversion is exact and the integer sum's order changes nothing. */
 static inline int32_t codes_vec(const float* xg, int64_t g, float inv, int8_t* o, int64_t* done,
                                 int want_sum) {
   const vf vinv = FSET1(inv), half_below = FSET1(0.49999997f);
