@@ -434,7 +434,8 @@ static int quantize_row(const float* xr, int64_t K, int64_t g, int64_t gp, int8_
     const float* xg = xr + grp * g;
     int8_t* o = out + grp * gp;
     int64_t j = 0;
-    int32_t s = codes_vec(xg, g, inv, o, &j, asum != NULL); /* the compiler leaves this loop scalar */
+    /* the compiler leaves this loop scalar */
+    int32_t s = codes_vec(xg, g, inv, o, &j, asum != NULL);
     for (; j < g; ++j) {
       const float v = xg[j] * inv;
       const float r = __builtin_copysignf(__builtin_floorf(__builtin_fabsf(v) + half_below), v);
