@@ -337,8 +337,9 @@ def _amx_gemm(a: torch.Tensor, m: int, x_scale: torch.Tensor, prepared: W4A8Prep
     of m real rows, and their scales [m]."""
     u = prepared.amx
     mp, kp = a.shape
-    # B tiles: [Mp / 16][K / 64][16 k-quads][16 tokens][4 codes]
-    bt = a.view(mp // 16, 16, kp // 64, 16, 4).permute(0, 2, 3, 1, 4).contiguous()
+    # B tiles: [Mp / 16][K / 64][16 k-quads][16 tokens][4 codes], permuted as int32 quads:
+    # torch's copy moves 4-byte elements 7x faster than bytes (0.03 against 0.22 ms at M = 128)
+    bt = a.view(torch.int32).view(mp // 16, 16, kp // 64, 16).permute(0, 2, 3, 1).contiguous()
     out = torch.empty(m, prepared.n, dtype=torch.float32)
     rc = _c_lib(prepared.engine).gemm(
         bt.data_ptr(), mp, m, prepared.n_groups, u["kpg"], u["bp"].data_ptr(), u["zs"].data_ptr(),
