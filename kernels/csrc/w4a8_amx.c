@@ -14,7 +14,7 @@
  * zs, sc  int32 / float [N padded][G]: zero points (8 when symmetric), scales.
  *
  * A tile = 16 weight rows x 64 signed bytes (unpacked per 32 rows for the whole K
- * into a per-thread buffer, reused by every row block of tokens), B tile = 64 k x 16
+ * into a per-thread buffer, reused by every block of tokens of a chunk), B tile = 64 k x 16
  * tokens, C tile = 16 weight rows x 16 tokens of int32: each group's sum is exact in
  * int32 (the caller checks the group length), then scaled in float32 and summed in
  * group order, then multiplied by xs, as the float64 reference does.
@@ -143,10 +143,28 @@ static void write_out(float (*facc)[32], float* C, int64_t ldc, const float* xs,
   }
 }
 
+/* Token blocks go in chunks whose B tiles stay in L2 while every weight pair of the
+   thread passes over them, each pair unpacked again per chunk: in a single pass over
+   all blocks, their B tiles (2 MiB at M = 512, K = 4096) came from beyond L2 for every
+   pair. A block's B tiles take 2 k64 KiB. Measured here (L2 2 MiB a core): one pass is
+   fastest while the tiles take up to 3/4 of L2 (M = 384 at K = 4096); past that, equal
+   chunks of at most half of L2 (a short last chunk pays a whole unpack for few tokens;
+   chunks of 1/4 of L2 were slower at M = 256, 3/4 at M = 768). */
+static int64_t chunk_blocks(int64_t blocks, int64_t k64) {
+  long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (l2 <= 0) l2 = 1 << 21;
+  const int64_t bytes = 2 * k64 * 1024;
+  if (blocks * bytes <= l2 / 4 * 3) return blocks ? blocks : 1;
+  int64_t most = l2 / 2 / bytes;
+  if (most < 1) most = 1;
+  const int64_t chunks = (blocks + most - 1) / most;
+  return (blocks + chunks - 1) / chunks;
+}
+
 typedef struct {
   const int8_t* Bt; int64_t Mp, M, G, kpg;
   const uint8_t* Bp; const int32_t* zs; const float* sc; const float* xs;
-  float* C; int64_t ldc, N, pair_begin, pair_end;
+  float* C; int64_t ldc, N, pair_begin, pair_end, chunk; /* token blocks a chunk */
   int rc; /* -3: no memory for the unpacked weight rows */
 } job_t;
 
@@ -162,62 +180,70 @@ static void run_job(job_t* j) {
   if (!abuf) { j->rc = -3; return; }
   int32_t cbuf[4][32][32] __attribute__((aligned(64)));
   float facc[32][32];
-  const int64_t steps = ((G + 1) / 2 + 1) * 2;
+  const int64_t steps = ((G + 1) / 2 + 1) * 2, blocks = j->Mp / 32;
+  const int64_t chunk = j->chunk, npairs = j->pair_end - j->pair_begin;
+  int64_t have = -1; /* the pair abuf holds */
   config_tiles();
-  for (int64_t np = j->pair_begin; np < j->pair_end; ++np) {
-    unpack_rows(j->Bp + np * 2 * k64 * 512, k64, kpg, j->zs, G, np * 32, abuf);
-    const float* sc = j->sc + np * 32 * G;
-    for (int64_t mp = 0; mp < j->Mp / 32; ++mp) {
-      const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
-      const int8_t* b1 = b0 + k64 * 1024;
-      for (int64_t st = 0; st < steps; ++st) {
-        /* the pair g, g + 1 whose epilogue takes rows r0 .. r0 + 15 in this step: in even
-           steps the pair is (st - 2, st - 1), rows 0-15, which the first two stores of
-           this step hold; in odd steps (st - 3, st - 2), stored in earlier steps */
-        const int64_t g = st - 2 - (st & 1);
-        const int pass = g >= 0 && g < G, r0 = (int)(st & 1) * 16;
-        int32_t(*c0)[32] = cbuf[g & 3];
-        int32_t(*c1)[32] = g + 1 < G ? cbuf[(g + 1) & 3] : NULL;
-        int32_t(*pb)[32] = cbuf[(st - 1) & 3];
-        if (st >= G) {
-          if (st == G) {
-            _tile_stored(0, &pb[0][0], 128);
-            _tile_stored(1, &pb[0][16], 128);
-            _tile_stored(2, &pb[16][0], 128);
-            _tile_stored(3, &pb[16][16], 128);
+  for (int64_t c = 0, mc = 0; mc < blocks; ++c, mc += chunk) {
+    const int64_t mend = mc + chunk < blocks ? mc + chunk : blocks;
+    for (int64_t q = 0; q < npairs; ++q) {
+      /* every other chunk walks the pairs backwards, so its first pair is still unpacked */
+      const int64_t np = c & 1 ? j->pair_end - 1 - q : j->pair_begin + q;
+      if (np != have) unpack_rows(j->Bp + np * 2 * k64 * 512, k64, kpg, j->zs, G, np * 32, abuf);
+      have = np;
+      const float* sc = j->sc + np * 32 * G;
+      for (int64_t mp = mc; mp < mend; ++mp) {
+        const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
+        const int8_t* b1 = b0 + k64 * 1024;
+        for (int64_t st = 0; st < steps; ++st) {
+          /* the pair g, g + 1 whose epilogue takes rows r0 .. r0 + 15 in this step: in even
+             steps the pair is (st - 2, st - 1), rows 0-15, which the first two stores of
+             this step hold; in odd steps (st - 3, st - 2), stored in earlier steps */
+          const int64_t g = st - 2 - (st & 1);
+          const int pass = g >= 0 && g < G, r0 = (int)(st & 1) * 16;
+          int32_t(*c0)[32] = cbuf[g & 3];
+          int32_t(*c1)[32] = g + 1 < G ? cbuf[(g + 1) & 3] : NULL;
+          int32_t(*pb)[32] = cbuf[(st - 1) & 3];
+          if (st >= G) {
+            if (st == G) {
+              _tile_stored(0, &pb[0][0], 128);
+              _tile_stored(1, &pb[0][16], 128);
+              _tile_stored(2, &pb[16][0], 128);
+              _tile_stored(3, &pb[16][16], 128);
+            }
+            if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, r0, r0 + 16);
+            continue;
           }
-          if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, r0, r0 + 16);
-          continue;
+          for (int64_t i = 0; i < kpg; ++i) {
+            const int64_t kb = st * kpg + i;
+            const int first = i == 0, store = first && st > 0;
+            /* the half pass's 16 rows spread over the step's 2 kpg pairs of dots */
+            const int ra = r0 + (int)(16 * i / kpg), rm = r0 + (int)((16 * i + 8) / kpg),
+                      rb = r0 + (int)(16 * (i + 1) / kpg);
+            /* the hint not to keep the weight tiles in L1 (re-read from L2 per token block
+               anyway): measured faster */
+            if (store) _tile_stored(0, &pb[0][0], 128);
+            if (first) _tile_zero(0);
+            _tile_stream_loadd(4, abuf + kb * 1024, 64);
+            _tile_loadd(6, b0 + kb * 1024, 64);
+            _tile_dpbssd(0, 4, 6);
+            if (store) _tile_stored(1, &pb[0][16], 128);
+            if (first) _tile_zero(1);
+            _tile_loadd(7, b1 + kb * 1024, 64);
+            _tile_dpbssd(1, 4, 7);
+            if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, ra, rm);
+            if (store) _tile_stored(2, &pb[16][0], 128);
+            if (first) _tile_zero(2);
+            _tile_stream_loadd(5, abuf + (k64 + kb) * 1024, 64);
+            _tile_dpbssd(2, 5, 6);
+            if (store) _tile_stored(3, &pb[16][16], 128);
+            if (first) _tile_zero(3);
+            _tile_dpbssd(3, 5, 7);
+            if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, rm, rb);
+          }
         }
-        for (int64_t i = 0; i < kpg; ++i) {
-          const int64_t kb = st * kpg + i;
-          const int first = i == 0, store = first && st > 0;
-          /* the half pass's 16 rows spread over the step's 2 kpg pairs of dots */
-          const int ra = r0 + (int)(16 * i / kpg), rm = r0 + (int)((16 * i + 8) / kpg),
-                    rb = r0 + (int)(16 * (i + 1) / kpg);
-          /* the hint not to keep the weight tiles in L1 (re-read from L2 per token block
-             anyway): measured faster */
-          if (store) _tile_stored(0, &pb[0][0], 128);
-          if (first) _tile_zero(0);
-          _tile_stream_loadd(4, abuf + kb * 1024, 64);
-          _tile_loadd(6, b0 + kb * 1024, 64);
-          _tile_dpbssd(0, 4, 6);
-          if (store) _tile_stored(1, &pb[0][16], 128);
-          if (first) _tile_zero(1);
-          _tile_loadd(7, b1 + kb * 1024, 64);
-          _tile_dpbssd(1, 4, 7);
-          if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, ra, rm);
-          if (store) _tile_stored(2, &pb[16][0], 128);
-          if (first) _tile_zero(2);
-          _tile_stream_loadd(5, abuf + (k64 + kb) * 1024, 64);
-          _tile_dpbssd(2, 5, 6);
-          if (store) _tile_stored(3, &pb[16][16], 128);
-          if (first) _tile_zero(3);
-          _tile_dpbssd(3, 5, 7);
-          if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, rm, rb);
-        }
+        write_out(facc, j->C, j->ldc, j->xs, mp * 32, j->M, np * 32, j->N);
       }
-      write_out(facc, j->C, j->ldc, j->xs, mp * 32, j->M, np * 32, j->N);
     }
   }
   _tile_release();
@@ -236,10 +262,11 @@ int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, int64_t G,
   if (nthreads < 1) nthreads = 1;
   if (nthreads > 64) nthreads = 64;
   if (nthreads > pairs) nthreads = (int)pairs;
+  const int64_t chunk = chunk_blocks(Mp / 32, G * kpg);
   job_t jobs[64];
   for (int i = 0; i < nthreads; ++i) {
     job_t jb = {Bt, Mp, M, G, kpg, Bp, zs, sc, xs, C, ldc, N,
-                pairs * i / nthreads, pairs * (i + 1) / nthreads, 0};
+                pairs * i / nthreads, pairs * (i + 1) / nthreads, chunk, 0};
     jobs[i] = jb;
   }
 #if defined(_OPENMP)
