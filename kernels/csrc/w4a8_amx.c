@@ -149,14 +149,14 @@ static void write_out(float (*facc)[32], float* C, int64_t ldc, const float* xs,
    pair. A block's B tiles take 2 k64 KiB. Measured here (L2 2 MiB a core): one pass is
    fastest while the tiles take up to 3/4 of L2 (M = 384 at K = 4096); past that, equal
    chunks of at most half of L2 (a short last chunk pays a whole unpack for few tokens;
-   chunks of 1/4 of L2 were slower at M = 256, 3/4 at M = 768). */
+   chunks of 1/4 of L2 were slower at M = 256, 3/4 at M = 768), but never fewer than 4
+   blocks: at K = 14336 chunks of 2 made g128 7-11% slower (each pair's unpack, its
+   weight bytes read again, then serves 2 blocks only), so there one pass stays. */
 static int64_t chunk_blocks(int64_t blocks, int64_t k64) {
   long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (l2 <= 0) l2 = 1 << 21;
-  const int64_t bytes = 2 * k64 * 1024;
-  if (blocks * bytes <= l2 / 4 * 3) return blocks ? blocks : 1;
-  int64_t most = l2 / 2 / bytes;
-  if (most < 1) most = 1;
+  const int64_t bytes = 2 * k64 * 1024, most = l2 / 2 / bytes;
+  if (blocks * bytes <= l2 / 4 * 3 || most < 4) return blocks ? blocks : 1;
   const int64_t chunks = (blocks + most - 1) / most;
   return (blocks + chunks - 1) / chunks;
 }

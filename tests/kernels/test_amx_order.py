@@ -32,13 +32,13 @@ def _in_order(x_q, x_scale, w_q, scales, g, zeros):
 # M: one partial token block, a full one plus one token, several blocks with a ragged
 # last; N off the 32-row pairs; K: one group, two (a pair), an odd count (the last pair
 # has one group), group sizes that pad to 64 (g 96) or span several 64-blocks (g 192)
-# K large enough that the token blocks go in several chunks (a 32-token block's tiles
-# take 32 K bytes; chunks of at most half of L2 once they pass 3/4 of it): at L2 2 MiB,
-# K 16384 gives chunks of 2 blocks (161: 6 blocks, the last ragged; 130: 2, 2, 1), K 32768
-# chunks of 1; N of 3-5 weight pairs per thread, walked forwards then backwards
+# M over several chunks of token blocks (a 32-token block's tiles take 32 K bytes; chunks
+# of at most half of L2 once they pass 3/4 of it): at L2 2 MiB, K 8192 gives chunks of 4
+# blocks (290: 4, 4, 2 with a ragged last block; 225: 4, 4), K 4096 of 7 (417: 7, 7);
+# N of 2-4 weight pairs per thread, walked forwards, then backwards
 CASES = [(1, 17, 128, 128), (33, 77, 256, 128), (161, 40, 896, 128), (70, 33, 960, 192),
          (40, 64, 288, 96), (97, 45, 512, -1), (9, 31, 4096, 128),
-         (161, 136, 16384, 128), (130, 200, 16384, -1), (70, 190, 32768, 256)]
+         (290, 136, 8192, 128), (225, 200, 8192, -1), (417, 100, 4096, 256)]
 
 
 @pytest.mark.parametrize("m, n, k, g", CASES, ids=lambda v: str(v))
