@@ -52,6 +52,21 @@ def test_one_call_matches_reference_and_codes_path(layer_factory, x_factory, eng
 
 
 @pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("k, g", SHAPES)
+def test_row_tiles_of_every_height_keep_each_rows_bits(layer_factory, x_factory, engine, k, g):
+    # M = 9..16 ends the AVX2 build's 8-row tiles at every height 1..8 (up to 8 rows it
+    # takes 4-row tiles), the AVX-512 build's 6-row ones at several; a row's result depends
+    # on its own codes only, so every row of a batch has the bits of that row alone
+    for kind, (w_q, scales, zeros) in _weights(layer_factory, k, g).items():
+        prepared = prepare_w4a8(w_q, scales, g, zeros, engine=engine)
+        x = x_factory(16, k, seed=k)
+        alone = torch.cat([w4a8_native(x[i:i + 1], prepared) for i in range(16)])
+        assert rel(alone, w4a8_reference(x, w_q, scales, g, zeros)) <= 1e-6, kind
+        for m in range(9, 17):
+            assert torch.equal(w4a8_native(x[:m], prepared), alone[:m]), (kind, m)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
 def test_symmetric_epilogue_is_bit_exact_with_zero_points(layer_factory, x_factory, engine):
     # w in [-8, 7] without zero points and w + 8 with every zero point 8 are one weight:
     # the constant correction and the zero-point stream give the same bits
