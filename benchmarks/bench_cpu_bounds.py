@@ -20,7 +20,9 @@ time and of this process's CPU time (all its threads). Ratios are read on CPU ti
 `--threads 1` (time other processes held the core is left out: the machine is shared,
 the load average at start and end is in the provenance) and on wall time otherwise.
 Results: cpu_bounds_t<threads>.json; with W4A8_KERNELS_MAX_ISA=avx2 (and torch's
-ATEN_CPU_CAPABILITY=avx2, oneDNN's ONEDNN_MAX_CPU_ISA=AVX2) what an AVX2-only machine runs, in
+ATEN_CPU_CAPABILITY=avx2, oneDNN's ONEDNN_MAX_CPU_ISA=AVX2, FBGEMM's
+FBGEMM_ENABLE_INSTRUCTIONS=AVX2: FBGEMM reads the CPU itself and ran AVX-512 VNNI under
+the other two caps, 3.7 against 10.7 ms at M = 128) what an AVX2-only machine runs, in
 cpu_bounds_t<threads>_avx2.json.
 """
 from __future__ import annotations
@@ -41,6 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_rounds import clock_for, rel_error, round_robin, synthetic_weight  # noqa: E402
 
 N = K = 4096
+# what torch's libraries read instead of W4A8_KERNELS_MAX_ISA, for an AVX2-capped run
+AVX2_LIBRARY_CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                     "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
 def stream_gbs(nbytes: int, rounds: int, clock: str) -> dict:
@@ -76,6 +81,11 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all given)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
+    if _native_lib.isa_cap() == "avx2":
+        unset = [f"{k}={v}" for k, v in AVX2_LIBRARY_CAPS.items() if os.environ.get(k) != v]
+        if unset:  # torch's libraries would run AVX-512 beside our AVX2 kernels: no stand-in
+            ap.error(f"W4A8_KERNELS_MAX_ISA=avx2 stands in for an AVX2-only machine only with "
+                     f"{' '.join(unset)} set too")
     if args.threads:
         torch.set_num_threads(args.threads)
     rounds = 10 if args.quick else 40
