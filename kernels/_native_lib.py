@@ -73,7 +73,8 @@ def cpu_flags() -> frozenset[str]:
 
 
 # ISA_CAP_ENV=avx2 (or avx512) builds no variant wider than that on a wider CPU: what an
-# AVX2-only machine runs, measured here (pair it with torch's ATEN_CPU_CAPABILITY=avx2).
+# AVX2-only machine runs, measured here (pair it with torch's ATEN_CPU_CAPABILITY=avx2,
+# oneDNN's ONEDNN_MAX_CPU_ISA=AVX2 and FBGEMM's FBGEMM_ENABLE_INSTRUCTIONS=AVX2).
 ISA_CAP_ENV = "W4A8_KERNELS_MAX_ISA"
 _ISA_CAPS = {"avx2": ("avx512", "amx"), "avx512": ("amx",)}
 

@@ -78,12 +78,17 @@ static void unpack_rows(const uint8_t* bp, int64_t k64, int64_t kpg, const int32
    sums in the same order as one group at a time, with one facc load and store per pair.
    t = float(int32 sum) * scale, no fused multiply-add; the first group's term is the sum
    itself (0 + t is t). s: the scale of group g for row 0, rows G apart.
-   Its three vector ops per sum are what g128 adds over per-channel (M = 128, N = K = 4096:
-   0.25-0.3 ms, as long as this loop alone takes): measured here, tile loads and vector ops
-   do not overlap (tile dots and vector ops do), and none of these made it cheaper: a
-   transposed C (scales as vectors), 256-bit vectors, prefetching the tiles, padded
-   buffers, or an exact fused multiply-add on sums biased to float bits (the bias must be
-   loaded into the C tiles, which cost more). */
+   This loop is what g128 adds over per-channel (M = 128, N = K = 4096: 0.25-0.3 ms, as
+   long as it takes alone), and most of it is reading the sums back: with it empty g128
+   took 0.80x the time, with only the loads of the stored C tiles 0.98-0.99x, with as many
+   loads from a buffer no tile store wrote 0.92-0.93x (same-process A/B, M = 128 and 512).
+   Measured here, tile loads and vector ops do not overlap (tile dots and vector ops do),
+   and none of these made it cheaper: a transposed C (scales as vectors), 256-bit vectors,
+   prefetching the tiles, padded buffers, an exact fused multiply-add on sums biased to
+   float bits (the bias must be loaded into the C tiles, which cost more), a plain fused
+   multiply-add (0.97-0.985x, other bits), passes of four groups (a ring of 8 C blocks:
+   1.25x slower), a ring of 3, reading each group's sums a step later than now, the
+   streaming hint on the token tiles, or prefetching the packed weight during unpacking. */
 static inline void scale_rows(float (*facc)[32], int32_t (*c0)[32], int32_t (*c1)[32],
                               const float* s, int64_t G, int first, int r0, int r1) {
   for (int r = r0; r < r1; ++r) {
