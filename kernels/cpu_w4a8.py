@@ -33,8 +33,9 @@ _NR = 8  # columns per tile of the AVX2 kernel
 # VNNI kernel streams the packed weight) and at _LARGE_M_TIMED (compute-bound, where AMX
 # tiles do several times the multiply-adds). Where the two winners differ, calls of at
 # least LARGE_M tokens run the second on its own copy of the weight (at N = K = 4096 on an
-# AMX host, single thread: VNNI 2.7 ms and AMX 1.7 ms at M = 32, VNNI 1.3 and AMX 1.25 at 16).
-_SMALL_M_TIMED, _LARGE_M_TIMED, LARGE_M = 4, 128, 32
+# AMX host, 2 threads, per-channel / g128: AMX 1.0 / 1.19x VNNI's time at M = 16, 0.75 / 0.89x
+# at 24, 0.58 / 0.65x at 32; AMX pads the tokens to 32, so 24 costs it what 32 does).
+_SMALL_M_TIMED, _LARGE_M_TIMED, LARGE_M = 4, 128, 24
 
 
 @dataclass(eq=False)

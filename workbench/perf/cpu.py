@@ -41,7 +41,7 @@ __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_li
 # The weights span 4-19 M elements (one size would leave the fixed and per-weight terms
 # indistinguishable) and three aspect ratios.
 CALIBRATION_SHAPES = ((2048, 2048), (4096, 2048), (3072, 6144))
-# 1-16 and 32-128 on each side of the W4A8 engine switch (LARGE_M = 32 today): each engine
+# 1-16 and 32-128 on each side of the W4A8 engine switch (LARGE_M = 24 today): each engine
 # gets three token counts per shape.
 CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
 CALIBRATION_GROUP = 128
