@@ -43,9 +43,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from cpu_rounds import clock_for, rel_error, round_robin, synthetic_weight  # noqa: E402
 
 N = K = 4096
-# what torch's libraries read instead of W4A8_KERNELS_MAX_ISA, for an AVX2-capped run
-AVX2_LIBRARY_CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
-                     "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
 
 
 def stream_gbs(nbytes: int, rounds: int, clock: str) -> dict:
@@ -82,7 +79,7 @@ def main() -> int:
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
     if _native_lib.isa_cap() == "avx2":
-        unset = [f"{k}={v}" for k, v in AVX2_LIBRARY_CAPS.items() if os.environ.get(k) != v]
+        unset = [f"{k}={v}" for k, v in _native_lib.AVX2_LIBRARY_CAPS.items() if os.environ.get(k) != v]
         if unset:  # torch's libraries would run AVX-512 beside our AVX2 kernels: no stand-in
             ap.error(f"W4A8_KERNELS_MAX_ISA=avx2 stands in for an AVX2-only machine only with "
                      f"{' '.join(unset)} set too")

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 __all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags", "isa_cap", "ISA_CAP_ENV",
-           "U4Weight"]
+           "AVX2_LIBRARY_CAPS", "U4Weight"]
 
 _CSRC = Path(__file__).parent / "csrc"
 # -ffp-contract=off: no fused multiply-add, so every product rounds as the reference's does.
@@ -73,9 +73,11 @@ def cpu_flags() -> frozenset[str]:
 
 
 # ISA_CAP_ENV=avx2 (or avx512) builds no variant wider than that on a wider CPU: what an
-# AVX2-only machine runs, measured here (pair it with torch's ATEN_CPU_CAPABILITY=avx2,
-# oneDNN's ONEDNN_MAX_CPU_ISA=AVX2 and FBGEMM's FBGEMM_ENABLE_INSTRUCTIONS=AVX2).
+# AVX2-only machine runs, measured here (pair it with AVX2_LIBRARY_CAPS).
 ISA_CAP_ENV = "W4A8_KERNELS_MAX_ISA"
+# what torch's own libraries read instead (each picks its kernels from the CPU otherwise)
+AVX2_LIBRARY_CAPS = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2",
+                     "FBGEMM_ENABLE_INSTRUCTIONS": "AVX2"}
 _ISA_CAPS = {"avx2": ("avx512", "amx"), "avx512": ("amx",)}
 
 

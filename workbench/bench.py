@@ -175,8 +175,7 @@ def host_provenance(extra: dict | None = None) -> dict:
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         # the libraries' own ISA caps: FBGEMM (quantized.linear_dynamic) and oneDNN pick
         # their kernels from the CPU, not from torch's capability
-        "library_isa_env": {v: os.environ[v] for v in ("FBGEMM_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
-                                                       "ATEN_CPU_CAPABILITY") if v in os.environ},
+        "library_isa_env": {v: os.environ[v] for v in _native_lib.AVX2_LIBRARY_CAPS if v in os.environ},
     }
     prov.update(extra or {})
     return prov

@@ -61,8 +61,7 @@ def test_unknown_cap_is_named_and_the_torch_engines_still_run():
 def test_bounds_bench_refuses_an_avx2_cap_that_leaves_torchs_libraries_wider():
     # FBGEMM and oneDNN read the CPU, not the cap: without their own caps the baselines run
     # AVX-512 beside AVX2 kernels, and the "AVX2" ratios would be unfair
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "FBGEMM_ENABLE_INSTRUCTIONS")}
+    env = {k: v for k, v in os.environ.items() if k not in _native_lib.AVX2_LIBRARY_CAPS}
     env[_native_lib.ISA_CAP_ENV] = "avx2"
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, str(root / "benchmarks" / "bench_cpu_bounds.py"), "--quick",
