@@ -87,8 +87,10 @@ static void unpack_rows(const uint8_t* bp, int64_t k64, int64_t kpg, const int32
    prefetching the tiles, padded buffers, an exact fused multiply-add on sums biased to
    float bits (the bias must be loaded into the C tiles, which cost more), a plain fused
    multiply-add (0.97-0.985x, other bits), passes of four groups (a ring of 8 C blocks:
-   1.25x slower), a ring of 3, reading each group's sums a step later than now, the
-   streaming hint on the token tiles, or prefetching the packed weight during unpacking. */
+   1.25x slower), a ring of 3, ring slots skewed off 4 KiB aliasing (1.14-1.2x slower),
+   reading each group's sums a step later than now, or that and its loads placed before
+   the step's tile stores, the streaming hint on the token tiles, or prefetching the packed
+   weight during unpacking; operand tiles kept in L1 (a probe) sped per-channel as much. */
 static inline void scale_rows(float (*facc)[32], int32_t (*c0)[32], int32_t (*c1)[32],
                               const float* s, int64_t G, int first, int r0, int r1) {
   for (int r = r0; r < r1; ++r) {
