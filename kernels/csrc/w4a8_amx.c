@@ -86,7 +86,9 @@ static void unpack_rows(const uint8_t* bp, int64_t k64, int64_t kpg, const int32
    and none of these made it cheaper: a transposed C (scales as vectors), 256-bit vectors,
    prefetching the tiles, padded buffers, an exact fused multiply-add on sums biased to
    float bits (the bias must be loaded into the C tiles, which cost more), a plain fused
-   multiply-add (0.97-0.985x, other bits), passes of four groups (a ring of 8 C blocks:
+   multiply-add (0.97-0.985x, other bits), an exact conversion by adding 2^23 + 2^22 to
+   the sums' bits (it overlapped tile loads where vcvtdq2ps did not in a probe, but took
+   1.04-1.06x the time here), passes of four groups (a ring of 8 C blocks:
    1.25x slower), a ring of 3, ring slots skewed off 4 KiB aliasing (1.14-1.2x slower),
    reading each group's sums a step later than now, or that and its loads placed before
    the step's tile stores, the streaming hint on the token tiles, or prefetching the packed
