@@ -127,11 +127,12 @@ PRESETS: dict[str, Platform] = {
         _cuda("sm70-v100", 70, "NVIDIA V100 (Volta, SM 7.0)"),
         _cuda("sm75-t4", 75, "NVIDIA T4 (Turing, SM 7.5)"),
         _cuda("sm80-a100", 80, "NVIDIA A100 (Ampere, SM 8.0)"),
-        _cuda("sm86-a10", 86, "NVIDIA A10 / RTX 3090 (Ampere, SM 8.6)"),
+        _cuda("sm86-a10", 86, "NVIDIA A10 (Ampere, SM 8.6)"),
         _cuda("sm89-l40s", 89, "NVIDIA L40S (Ada, SM 8.9)"),
-        _cuda("sm90-h200", 90, "NVIDIA H100 / H200 (Hopper, SM 9.0)"),
+        _cuda("sm90-h100", 90, "NVIDIA H100 SXM5 (Hopper, SM 9.0)"),
+        _cuda("sm90-h200", 90, "NVIDIA H200 SXM (Hopper, SM 9.0)"),
         _cuda("sm100-b200", 100, "NVIDIA B200 (Blackwell, SM 10.0)"),
-        _cuda("sm120-rtx5090", 120, "NVIDIA RTX 5090 / RTX PRO 6000 (Blackwell, SM 12.0)"),
+        _cuda("sm120-rtx5090", 120, "NVIDIA GeForce RTX 5090 (Blackwell, SM 12.0)"),
         Platform("rocm", 94, gfx="gfx942", packages=("conch",), torch_ops=(DYN_QUANT_OP,),
                  name="rocm-mi300x", description="AMD MI300X (CDNA3, gfx942)"),
         Platform("rocm", 110, gfx="gfx1100", packages=("conch",),
@@ -162,18 +163,34 @@ PRESETS: dict[str, Platform] = {
                  description="Intel Data Center GPU (XPU) with vllm-xpu-kernels"),
     )
 }
-ALIASES = {"h100": "sm90-h200", "h200": "sm90-h200", "a100": "sm80-a100", "l40s": "sm89-l40s",
-           "b200": "sm100-b200", "v100": "sm70-v100", "t4": "sm75-t4", "mi300x": "rocm-mi300x",
-           "gfx942": "rocm-mi300x", "gfx1100": "rocm-rdna3", "sapphire-rapids": "x86-spr-amx",
-           "zen": "zen4-zentorch", "arm": "arm-kleidiai"}
+# Other names of a preset: each resolves to its own part (matched case-insensitively).
+ALIASES = {"h100": "sm90-h100", "h200": "sm90-h200", "a100": "sm80-a100", "a10": "sm86-a10",
+           "l40s": "sm89-l40s", "b200": "sm100-b200", "rtx5090": "sm120-rtx5090",
+           "rtx-5090": "sm120-rtx5090", "v100": "sm70-v100", "t4": "sm75-t4",
+           "mi300x": "rocm-mi300x", "gfx942": "rocm-mi300x", "gfx1100": "rocm-rdna3",
+           "7900xtx": "rocm-rdna3", "sapphire-rapids": "x86-spr-amx", "zen": "zen4-zentorch",
+           "arm": "arm-kleidiai"}
+
+
+def preset_key(name: str) -> str | None:
+    """The preset a name or alias names (case-insensitive), or None."""
+    low = name.lower() if isinstance(name, str) else name
+    key = ALIASES.get(low, low)
+    return key if key in PRESETS else None
+
+
+def accepted_names() -> str:
+    """The preset names and their aliases, for "accepted" in error text."""
+    return (f"{', '.join(PRESETS)}; aliases "
+            f"{', '.join(f'{a} ({k})' for a, k in ALIASES.items())}")
 
 
 def get_preset(name: str) -> Platform:
-    key = ALIASES.get(name, name)
-    if key not in PRESETS:
+    key = preset_key(name)
+    if key is None:
         raise UnknownPresetError(
-            f"platform: unknown preset {name!r}; accepted: {', '.join(PRESETS)}, "
-            f"'host', or a JSON object"
+            f"platform: unknown preset {name!r}; accepted: {accepted_names()}, "
+            f"'host', or a JSON object (names are matched case-insensitively)"
         )
     return PRESETS[key]
 

@@ -47,13 +47,14 @@ def _doc() -> dict:
 
 def hardware_for(preset: str) -> Hardware:
     """The data of one preset name (after `workbench.platforms` aliases)."""
-    from workbench.platforms import ALIASES
+    from workbench.platforms import ALIASES, preset_key
 
-    key = ALIASES.get(preset, preset)
+    key = preset_key(preset) or (preset.lower() if isinstance(preset, str) else preset)
     parts = _doc()["parts"]
     if key not in parts:
-        raise InvalidInputError(f"platform {preset!r}: no hardware data; accepted: {', '.join(parts)} "
-                                "or 'host' (measured here)")
+        aliases = ", ".join(f"{a} ({k})" for a, k in ALIASES.items() if k in parts)
+        raise InvalidInputError(f"platform {preset!r}: no hardware data; accepted: {', '.join(parts)}; "
+                                f"aliases {aliases}; or 'host' (measured here); case-insensitive")
     d = parts[key]
     return Hardware(key, d["part"], d["kind"], dict(d["peaks"]), float(d["mem_gbs"]), float(d["llc_mb"]),
                     int(d["units"]), float(d["clock_mhz"]), d["source"], d.get("derived", ""))
