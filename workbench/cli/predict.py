@@ -28,6 +28,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"comma-separated, from: {', '.join(__import__('workbench.perf.predict', fromlist=['PATHS']).PATHS)}")
     p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
                    help=f"the vLLM rule set 'selected' is traced with (default: {DEFAULT_VERSION})")
+    p.add_argument("--scheme", choices=("w4a16", "w4a8-int", "w4a8-fp8"), default="w4a8-int",
+                   help="the layer's scheme 'selected' traces: int4 weights with bf16, int8 or fp8 "
+                        "dynamic per-token activations (default w4a8-int)")
     p.add_argument("--json", action="store_true", help="one JSON record per line")
     p.set_defaults(func=run)
 
@@ -38,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
 
     ms = m_list(args.m)
     paths = name_list(args.paths, "--paths", predict_paths + CPU_ONLY_PATHS)  # predict refuses dense on GPUs
-    preds = [predict(args.platform, path, m, args.n, args.k, args.group, version=args.vllm_version)
+    preds = [predict(args.platform, path, m, args.n, args.k, args.group, version=args.vllm_version,
+                     scheme=args.scheme)
              for path in paths for m in ms]
     if args.json:
         for pr in preds:

@@ -10,7 +10,8 @@ Paths (as `python -m workbench predict --paths` names them):
 - `bf16_dense`: the dense bf16 GEMM (cuBLAS `x @ w.t()` on NVIDIA GPUs).
 - `int8_mm`: int8 x int8 on pre-quantized inputs (cuBLAS `torch._int_mm`).
 - `quantizer`, `w4a8_prequant`: the per-token int8 quantizer alone, W4A8 on quantized input.
-- `selected`: what vLLM selects for a W4A8 layer of this shape there, costed by what that
+- `selected`: what vLLM selects for a layer of this shape and scheme (`--scheme`: w4a16,
+  w4a8-int, w4a8-fp8) there, costed by what that
   kernel runs (the trace's structured runtime value), under the rule set of `version` (the
   default one when None).
 
@@ -211,19 +212,35 @@ def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platfor
 # --------------------------------------------------------------------------- what vLLM selects
 
 
-def _scheme(n: int, k: int, g: int) -> dict:
+# The layer schemes `selected` traces (predict --scheme), as compressed-tensors writes them:
+# INT weights with an int8 input are int-quantized, weight-only INT is pack-quantized, and
+# W4A8-FP8 is pack-quantized (llm-compressor's example; vLLM's CompressedTensorsW4A8Fp8).
+SCHEMES = ("w4a16", "w4a8-int", "w4a8-fp8")
+DEFAULT_SCHEME = "w4a8-int"
+
+
+def check_scheme(scheme: str) -> str:
+    if scheme not in SCHEMES:
+        raise InvalidInputError(f"scheme {scheme!r}; accepted: {', '.join(SCHEMES)}")
+    return scheme
+
+
+def _scheme(n: int, k: int, g: int, scheme: str = DEFAULT_SCHEME) -> dict:
     weights = {"num_bits": 4, "type": "int", "strategy": "channel" if g in (-1, k) else "group",
                "group_size": None if g in (-1, k) else g, "symmetric": True}
-    return {"weights": weights, "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
-            "dynamic": True, "symmetric": True}, "format": "int-quantized", "in_features": k,
-            "out_features": n, "params_dtype": "bfloat16"}
+    out = {"weights": weights, "format": "int-quantized" if scheme == "w4a8-int" else "pack-quantized",
+           "in_features": k, "out_features": n, "params_dtype": "bfloat16"}
+    if scheme != "w4a16":
+        out["input_activations"] = {"num_bits": 8, "type": "int" if scheme == "w4a8-int" else "float",
+                                    "strategy": "token", "dynamic": True, "symmetric": True}
+    return out
 
 
 @lru_cache(maxsize=4096)
-def _runtime(platform: str, n: int, k: int, g: int, version: str):
+def _runtime(platform: str, n: int, k: int, g: int, version: str, scheme: str = DEFAULT_SCHEME):
     from workbench.dispatch import trace_scheme
 
-    t = trace_scheme(_scheme(n, k, g), platform, version=version)
+    t = trace_scheme(_scheme(n, k, g, scheme), platform, version=version)
     return t.selected, t.runtime_detail, t.error
 
 
@@ -275,17 +292,17 @@ def _family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: 
 
 
 def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int,
-              version: str) -> Prediction:
-    """What vLLM `version` selects for a W4A8 (int4 weights, int8 dynamic tokens) layer of this
-    shape."""
+              version: str, scheme: str = DEFAULT_SCHEME) -> Prediction:
+    """What vLLM `version` selects for a layer of this shape and scheme (`SCHEMES`: int4
+    weights with bf16, int8 or fp8 dynamic per-token activations)."""
     if hw is None:
         from workbench.dispatch import trace_scheme
         from workbench.platforms import detect_host
 
-        t = trace_scheme(_scheme(n, k, g), detect_host(), version=version)
+        t = trace_scheme(_scheme(n, k, g, scheme), detect_host(), version=version)
         selected, rt, error = t.selected, t.runtime_detail, t.error
     else:
-        selected, rt, error = _runtime(hw.preset, n, k, g, version)
+        selected, rt, error = _runtime(hw.preset, n, k, g, version, scheme)
     return cost_of_runtime(platform, rt, m, n, k, g, selected=selected, error=error)
 
 
@@ -337,12 +354,14 @@ def _check(name: str, v, hi: int) -> int:
 
 
 def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1, *,
-            version: str | None = None) -> Prediction:
+            version: str | None = None, scheme: str = DEFAULT_SCHEME) -> Prediction:
     """One prediction. platform: a preset name (or alias), or "host" for this machine;
-    version: the vLLM rule set `selected` is traced with (None: the default)."""
+    version: the vLLM rule set `selected` is traced with (None: the default); scheme: the
+    layer's scheme `selected` traces (`SCHEMES`)."""
     from workbench.dispatch.versions import check_version
 
     version = check_version(version)  # an unknown one is refused for every path alike
+    scheme = check_scheme(scheme)
     m, n, k = _check("m", m, MAX_M), _check("n", n, MAX_DIM), _check("k", k, MAX_DIM)
     g = group_size
     if isinstance(g, bool) or not isinstance(g, int) or (g != -1 and (g < 1 or k % g)):
@@ -356,19 +375,21 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
                                 f"{', '.join(CPU_ONLY_PATHS)})")
     if platform == "host":
         if path == "selected":
-            return _selected(None, "host", m, n, k, g, version)
+            return _selected(None, "host", m, n, k, g, version, scheme)
         return _cpu(None, path, m, n, k, g, "host")
     hw = hardware_for(platform)
     if path == "selected":
-        return _selected(hw, hw.preset, m, n, k, g, version)
+        return _selected(hw, hw.preset, m, n, k, g, version, scheme)
     if hw.kind == "cpu":
         return _cpu(hw, path, m, n, k, g, hw.preset)
     return _gpu(hw, path, m, n, k, g)
 
 
 def predict_many(platform: str, paths: Sequence[str], ms: Sequence[int], n: int, k: int,
-                 group_size: int = -1, *, version: str | None = None) -> list[Prediction]:
-    return [predict(platform, p, m, n, k, group_size, version=version) for p in paths for m in ms]
+                 group_size: int = -1, *, version: str | None = None,
+                 scheme: str = DEFAULT_SCHEME) -> list[Prediction]:
+    return [predict(platform, p, m, n, k, group_size, version=version, scheme=scheme)
+            for p in paths for m in ms]
 
 
 def sweep_ms(lo: int = 1, hi: int = 16384) -> list[int]:
