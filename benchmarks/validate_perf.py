@@ -196,6 +196,7 @@ def published_table() -> dict:
         else:
             got = _family(hw, fam, p["m"], p["n"], p["k"], p["group_size"], exclude=p)
             pred = got[0] if got else None
+            band = (got[1], got[2]) if got else None
             how = f"family {fam}, this point left out of its calibration"
         rows.append({**p, "measured_us": round(meas, 2), "predicted_us": None if pred is None else round(pred, 2),
                      "err": None if pred is None else round(pred / meas - 1, 4), "model": how,

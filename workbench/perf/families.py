@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-__all__ = ["FAMILIES", "Family", "family_of", "published_points", "family_eta", "PUBLISHED_FILE"]
+__all__ = ["FAMILIES", "Family", "Eta", "family_of", "arch_of", "published_points", "measured_points",
+           "family_eta", "PUBLISHED_FILE", "MEASURED_PATHS"]
 
 PUBLISHED_FILE = Path(__file__).with_name("published.json")
 
@@ -28,12 +29,20 @@ class Family:
     name: str
     weight_bits: int  # bits per weight element streamed
     act: str  # the dense path its compute-bound rate follows: "bf16_dense" | "int8_mm" | "fp8_mm"
-    borrows: str | None = None  # family whose eta it takes when it has no published point
+    borrows: str | None = None  # family whose eta it takes when it has no point of its own
+    # Its streaming efficiency is below what its arithmetic allows: a kernel known slow where
+    # it runs (ExLlama; Triton W4A16 before Hopper), as a factor on eta (1: none).
+    slow: float = 1.0
 
 
 FAMILIES = {
-    "w4a16": Family("w4a16", 4, "bf16_dense"),
+    "w4a16": Family("w4a16", 4, "bf16_dense"),  # Marlin
+    "humming": Family("humming", 4, "bf16_dense", borrows="w4a16"),
+    "machete": Family("machete", 4, "bf16_dense", borrows="humming"),
+    "w4a16_exllama": Family("w4a16_exllama", 4, "bf16_dense", borrows="w4a16", slow=0.54),
+    "w4a16_triton": Family("w4a16_triton", 4, "bf16_dense", borrows="w4a16"),
     "w4a8_int8": Family("w4a8_int8", 4, "int8_mm"),
+    "humming_int8": Family("humming_int8", 4, "int8_mm", borrows="w4a8_int8"),
     "w4a8_fp8": Family("w4a8_fp8", 4, "fp8_mm"),
     "w4a16_conch": Family("w4a16_conch", 4, "bf16_dense", borrows="w4a16"),
     "dense_fp16": Family("dense_fp16", 16, "bf16_dense"),
@@ -42,11 +51,33 @@ FAMILIES = {
 
 # vLLM kernel class (Runtime.method) and activation -> family.
 _METHODS = {
-    "MarlinLinearKernel": "w4a16", "MacheteLinearKernel": "w4a16", "HummingLinearKernel": "w4a16",
-    "HummingLinearMethod": "w4a16", "ExllamaLinearKernel": "w4a16", "TritonW4A16LinearKernel": "w4a16",
-    "AllSparkLinearKernel": "w4a16", "BitBLASLinearKernel": "w4a16", "ConchLinearKernel": "w4a16_conch",
+    "MarlinLinearKernel": "w4a16", "MacheteLinearKernel": "machete", "HummingLinearKernel": "humming",
+    "HummingLinearMethod": "humming", "ExllamaLinearKernel": "w4a16_exllama",
+    "TritonW4A16LinearKernel": "w4a16_triton", "AllSparkLinearKernel": "w4a16",
+    "BitBLASLinearKernel": "w4a16", "ConchLinearKernel": "w4a16_conch",
     "CutlassW4A8LinearKernel": "w4a8_fp8",
 }
+# Execution paths of vLLM's kernels in a results file -> family (measured, not published).
+MEASURED_PATHS = {"vllm_humming": "humming", "vllm_machete": "machete"}
+
+# Architecture class of a preset: efficiencies are kept per class (a Marlin build streams at
+# about 0.8 of bandwidth on Ampere, about 0.5 on Hopper).
+ARCHES = ("ampere", "ada", "hopper", "blackwell", "cdna", "rdna", "other")
+
+
+def arch_of(part: str) -> str:
+    """The architecture class of a preset name (sm80-a100 -> ampere, ...)."""
+    if part.startswith("rocm-mi"):
+        return "cdna"
+    if part.startswith("rocm-rdna"):
+        return "rdna"
+    if part.startswith("sm"):
+        cap = part[2:].split("-")[0]
+        if cap.isdigit():
+            c = int(cap)
+            return ("ampere" if c in (80, 86, 87) else "ada" if c == 89 else "hopper" if c == 90
+                    else "blackwell" if 100 <= c < 130 else "other")
+    return "other"
 
 
 def family_of(method: str, activation: str) -> str | None:
@@ -57,7 +88,7 @@ def family_of(method: str, activation: str) -> str | None:
     if fam is None:
         return None
     if activation == "int8":
-        return "w4a8_int8"
+        return "humming_int8" if fam == "humming" else "w4a8_int8"
     if activation == "fp8":
         return "w4a8_fp8"
     return fam
@@ -71,8 +102,8 @@ def published_points() -> tuple[dict, ...]:
 def point_us(p: dict, dense_us) -> float:
     """A published point as microseconds; dense_us(part, n, k, m) for speedup points."""
     flops = 2 * p["m"] * p["n"] * p["k"]
-    if p["unit"] == "us":
-        return float(p["value"])
+    if p["unit"] == "us":  # the source's timed statement covers `copies` GEMMs
+        return float(p["value"]) / p.get("copies", 1)
     if p["unit"] == "tflops":
         return flops / (p["value"] * 1e12) * 1e6
     if p["unit"] == "speedup_vs_fp16":
@@ -80,11 +111,90 @@ def point_us(p: dict, dense_us) -> float:
     raise ValueError(f"published point: unit {p['unit']!r}")
 
 
-def family_eta(family: str, eta_of_point, exclude: dict | None = None) -> float | None:
-    """Median eta over a family's published points (leaving `exclude` out: validation)."""
+def measured_points(path=None) -> tuple[dict, ...]:
+    """Records of vLLM's kernels run here (`MEASURED_PATHS` in a GPU results file, the
+    committed H200 one by default), as points of their family: they replace the published
+    points of that family on that part once a run has written them."""
+    if path is None:
+        from workbench.perf.calibrate import H200_RESULTS as path
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return ()
+    return _measured(str(p), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=8)
+def _measured(path: str, mtime_ns: int, size: int) -> tuple[dict, ...]:
+    from workbench.errors import InvalidInputError
+    from workbench.results import load_results
+
+    try:
+        res = load_results(path)
+    except InvalidInputError:
+        return ()
+    part = res.platform or "sm90-h200"
+    out = []
+    for r in res.records:
+        fam = MEASURED_PATHS.get(r.path)
+        if fam is None or r.median_us <= 0:
+            continue
+        act = (r.detail or {}).get("activation") or (r.config or {}).get("activation")
+        if fam == "humming" and act == "int8":
+            fam = "humming_int8"
+        out.append({"source": path, "part": part, "kernel": r.kernel, "family": fam, "n": r.n,
+                    "k": r.k, "m": r.m, "group_size": r.group_size, "value": r.median_us, "unit": "us",
+                    "copies": 1, "measured": True})
+    return tuple(out)
+
+
+@dataclass(frozen=True)
+class Eta:
+    """A family's streaming efficiency on a part: the median over the points of its
+    architecture class where there are any, else over every class (`cross_arch`); spread:
+    the log-range of the per-class medians, which widens the band when crossing classes."""
+
+    value: float
+    arch: str  # the class it was taken from, or "all"
+    n_points: int
+    spread: float
+    measured: bool  # from this project's own records of the kernel
+
+
+def family_eta(family: str, eta_of_point, exclude: dict | None = None, part: str | None = None,
+               measured_from=None, use_measured: bool = True) -> Eta | None:
+    """The family's eta for a part (leaving `exclude` out: validation). Measured records of
+    the family on that part win over published points; a family without points borrows."""
+    import math
+
     fam = FAMILIES[family]
+    if part is not None and use_measured:
+        mine = [p for p in measured_points(measured_from) if p["family"] == family
+                and p["part"] == part and p is not exclude]
+        etas = [e for e in (eta_of_point(p) for p in mine) if e is not None and e > 0]
+        if etas:
+            return Eta(statistics.median(etas) * fam.slow, arch_of(part), len(etas), 0.0, True)
     pts = [p for p in published_points() if p["family"] == family and p is not exclude]
-    etas = [e for e in (eta_of_point(p) for p in pts) if e is not None and e > 0]
-    if not etas and fam.borrows:
-        return family_eta(fam.borrows, eta_of_point, exclude)
-    return statistics.median(etas) if etas else None
+    by_arch: dict = {}
+    for p in pts:
+        e = eta_of_point(p)
+        if e is not None and e > 0:
+            by_arch.setdefault(arch_of(p["part"]), []).append(e)
+    if not by_arch:
+        if fam.borrows:
+            # Another kernel's published points, never its measured records.
+            got = family_eta(fam.borrows, eta_of_point, exclude, part, measured_from, False)
+            if got is None:
+                return None
+            return Eta(got.value * fam.slow, got.arch, got.n_points, got.spread, got.measured)
+        return None
+    meds = {a: statistics.median(v) for a, v in by_arch.items()}
+    spread = math.log(max(meds.values()) / min(meds.values())) if len(meds) > 1 else 0.0
+    want = arch_of(part) if part is not None else None
+    if want in by_arch:
+        return Eta(meds[want] * fam.slow, want, len(by_arch[want]), spread, False)
+    alle = [e for v in by_arch.values() for e in v]
+    # Another class: the median over all, its band at least the cross-class spread (and a
+    # floor of 0.3 where only one class was ever seen).
+    return Eta(statistics.median(alle) * fam.slow, "all", len(alle), max(spread, 0.3), False)

@@ -30,6 +30,12 @@ class Hardware:
     source: str
     derived: str = ""
     measured: dict = field(default_factory=dict)  # host calibration figures, if measured
+    sustained: dict = field(default_factory=dict)  # datatype -> dense rate reached, where known
+
+    def sustained_rate(self, dtype: str) -> float | None:
+        """The dense rate this part is known to reach for a datatype (None: not known)."""
+        v = self.sustained.get(dtype)
+        return float(v) if isinstance(v, (int, float)) else None
 
     def peak(self, dtype: str) -> float | None:
         """Dense peak in TOP/s for a datatype; bf16 falls back to fp16, then fp32."""
@@ -57,7 +63,8 @@ def hardware_for(preset: str) -> Hardware:
                                 f"aliases {aliases}; or 'host' (measured here); case-insensitive")
     d = parts[key]
     return Hardware(key, d["part"], d["kind"], dict(d["peaks"]), float(d["mem_gbs"]), float(d["llc_mb"]),
-                    int(d["units"]), float(d["clock_mhz"]), d["source"], d.get("derived", ""))
+                    int(d["units"]), float(d["clock_mhz"]), d["source"], d.get("derived", ""),
+                    sustained=dict(d.get("sustained", {})))
 
 
 def hardware_table() -> list[dict]:

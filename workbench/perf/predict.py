@@ -130,6 +130,11 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int):
     if scaled:
         dtype = _DTYPE[path]
         ps, pt = src.peak(dtype) or src.peak("bf16"), hw.peak(dtype) or hw.peak("bf16")
+        if hw.sustained_rate(dtype) and src.sustained_rate(dtype):
+            # The part's known sustained rate against the one measured on the fitted part:
+            # datasheet ratios miss per-architecture efficiency (A100 CUTLASS int8 about 67%
+            # of its peak, the H200's torch._int_mm about 45%).
+            ps, pt = src.sustained_rate(dtype), hw.sustained_rate(dtype)
         r = (ps / src.units) / (pt / hw.units)  # per-SM datapath time ratio
         fit = replace(fit, sms=hw.units, a=fit.a * r, b=fit.b * r, d=fit.d * r,
                       bw=fit.bw * hw.mem_gbs / src.mem_gbs)
@@ -279,16 +284,19 @@ def _eta_of_point(p: dict) -> float | None:
 
 
 def _family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: dict | None = None
-            ) -> tuple[float, float, float] | None:
-    """(us, low, high) of a published family on a GPU part."""
+            ) -> tuple[float, float, float, object] | None:
+    """(us, low, high, Eta) of a GPU kernel family on a part: its eta for the part's
+    architecture class (measured records first, then published points), the band widened by
+    the spread across classes when the part's class has no point."""
     from workbench.perf.families import family_eta
 
-    eta = family_eta(family, _eta_of_point, exclude)
-    us = None if eta is None else _family_us(hw, family, m, n, k, g, eta)
+    eta = family_eta(family, _eta_of_point, exclude, hw.preset)
+    us = None if eta is None else _family_us(hw, family, m, n, k, g, eta.value)
     if us is None:
         return None
-    lo, hi = _band(us, -0.1, 0.1, "published")
-    return us, lo, hi
+    w = 0.1 + (eta.spread if eta.arch == "all" else 0.0)
+    lo, hi = _band(us, -w, w, "measured" if eta.measured else "published")
+    return us, lo, hi, eta
 
 
 def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int,
@@ -339,9 +347,16 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
     if got is None:
         return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
                           f"no cost model for {rt.method} on this part: the roofline")
-    us, lo, hi = got
+    us, lo, hi, eta = got
+    if eta.measured:
+        return Prediction(platform, "selected", m, n, k, g, us, lo, hi, "measured", runs, roof,
+                          f"family {fam}, calibrated on this part's records of the kernel "
+                          f"({eta.n_points} points)")
+    where = (f"{eta.arch} points" if eta.arch != "all" else
+             "points of other architectures (band widened by their spread)")
     return Prediction(platform, "selected", m, n, k, g, us, lo, hi, "published", runs, roof,
-                      f"family {fam}, calibrated on published timings (workbench/perf/published.json)")
+                      f"family {fam}, calibrated on published timings, {where} "
+                      "(workbench/perf/published.json)")
 
 
 # --------------------------------------------------------------------------- entry points
