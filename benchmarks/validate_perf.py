@@ -179,7 +179,7 @@ def _coverage(points: list) -> float:
 
 def published_table() -> dict:
     from workbench.perf.families import FAMILIES, published_points
-    from workbench.perf.predict import _eta_of_point, _family, _gpu, _gpu_fit
+    from workbench.perf.predict import _eta_of_point, _family, _gpu
 
     rows = []
     for p in published_points():
@@ -190,9 +190,9 @@ def published_table() -> dict:
         fam = p["family"]
         if fam.startswith("dense"):
             act = FAMILIES[fam].act
-            fit, point, basis, _ = _gpu_fit(hw, act, p["m"], p["n"], p["k"], -1)
-            pred = fit.predict(point) if fit else None
-            how = f"{act} model ({basis} from the H200 results)"
+            got = _gpu(hw, act, p["m"], p["n"], p["k"], -1)
+            pred, band = got.predicted_us, (got.low_us, got.high_us)
+            how = f"{act} model ({got.basis} from the H200 results)"
         else:
             got = _family(hw, fam, p["m"], p["n"], p["k"], p["group_size"], exclude=p)
             pred = got[0] if got else None
@@ -200,9 +200,20 @@ def published_table() -> dict:
             how = f"family {fam}, this point left out of its calibration"
         rows.append({**p, "measured_us": round(meas, 2), "predicted_us": None if pred is None else round(pred, 2),
                      "err": None if pred is None else round(pred / meas - 1, 4), "model": how,
+                     "in_band": None if band is None else bool(band[0] <= meas <= band[1]),
                      "implied_eta": None if fam.startswith("dense") else _eta_of_point(p)})
-    errs = [r["err"] for r in rows if r["err"] is not None]
-    return {"n_points": len(rows), "n_sources": len({r["source"] for r in rows}), **error_stats(errs), "rows": rows}
+    done = [r for r in rows if r["err"] is not None]
+
+    def summary(rs):
+        return {**error_stats([r["err"] for r in rs]),
+                "band_coverage": round(sum(bool(r["in_band"]) for r in rs) / max(len(rs), 1), 4)}
+
+    return {"n_points": len(rows), "n_sources": len({r["source"] for r in rows}),
+            "parts": sorted({r["part"] for r in rows}), **summary(done),
+            "by_family": {f: summary([r for r in done if r["family"] == f])
+                          for f in sorted({r["family"] for r in done})},
+            "by_source": {s: summary([r for r in done if r["source"] == s])
+                          for s in sorted({r["source"] for r in done})}, "rows": rows}
 
 
 def _commit() -> str:
@@ -251,8 +262,10 @@ def main() -> None:
     for name, s in h["by_path"].items():
         print(f"  {name}: {json.dumps(s)}")
     pub = doc["published"]
-    print(f"published: {pub['n_points']} points, {pub['n_sources']} sources, median {pub.get('median_abs_err')}"
-          f" p90 {pub.get('p90_abs_err')}")
+    print(f"published: {pub['n_points']} points, {pub['n_sources']} sources, {len(pub['parts'])} parts, "
+          f"median {pub.get('median_abs_err')} p90 {pub.get('p90_abs_err')} band {pub.get('band_coverage')}")
+    for name, st in pub["by_family"].items():
+        print(f"  {name}: {json.dumps(st)}")
     if "host" in doc:
         _print_host(doc["host"])
 
