@@ -89,3 +89,21 @@ def test_scheme_selects_the_kernel_vllm_runs():
         "CutlassW4A8LinearKernel")
     with pytest.raises(InvalidInputError, match="accepted: w4a16, w4a8-int, w4a8-fp8"):
         predict("sm90-h200", "selected", 16, 4096, 4096, 128, scheme="w4a4")
+
+
+def test_predict_cli_takes_the_scheme():
+    import io
+    from contextlib import redirect_stdout
+
+    from workbench.__main__ import main
+
+    def selected(scheme):
+        out = io.StringIO()
+        with redirect_stdout(out):
+            assert main(["predict", "--platform", "H100", "--n", "4096", "--k", "4096", "--m", "16",
+                         "--paths", "selected", "--json", "--scheme", scheme]) in (0, None)
+        return json.loads(out.getvalue().splitlines()[0])
+
+    assert selected("w4a16")["kernel"].startswith("MacheteLinearKernel")
+    assert selected("w4a8-fp8")["kernel"].startswith("CutlassW4A8LinearKernel")
+    assert selected("w4a8-int")["platform"] == "sm90-h100"

@@ -69,5 +69,8 @@ def hardware_for(preset: str) -> Hardware:
 
 def hardware_table() -> list[dict]:
     """One row per preset, for docs and the app."""
-    return [{"preset": k, **{f: v for f, v in d.items() if f != "peaks"}, **{f"peak_{t}": v for t, v in d["peaks"].items()}}
+    return [{"preset": k, **{f: v for f, v in d.items() if f not in ("peaks", "sustained")},
+             **{f"peak_{t}": v for t, v in d["peaks"].items()},
+             **{f"sustained_{t}" if t != "source" else "sustained_source": v
+                for t, v in d.get("sustained", {}).items()}}
             for k, d in _doc()["parts"].items()]
