@@ -47,6 +47,7 @@ FAMILIES = {
     "w4a16_conch": Family("w4a16_conch", 4, "bf16_dense", borrows="w4a16"),
     "dense_fp16": Family("dense_fp16", 16, "bf16_dense"),
     "dense_fp8": Family("dense_fp8", 8, "fp8_mm"),
+    "dense_int8": Family("dense_int8", 8, "int8_mm"),
 }
 
 # vLLM kernel class (Runtime.method) and activation -> family.
