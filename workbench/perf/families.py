@@ -196,6 +196,23 @@ def family_eta(family: str, eta_of_point, exclude: dict | None = None, part: str
     if want in by_arch:
         return Eta(meds[want] * fam.slow, want, len(by_arch[want]), spread, False)
     alle = [e for v in by_arch.values() for e in v]
-    # Another class: the median over all, its band at least the cross-class spread (and a
-    # floor of 0.3 where only one class was ever seen).
-    return Eta(statistics.median(alle) * fam.slow, "all", len(alle), max(spread, 0.3), False)
+    # Another class: the median over all, its band at least the spread seen across classes,
+    # the family's own or that of every 4-bit family's per-class medians (Ampere's W4A8 int8
+    # streams at 0.77, Hopper's Marlin at 0.52: 0.39), and no less than 0.3.
+    return Eta(statistics.median(alle) * fam.slow, "all", len(alle),
+               max(spread, _pooled_spread(eta_of_point, exclude), 0.3), False)
+
+
+def _pooled_spread(eta_of_point, exclude) -> float:
+    """log(max / min) of the per-(family, class) median etas of the 4-bit families."""
+    import math
+
+    groups: dict = {}
+    for p in published_points():
+        if p is exclude or FAMILIES[p["family"]].weight_bits != 4:
+            continue
+        e = eta_of_point(p)
+        if e is not None and e > 0:
+            groups.setdefault((p["family"], arch_of(p["part"])), []).append(e)
+    meds = [statistics.median(v) for v in groups.values()]
+    return math.log(max(meds) / min(meds)) if len(meds) > 1 else 0.0
