@@ -44,6 +44,18 @@ def _ok_edges():
                 assert floor <= j["low_us"] <= j["predicted_us"] <= j["high_us"], (platform, path, j)
 
 
+def _refused_report():
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["report", "Qwen2.5-72B", "--platform", "sm90-h200", "--tp", "4"])
+    text = out.getvalue()
+    assert code == 1 and "total per forward" not in text, (code, text)
+    assert "down_proj: Weight input_size_per_partition=7392 is not divisible by group_size=128" in text
+
+
 def _ok_band():
     p = predict("sm90-h200", "w4a8_native", 7, 4096, 4096, 128)
     assert p.basis == "measured" and p.low_us <= p.predicted_us <= p.high_us
@@ -108,6 +120,8 @@ CATALOG = [
      _raises(InvalidInputError, r"CSV files are exports", lambda: load_results(_write(None, "a,b\n", "r.csv")))),
     ("results file that is not JSON", "InvalidInputError: not JSON",
      _raises(InvalidInputError, r"not JSON", lambda: load_results(_write(None, "{oops")))),
+    ("CLI report Qwen2.5-72B on sm90-h200 at TP 4 (down_proj K 7392, g128)",
+     "exit 1, no total, down_proj named with vLLM's error", _refused_report),
     ("predict every preset at N = K = 1, M = 1 and at N = K = 2^31-1, M = 2^20",
      "ok: every figure at least the per-call floor and inside its own band", _ok_edges),
 ]

@@ -110,3 +110,32 @@ def test_report_shards_qwen72b_as_the_alignment_page_does(tp):
         assert rep.totals() is None and "down_proj" in rep.totals(loaded_only=True)["over"]
     else:
         assert rep.totals()["over"] == "every layer"
+
+
+@pytest.mark.parametrize("argv,refused", [
+    (["report", "Qwen2.5-72B", "--platform", "sm90-h200", "--tp", "4"], ["down_proj"]),
+    (["report", "Llama-3.1-8B", "--platform", "rocm-mi300x"], ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]),
+    (["report", "sample_models/ct-w4a8-int-g128", "--platform", "sm90-h200", "--tp", "4"],
+     ["model.layers.0.self_attn.o_proj"]),
+])
+def test_cli_report_of_a_model_that_does_not_load_has_no_total_and_exits_1(argv, refused, capsys):
+    from workbench.paths import REPO_ROOT
+
+    argv = [str(REPO_ROOT / a) if a.startswith("sample_models/") else a for a in argv]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "total per forward" not in out and "no total: vLLM refuses" in out
+    assert all(f"{name}:" in out for name in refused)  # each refused layer with vLLM's error
+    assert " us" not in out and "None" not in out
+    assert main(argv + ["--total-loaded"]) == 1
+    out = capsys.readouterr().out
+    assert "over the " in out and "layers that load" in out and "the model does not load" in out
+
+
+def test_cli_predict_shows_a_roofline_figure_as_a_bound(capsys):
+    assert main(["predict", "--platform", "rocm-mi300x", "--n", "4096", "--k", "4096", "--m", "1,256",
+                 "--paths", "w4a8_native"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("w4a8_native")]
+    assert len(rows) == 2 and all("at least" in r and "(roofline)" in r for r in rows), out
+    assert "predicted µs" in out and " us " not in out

@@ -61,10 +61,20 @@ def render() -> None:
                       version)
     doc = out["json"]
     t = doc["totals"]
-    st.markdown(plain(f"**{doc['source']}** on **{platform}**, TP {tp}: decode {t['decode_us']:.1f} us "
-                      f"({t['decode_low_us']:.1f}-{t['decode_high_us']:.1f}), prefill {t['prefill_us']:.1f} us "
-                      f"({t['prefill_low_us']:.1f}-{t['prefill_high_us']:.1f}) per forward; this project's "
-                      f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} us."))
+    if t is None:  # a layer vLLM refuses: the model does not load, so it has no time
+        st.error(plain(f"**{doc['source']}** on **{platform}**, TP {tp} does not load: vLLM refuses "
+                       f"{len(doc['refused'])} of {len(doc['layers'])} layers, so there is no total.\n\n"
+                       + "\n\n".join(f"- {r['layer']}: {' '.join(str(r['error']).split())[:300]}"
+                                       for r in doc["refused"])))
+    else:
+        bound = any(r["basis"] == "roofline" for r in doc["layers"])
+        lead = "at least " if bound else ""
+        band = (lambda lo, hi: "" if bound else f" ({lo:.1f}-{hi:.1f})")
+        st.markdown(plain(f"**{doc['source']}** on **{platform}**, TP {tp}: decode {lead}{t['decode_us']:.1f} µs"
+                          f"{band(t['decode_low_us'], t['decode_high_us'])}, prefill {lead}{t['prefill_us']:.1f} µs"
+                          f"{band(t['prefill_low_us'], t['prefill_high_us'])} per forward"
+                          f"{' (roofline bounds in the sum)' if bound else ''}; this project's "
+                          f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs."))
     for note in doc["notes"]:
         st.caption(plain(note))
     rows = [{c: r.get(c) for c in _COLUMNS} for r in doc["layers"]]
