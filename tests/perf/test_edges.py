@@ -78,3 +78,25 @@ def test_the_preset_isa_sets_the_speed_of_what_runs():
     assert per_cycle("x86-spr-amx", "w4a8_native") < per_cycle("x86-avx512", "w4a8_native") \
         < per_cycle("x86-avx2", "w4a8_native")
     assert per_cycle("x86-avx512", "w4a16_fallback") < per_cycle("x86-avx2", "w4a16_fallback")
+
+
+@pytest.mark.parametrize("platform", ["x86-avx2", "x86-avx512", "x86-spr-amx", "zen4-zentorch"])
+def test_the_reference_dynamic4bit_loop_is_slower_than_the_native_engine_at_every_m(platform):
+    """vLLM's x86 Dynamic4bit runs torch's generic loop (the trace says "very slow"): its cost
+    is modelled in fp32 from the part's ISA, never below this project's int8 engine."""
+    for m in (1, 16, 256, 4096):
+        for n, k in ((256, 1024), (4096, 4096)):
+            sel = predict(platform, "selected", m, n, k, 128)
+            assert sel.kernel.startswith("Dynamic4bitLinearKernel")
+            assert sel.predicted_us > predict(platform, "w4a8_native", m, n, k, 128).predicted_us, (m, n, k)
+
+
+def test_a_roofline_figure_reads_as_a_bound_with_no_band_and_no_ratio():
+    from workbench.perf.wording import band_text, ratio_text, time_text
+
+    p = predict("rocm-mi300x", "w4a8_native", 1, 4096, 4096, 128)
+    assert p.basis == "roofline"
+    assert time_text(p.predicted_us, p.basis) == f"at least {p.predicted_us:.1f} µs (roofline)"
+    assert band_text(p.low_us, p.high_us, p.basis) == "-"
+    assert ratio_text(p.predicted_us, p.basis, 10.0, "measured", "the native time") is None
+    assert ratio_text(6.6, "published", 10.0, "measured", "the native time") == "0.66x the native time"
