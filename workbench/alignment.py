@@ -157,21 +157,33 @@ def shard_rows(specs, platform, env: dict[str, str], tp_size: int, parallel: str
     return _mark_refused(rows)
 
 
-def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: int,
-                     version: str | None = None) -> list[dict]:
-    """A model preset's per-rank shapes (as vLLM shards them) with `spec`'s quantization args."""
+def model_shard_traces(model: str, tp_size: int, scheme_of, platform, env: dict[str, str] | None = None,
+                       version: str | None = None) -> list[tuple]:
+    """(partition, trace it) for each per-rank shard of a model preset, as vLLM builds it:
+    the layer's own quantization args at its full shape (`scheme_of(layer, K, N)`, so its real
+    group size) with the shard's input and output sizes, which vLLM's checks read
+    (a group that does not divide the shard's K is refused, never costed per-channel). The
+    Alignment page and the model report both read the shards from here."""
     from workbench.dispatch import trace_scheme
     from workbench.models import partitions
 
     full = {p.layer: p for p in partitions(model, 1)}
-    rows = []
+    out = []
     for p in partitions(model, tp_size):
-        shaped = spec_with_shape(spec, f"{model}.{p.layer}", full[p.layer].k, full[p.layer].n)
-
-        def trace(shaped=shaped, p=p):
-            scheme = shaped.scheme_input(1)
+        def trace(p=p):
+            scheme = scheme_of(p.layer, full[p.layer].k, full[p.layer].n)
             scheme["input_size_per_partition"], scheme["output_size_per_partition"] = p.k, p.n
-            return trace_scheme(scheme, platform, env, version)
+            return trace_scheme(scheme, platform, env or {}, version)
 
-        rows.append(_shard_row(shaped.name, p.k, p.n, trace, platform, env))
-    return _mark_refused(rows)
+        out.append((p, trace))
+    return out
+
+
+def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: int,
+                     version: str | None = None) -> list[dict]:
+    """A model preset's per-rank shapes (as vLLM shards them) with `spec`'s quantization args."""
+    def scheme_of(layer: str, k: int, n: int) -> dict:
+        return spec_with_shape(spec, f"{model}.{layer}", k, n).scheme_input(1)
+
+    return _mark_refused([_shard_row(f"{model}.{p.layer}", p.k, p.n, trace, platform, env)
+                          for p, trace in model_shard_traces(model, tp_size, scheme_of, platform, env, version)])

@@ -282,6 +282,11 @@ def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, rooflin
         pts = sorted(pts, key=lambda p: p.m)
         color = _PREDICTED_COLORS[i % len(_PREDICTED_COLORS)]
         xs = [p.m for p in pts]
+        if all(p.basis == "roofline" for p in pts):  # a bound, not a cost: no band, said so
+            fig.add_trace(go.Scatter(x=xs, y=[p.predicted_us for p in pts], mode="lines",
+                                     line=dict(dash="dot", color=color),
+                                     name=escape(f"{path}: at least this (roofline)")))
+            continue
         fig.add_trace(go.Scatter(x=xs + xs[::-1], y=[p.high_us for p in pts] + [p.low_us for p in pts][::-1],
                                  fill="toself", fillcolor=color, opacity=0.15, line=dict(width=0),
                                  hoverinfo="skip", showlegend=False, name=escape(f"{path} band")))

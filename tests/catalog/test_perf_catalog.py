@@ -32,6 +32,30 @@ def _cli(argv, code, needle):
     return run
 
 
+def _ok_edges():
+    from workbench.perf.cpu_classes import CPU_CALL_FLOOR_US, GPU_CALL_FLOOR_US
+    from workbench.perf.hardware import _doc
+
+    for platform, part in _doc()["parts"].items():
+        for path in ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm"):
+            for m, nk in ((1, 1), (2 ** 20, 2 ** 31 - 1)):
+                j = predict(platform, path, m, nk, nk, -1).to_json()
+                floor = CPU_CALL_FLOOR_US if part["kind"] == "cpu" else GPU_CALL_FLOOR_US
+                assert floor <= j["low_us"] <= j["predicted_us"] <= j["high_us"], (platform, path, j)
+
+
+def _refused_report():
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["report", "Qwen2.5-72B", "--platform", "sm90-h200", "--tp", "4"])
+    text = out.getvalue()
+    assert code == 1 and "total per forward" not in text, (code, text)
+    assert "down_proj: Weight input_size_per_partition=7392 is not divisible by group_size=128" in text
+
+
 def _ok_band():
     p = predict("sm90-h200", "w4a8_native", 7, 4096, 4096, 128)
     assert p.basis == "measured" and p.low_us <= p.predicted_us <= p.high_us
@@ -96,6 +120,10 @@ CATALOG = [
      _raises(InvalidInputError, r"CSV files are exports", lambda: load_results(_write(None, "a,b\n", "r.csv")))),
     ("results file that is not JSON", "InvalidInputError: not JSON",
      _raises(InvalidInputError, r"not JSON", lambda: load_results(_write(None, "{oops")))),
+    ("CLI report Qwen2.5-72B on sm90-h200 at TP 4 (down_proj K 7392, g128)",
+     "exit 1, no total, down_proj named with vLLM's error", _refused_report),
+    ("predict every preset at N = K = 1, M = 1 and at N = K = 2^31-1, M = 2^20",
+     "ok: every figure at least the per-call floor and inside its own band", _ok_edges),
 ]
 
 

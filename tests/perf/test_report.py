@@ -76,9 +76,66 @@ def test_report_and_predicted_curves_work_for_every_preset():
 
     for name in PRESETS:
         rep = model_report("Qwen2.5-7B", name, 2)
-        assert len(rep.layers) == 4 and rep.totals()["decode_us"] >= 0, name
+        assert len(rep.layers) == 4, name
+        t = rep.totals()
+        assert (t is None) == bool(rep.refused()) and (t is None or t["decode_us"] > 0), name
+        assert rep.totals(loaded_only=True)["decode_us"] >= 0, name
         curves = {path: [predict(name, path, m, 3584, 18944 // 2, 128) for m in sweep_ms(1, 4096)[::3]]
                   for path in ("w4a8_native", "w4a16_fallback")}
         predicted_crossover(curves["w4a8_native"], curves["w4a16_fallback"])
         assert all(p.predicted_us and p.low_us <= p.predicted_us <= p.high_us
                    for ps in curves.values() for p in ps), name
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4, 8])
+def test_report_shards_qwen72b_as_the_alignment_page_does(tp):
+    """One function gives both their shards: each layer keeps its own group (g128 here) at
+    the TP size, and the layer vLLM refuses (down_proj: 29568 / TP not a multiple of 128)
+    is refused in both, never costed per-channel; a refused layer leaves no total."""
+    from workbench.alignment import model_shard_rows
+    from workbench.checkpoints import list_layers
+    from workbench.paths import SAMPLE_ROOT
+
+    spec = list_layers(SAMPLE_ROOT / "ct-w4a8-int-g128")[0]  # int4 g128, int8 tokens: the report's scheme
+    page = {r["layer"].split(".")[-1]: r for r in model_shard_rows(spec, "Qwen2.5-72B", "sm90-h200", {}, tp)}
+    rep = model_report("Qwen2.5-72B", "sm90-h200", tp)
+    assert {r.layer: (r.k, r.n, r.kernel) for r in rep.layers} == {
+        name: (r["K"], r["N"], r["selected"]) for name, r in page.items()}
+    by = {r.layer: r for r in rep.layers}
+    assert all(r.group_size == 128 for r in rep.layers)
+    refused = {r.layer for r in rep.refused()}
+    assert refused == (set() if tp == 1 else {"down_proj"})
+    if refused:
+        assert "not divisible by group_size=128" in by["down_proj"].error
+        assert rep.totals() is None and "down_proj" in rep.totals(loaded_only=True)["over"]
+    else:
+        assert rep.totals()["over"] == "every layer"
+
+
+@pytest.mark.parametrize("argv,refused", [
+    (["report", "Qwen2.5-72B", "--platform", "sm90-h200", "--tp", "4"], ["down_proj"]),
+    (["report", "Llama-3.1-8B", "--platform", "rocm-mi300x"], ["qkv_proj", "o_proj", "gate_up_proj", "down_proj"]),
+    (["report", "sample_models/ct-w4a8-int-g128", "--platform", "sm90-h200", "--tp", "4"],
+     ["model.layers.0.self_attn.o_proj"]),
+])
+def test_cli_report_of_a_model_that_does_not_load_has_no_total_and_exits_1(argv, refused, capsys):
+    from workbench.paths import REPO_ROOT
+
+    argv = [str(REPO_ROOT / a) if a.startswith("sample_models/") else a for a in argv]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "total per forward" not in out and "no total: vLLM refuses" in out
+    assert all(f"{name}:" in out for name in refused)  # each refused layer with vLLM's error
+    assert " us" not in out and "None" not in out
+    assert main(argv + ["--total-loaded"]) == 1
+    out = capsys.readouterr().out
+    assert "over the " in out and "layers that load" in out and "the model does not load" in out
+
+
+def test_cli_predict_shows_a_roofline_figure_as_a_bound(capsys):
+    assert main(["predict", "--platform", "rocm-mi300x", "--n", "4096", "--k", "4096", "--m", "1,256",
+                 "--paths", "w4a8_native"]) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.startswith("w4a8_native")]
+    assert len(rows) == 2 and all("at least" in r and "(roofline)" in r for r in rows), out
+    assert "predicted µs" in out and " us " not in out

@@ -48,11 +48,14 @@ def run(args: argparse.Namespace) -> int:
         for pr in preds:
             print(json.dumps(pr.to_json()))
         return 0
-    print(f"{'path':15s} {'M':>6s} {'predicted us':>13s} {'band us':>21s}  basis     kernel")
+    from workbench.perf.wording import band_text, time_text
+
+    print(f"{'path':15s} {'M':>6s} {'predicted µs':>28s} {'band µs':>21s}  basis     kernel")
     for pr in preds:
         if pr.predicted_us is None:
-            print(f"{pr.path:15s} {pr.m:6d} {'-':>13s} {'-':>21s}  {pr.basis:9s} {pr.kernel}: {pr.note}")
+            print(f"{pr.path:15s} {pr.m:6d} {'-':>28s} {'-':>21s}  {pr.basis:9s} {pr.kernel}: {pr.note}")
             continue
-        band = f"{pr.low_us:.1f}-{pr.high_us:.1f}"
-        print(f"{pr.path:15s} {pr.m:6d} {pr.predicted_us:13.1f} {band:>21s}  {pr.basis:9s} {pr.kernel}")
+        shown = time_text(pr.predicted_us, pr.basis, unit=False)
+        print(f"{pr.path:15s} {pr.m:6d} {shown:>28s} {band_text(pr.low_us, pr.high_us, pr.basis):>21s}  "
+              f"{pr.basis:9s} {pr.kernel}")
     return 0

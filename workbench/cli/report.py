@@ -21,11 +21,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help=f"the vLLM rule set every layer is traced with (default: {DEFAULT_VERSION})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--csv", action="store_true", help="print the layer rows as CSV")
+    p.add_argument("--total-loaded", action="store_true",
+                   help="where vLLM refuses a layer, still print a total over the layers that load "
+                        "(labelled so; the exit status stays 1)")
     p.set_defaults(func=run)
 
 
-def _us(v) -> str:
-    return "-" if v is None else f"{v:.1f}"
+def _us(v, basis: str | None = None) -> str:
+    from workbench.perf.wording import time_text
+
+    return time_text(v, basis, unit=False)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,32 +38,42 @@ def run(args: argparse.Namespace) -> int:
 
     rep = model_report(args.source, args.platform, args.tp, decode_m=args.decode_m, prefill_m=args.prefill_m,
                        version=args.vllm_version)
+    refused = rep.refused()
+    status = 1 if refused else 0  # a model with a layer vLLM refuses does not load
     if args.json:
         print(json.dumps(rep.to_json(), indent=1))
-        return 0
+        return status
     if args.csv:
         print(rep.to_csv(), end="")
-        return 0
+        return status
     print(f"{rep.source} on {rep.platform} (vLLM {rep.vllm_version} rules), TP {rep.tp}: decode M = {rep.decode_m}, prefill M = {rep.prefill_m} "
-          "(per rank, us per call)")
+          "(per rank, µs per call)")
     for note in rep.notes:
         print(f"note: {note}")
     head = ["layer", "x", "K", "N", "g", "kernel", "computes", f"M={rep.decode_m}", f"M={rep.prefill_m}",
             "basis", "native W4A8"]
-    rows = [[r.layer, str(r.count), str(r.k), str(r.n), str(r.group_size), r.kernel or "-", r.computes,
-             _us(r.decode_us), _us(r.prefill_us), r.basis,
+    rows = [[r.layer, str(r.count), str(r.k), str(r.n), str(r.group_size), r.kernel or "refused", r.computes,
+             _us(r.decode_us, r.basis), _us(r.prefill_us, r.basis), r.basis,
              f"{_us(r.native_decode_us)} / {_us(r.native_prefill_us)}"] for r in rep.layers]
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
     for x in rows:
         print("  ".join(v.ljust(w) for v, w in zip(x, widths)))
-    t = rep.totals()
-    print(f"total per forward (layers x count): decode {t['decode_us']:.1f} us "
-          f"[{t['decode_low_us']:.1f}-{t['decode_high_us']:.1f}], prefill {t['prefill_us']:.1f} us "
-          f"[{t['prefill_low_us']:.1f}-{t['prefill_high_us']:.1f}]; native W4A8 {t['native_decode_us']:.1f} / "
-          f"{t['native_prefill_us']:.1f} us")
     for r in rep.layers:
         if r.error:  # vLLM's reason list is multi-line: one line per layer here, all of it in --json
             text = " ".join(r.error.split())
             print(f"{r.layer}: {text[:300]}{'...' if len(text) > 300 else ''}")
-    return 0
+    if refused:
+        print(f"no total: vLLM refuses {len(refused)} of {len(rep.layers)} layers here "
+              f"({', '.join(r.layer for r in refused)}), so the model does not load")
+    t = rep.totals(loaded_only=args.total_loaded)
+    if t is not None:
+        bound = any(r.basis == "roofline" for r in rep.layers if r.kernel is not None)
+        lead = "at least " if bound else ""
+        print(f"total per forward (layers x count) over {t['over']}: decode {lead}{t['decode_us']:.1f} µs"
+              + ("" if bound else f" [{t['decode_low_us']:.1f}-{t['decode_high_us']:.1f}]")
+              + f", prefill {lead}{t['prefill_us']:.1f} µs"
+              + ("" if bound else f" [{t['prefill_low_us']:.1f}-{t['prefill_high_us']:.1f}]")
+              + (" (roofline bounds in the sum)" if bound else "")
+              + f"; native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs")
+    return status

@@ -39,12 +39,13 @@ PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", 
          "selected")
 # The fastest dense float GEMM per M (kernels/cpu_dense.py): a CPU path only.
 CPU_ONLY_PATHS = ("dense",)
-BASES = ("measured", "scaled", "published", "roofline")
+BASES = ("measured", "scaled", "scaled across CPU classes", "published", "roofline")
 _DTYPE = {"w4a8_native": "int8", "w4a8_prequant": "int8", "int8_mm": "int8", "fp8_mm": "fp8",
           "w4a16_fallback": "bf16", "bf16_dense": "bf16", "quantizer": "bf16"}
 # Extra log-width of a band per basis: a scaled or published model carries more than its
 # fit's own held-out error (another part, another kernel build).
-_WIDEN = {"measured": 0.05, "scaled": 0.35, "published": 0.35, "roofline": 0.0}
+_WIDEN = {"measured": 0.05, "scaled": 0.35, "scaled across CPU classes": 0.35, "published": 0.35,
+          "roofline": 0.0}
 
 
 @dataclass(frozen=True)
@@ -197,21 +198,61 @@ def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platfor
         lo, hi = _band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, "measured")
         return Prediction(platform, path, m, n, k, g, us, lo, hi, "measured", kernel, None,
                           f"fitted on this machine's bench ({cal.threads} threads)")
-    dtype = _DTYPE.get(base, "bf16")
-    host_peak = {"int8": cal.int8_tops or cal.fp32_tflops, "bf16": cal.bf16_tflops or cal.fp32_tflops}.get(
-        dtype, cal.fp32_tflops)
-    rc = host_peak / (hw.peak(dtype) or hw.peak("fp32"))
-    rm = cal.stream_gbs / hw.mem_gbs
-    c = fit.coef
-    scaled = (c[0], c[1] * rm, c[2] * rc, c[3] * rm, c[4] * rm)
-    from workbench.perf.cpu import features
+    return _cpu_preset(hw, cal, base, path, m, n, k, g, platform, kernel, roof)
+
+
+def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int, g: int, platform: str,
+                kernel: str, roof: float) -> Prediction:
+    """A calibration's fits carried to a CPU preset: traffic terms by bandwidth, the
+    multiply-add term by the rate the preset's ISA gives the path at M
+    (workbench/perf/cpu_classes.py), the per-call term as fitted (the floor); never below the
+    roofline, and never less at more tokens where the ISA's engine switches."""
     import numpy as np
 
-    us = max(float(features(m, n, k) @ np.array(scaled)), roof or 0.0)
-    lo, hi = _band(us, fit.err_lo, fit.err_hi, "scaled")
+    from workbench.perf import cpu_classes as cc
+    from workbench.perf.cpu import features
+    from workbench.platforms import get_preset
+
+    src_hw = hardware_for("x86-avx2")  # the committed results' class (a live host: its own flags)
+    if cal.key == "committed":
+        src = cc.CpuClass.AVX2
+    else:
+        from w4a8_kernels._native_lib import cpu_flags, isa_cap
+
+        src = cc.host_class(cpu_flags(), isa_cap())
+    dst = cc.class_of_preset(hw.preset)
+    arm = get_preset(hw.preset).cpu_arch == "arm"
+    rm = cal.stream_gbs / hw.mem_gbs
+    src_cycles = src_hw.clock_mhz * max(cal.threads, 1)
+
+    def raw(mm: int) -> tuple[float, object]:
+        rc = src_cycles / (cc.speedup(base, src, dst, mm, arm) * hw.clock_mhz * hw.units)
+        x = features(mm, n, k)
+        # the fastest variant on the preset (scaled before choosing: the host's fastest may not be)
+        return min(((float(x @ np.array((c[0], c[1] * rm, c[2] * rc, c[3] * rm, c[4] * rm))), f)
+                    for f in cal.candidates(base, mm) for c in (f.coef,)), key=lambda t: t[0])
+
+    us, fit = raw(m)
+    # the pieces are each non-decreasing in M; where the engine changes, the time reached
+    # just below the switch carries on (a larger batch is never cheaper than a smaller one)
+    switches = {cc.AMX_FROM_M} | {first for first, _ in cal.engine_steps}
+    for s in switches:
+        if 1 < s <= m:
+            us = max(us, raw(s - 1)[0])
+    us = max(us, roof)
+    across = src != dst
+    basis = "scaled across CPU classes" if across else "scaled"
+    lo_e, hi_e = fit.err_lo, fit.err_hi
+    if across:
+        w = max(cc.cross_class_spread(base), cc.CROSS_CLASS_WIDEN)
+        lo_e, hi_e = lo_e - w, hi_e + w
+    lo, hi = _band(us, lo_e, hi_e, basis)
+    lo = max(lo, roof)
     where = "this machine's bench" if cal.key != "committed" else "the committed CPU results"
-    return Prediction(platform, path, m, n, k, g, us, lo, hi, "scaled", kernel, roof,
-                      f"fitted on {where}, scaled by the part's datasheet peak and bandwidth")
+    how = (f"{src.value} to {dst.value}, by the ISA's rate for this path and bandwidth" if across else
+           "by the part's clock, cores and bandwidth")
+    return Prediction(platform, path, m, n, k, g, us, lo, hi, basis, kernel, roof,
+                      f"fitted on {where} ({src.value}), scaled {how}")
 
 
 # --------------------------------------------------------------------------- what vLLM selects
@@ -328,9 +369,13 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
     runs = f"{rt.method} ({rt.computes}, {rt.op})"
     if hw is None or hw.kind == "cpu":
         if rt.method == "Dynamic4bitLinearKernel" and rt.impl == "kleidiai":
-            roof = roofline_us(hw, "w4a8_native", m, n, k, g) if hw else None
-            return Prediction(platform, "selected", m, n, k, g, roof, roof, roof and 3 * roof, "roofline",
-                              runs, roof, "KleidiAI kernels: no timing of them here; the int8 roofline")
+            if hw is None:
+                return Prediction(platform, "selected", m, n, k, g, None, None, None, "roofline", runs, None,
+                                  "KleidiAI kernels: no timing of them on this machine")
+            # int8 dot products as this project's int8 engine, at the part's sdot / i8mm rate
+            p = _cpu(hw, "w4a8_native", m, n, k, g, platform)
+            return replace(p, path="selected", kernel=runs,
+                           note=f"KleidiAI: no timing of it here; modelled as an int8 engine; {p.note}")
         base = ("vllm_dynamic4bit" if rt.method == "Dynamic4bitLinearKernel" else
                 "w4a8_native" if rt.computes == "w4a8" else "w4a16_fallback")
         p = _cpu(hw, base, m, n, k, g, platform)
@@ -390,14 +435,30 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
                                 f"{', '.join(CPU_ONLY_PATHS)})")
     if platform == "host":
         if path == "selected":
-            return _selected(None, "host", m, n, k, g, version, scheme)
-        return _cpu(None, path, m, n, k, g, "host")
+            return _floored(_selected(None, "host", m, n, k, g, version, scheme), "cpu")
+        return _floored(_cpu(None, path, m, n, k, g, "host"), "cpu")
     hw = hardware_for(platform)
     if path == "selected":
-        return _selected(hw, hw.preset, m, n, k, g, version, scheme)
+        return _floored(_selected(hw, hw.preset, m, n, k, g, version, scheme), hw.kind)
     if hw.kind == "cpu":
-        return _cpu(hw, path, m, n, k, g, hw.preset)
-    return _gpu(hw, path, m, n, k, g)
+        return _floored(_cpu(hw, path, m, n, k, g, hw.preset), "cpu")
+    return _floored(_gpu(hw, path, m, n, k, g), hw.kind)
+
+
+def _floored(p: Prediction, kind: str) -> Prediction:
+    """No call costs less than its fixed overhead (workbench/perf/cpu_classes.py says whose):
+    the figure, its band and a roofline are held at the per-call floor, and the band always
+    holds the figure."""
+    from workbench.perf.cpu_classes import CPU_CALL_FLOOR_US, GPU_CALL_FLOOR_US
+
+    if p.predicted_us is None:
+        return p
+    floor = CPU_CALL_FLOOR_US if kind == "cpu" else GPU_CALL_FLOOR_US
+    us = max(p.predicted_us, floor)
+    lo = min(max(p.low_us if p.low_us is not None else us, floor), us)
+    hi = max(p.high_us if p.high_us is not None else us, us * (3.0 if p.basis == "roofline" else 1.0))
+    roof = None if p.roofline_us is None else max(p.roofline_us, floor)
+    return replace(p, predicted_us=us, low_us=lo, high_us=hi, roofline_us=roof)
 
 
 def predict_many(platform: str, paths: Sequence[str], ms: Sequence[int], n: int, k: int,

@@ -58,21 +58,35 @@ class ModelReport:
     notes: tuple[str, ...] = field(default_factory=tuple)
     vllm_version: str = ""  # the rule set every layer was traced with
 
-    def totals(self) -> dict:
-        """Sum over layers x count (per rank, one forward), of what can be predicted."""
+    def refused(self) -> tuple[LayerCost, ...]:
+        """The layers vLLM selects no kernel for here: the model does not load."""
+        return tuple(r for r in self.layers if r.kernel is None)
+
+    def totals(self, loaded_only: bool = False) -> dict | None:
+        """Sum over layers x count (per rank, one forward). None where a layer is refused (a
+        model that does not load has no time), unless `loaded_only`: then over the layers
+        that load, and labelled so."""
+        refused = self.refused()
+        if refused and not loaded_only:
+            return None
         out = {}
         for key in ("decode_us", "decode_low_us", "decode_high_us", "prefill_us", "prefill_low_us",
                     "prefill_high_us", "native_decode_us", "native_prefill_us"):
-            vals = [(getattr(r, key), r.count) for r in self.layers]
+            vals = [(getattr(r, key), r.count) for r in self.layers if r.kernel is not None]
             out[key] = round(sum(v * c for v, c in vals if v is not None), 3)
-        out["unpredicted_layers"] = sum(1 for r in self.layers if r.decode_us is None)
+        out["unpredicted_layers"] = sum(1 for r in self.layers if r.kernel is not None and r.decode_us is None)
+        out["over"] = (f"the {len(self.layers) - len(refused)} of {len(self.layers)} layers that load "
+                       f"(refused, left out: {', '.join(r.layer for r in refused)}; the model does not load)"
+                       ) if refused else "every layer"
         return out
 
     def to_json(self) -> dict:
         return {"source": self.source, "platform": self.platform, "vllm_version": self.vllm_version,
                 "tp": self.tp, "decode_m": self.decode_m,
                 "prefill_m": self.prefill_m, "layers": [asdict(r) for r in self.layers],
-                "totals": self.totals(), "notes": list(self.notes)}
+                "totals": self.totals(), "totals_over_loaded_layers": self.totals(loaded_only=True),
+                "refused": [{"layer": r.layer, "error": r.error} for r in self.refused()],
+                "notes": list(self.notes)}
 
     def to_csv(self) -> str:
         return rows_csv(asdict(r) for r in self.layers)
@@ -147,17 +161,21 @@ def _trace_platform(plat: str):
 
 def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int,
                    version: str) -> ModelReport:
-    from workbench.dispatch import trace_scheme
+    from workbench.alignment import model_shard_traces
     from workbench.models import get_model, partitions
 
     model = get_model(name)
+    full_k = {p.layer: p.k for p in partitions(model, 1)}
     rows = []
     tplat = _trace_platform(plat)
-    for part in partitions(model, tp):
-        gg = g if part.k % g == 0 else -1
-        trace = trace_scheme(_w4a8_scheme(part.k, part.n, gg), tplat, version=version)
+
+    def scheme_of(layer: str, k: int, n: int) -> dict:  # every layer's own group, at its full shape
+        return _w4a8_scheme(k, n, g if k % g == 0 else -1)
+
+    for part, trace_fn in model_shard_traces(name, tp, scheme_of, tplat, version=version):
+        gg = g if full_k[part.layer] % g == 0 else -1
         count = model.layers * (model.experts if part.layer.startswith("experts.") else 1)
-        rows.append(_row(part.layer, count, part.k, part.n, gg, part.parallel, trace, plat, dm, pm))
+        rows.append(_row(part.layer, count, part.k, part.n, gg, part.parallel, trace_fn(), plat, dm, pm))
     notes = (f"{name} as llm-compressor's W4A8 preset (int4 g{g}, int8 dynamic per-token activations); "
              f"{model.layers} decoder layers; per rank at TP {tp}",)
     if model.experts:

@@ -61,10 +61,20 @@ def render() -> None:
                       version)
     doc = out["json"]
     t = doc["totals"]
-    st.markdown(plain(f"**{doc['source']}** on **{platform}**, TP {tp}: decode {t['decode_us']:.1f} us "
-                      f"({t['decode_low_us']:.1f}-{t['decode_high_us']:.1f}), prefill {t['prefill_us']:.1f} us "
-                      f"({t['prefill_low_us']:.1f}-{t['prefill_high_us']:.1f}) per forward; this project's "
-                      f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} us."))
+    if t is None:  # a layer vLLM refuses: the model does not load, so it has no time
+        st.error(plain(f"**{doc['source']}** on **{platform}**, TP {tp} does not load: vLLM refuses "
+                       f"{len(doc['refused'])} of {len(doc['layers'])} layers, so there is no total.\n\n"
+                       + "\n\n".join(f"- {r['layer']}: {' '.join(str(r['error']).split())[:300]}"
+                                       for r in doc["refused"])))
+    else:
+        bound = any(r["basis"] == "roofline" for r in doc["layers"])
+        lead = "at least " if bound else ""
+        band = (lambda lo, hi: "" if bound else f" ({lo:.1f}-{hi:.1f})")
+        st.markdown(plain(f"**{doc['source']}** on **{platform}**, TP {tp}: decode {lead}{t['decode_us']:.1f} µs"
+                          f"{band(t['decode_low_us'], t['decode_high_us'])}, prefill {lead}{t['prefill_us']:.1f} µs"
+                          f"{band(t['prefill_low_us'], t['prefill_high_us'])} per forward"
+                          f"{' (roofline bounds in the sum)' if bound else ''}; this project's "
+                          f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs."))
     for note in doc["notes"]:
         st.caption(plain(note))
     rows = [{c: r.get(c) for c in _COLUMNS} for r in doc["layers"]]
@@ -145,13 +155,18 @@ def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
     gg = _modelled_group(g, k)
     sel = cost_of_runtime(platform, trace.runtime_detail, m, n, k, gg, selected=trace.selected, error=trace.error)
     nat = predict(platform, "w4a8_native", m, n, k, gg)
+    from workbench.perf.wording import band_text, ratio_text, time_text
+
+    def cost(p) -> str:  # a roofline figure is a bound: no band, no ratio
+        band = band_text(p.low_us, p.high_us, p.basis)
+        return time_text(p.predicted_us, p.basis) + ("" if band == "-" else f" ({band}, {p.basis})")
+
     if sel.predicted_us is None:
         return (f"Cost at M = {m}: the chosen kernel does not run here; this project's native W4A8 would take "
-                f"{nat.predicted_us:.1f} µs ({nat.low_us:.1f}-{nat.high_us:.1f}, {nat.basis}).")
-    return (f"Cost at M = {m} on {platform}: {trace.selected} {sel.predicted_us:.1f} µs "
-            f"({sel.low_us:.1f}-{sel.high_us:.1f}, {sel.basis}); native W4A8 {nat.predicted_us:.1f} µs "
-            f"({nat.low_us:.1f}-{nat.high_us:.1f}, {nat.basis}): "
-            f"{sel.predicted_us / nat.predicted_us:.2f}x the native time.")
+                f"{cost(nat)}.")
+    ratio = ratio_text(sel.predicted_us, sel.basis, nat.predicted_us, nat.basis, "the native time")
+    return (f"Cost at M = {m} on {platform}: {trace.selected} {cost(sel)}; native W4A8 {cost(nat)}"
+            + (f": {ratio}." if ratio else ": no ratio (a roofline bound is not a time)."))
 
 
 def cost_view(trace, ref) -> None:
