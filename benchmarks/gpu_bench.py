@@ -26,6 +26,17 @@ One command runs the phases a device session needs, in order, within a time budg
 - tp:      per-shard timings of a tensor-parallel MLP (benchmarks/tp_bench.py shapes) on one GPU.
 - profile: one launch of each Triton GEMM at (8192, 8192, M=4096), meant to run under ncu.
 
+vLLM's own kernels in one device call (humming-kernels' wheel carried in the ignored `.whl/`,
+`pip download --no-deps humming-kernels==0.1.19 -d .whl`; the device image has cuda-bindings,
+jinja2, tabulate and NVRTC), their GPU tests first:
+
+    pip install -q --no-deps --no-index .whl/humming_kernels-0.1.19-*.whl && \
+    pip install -q --no-deps -e . && \
+    python -m pytest tests/kernels/test_vllm_humming.py tests/kernels/test_gpu_bench_engines.py \
+        -q -rs > $OUT/h200_pytest_engines.txt 2>&1; \
+    python benchmarks/gpu_bench.py --out $OUT --commit $(git rev-parse HEAD) --phases bench \
+        --budget-s 420 --no-peers && python benchmarks/gpu_report.py $OUT/h200_bench.json
+
 Timing: CUDA events around CUDA-graph replays (no launch gaps) over rotating copies of the
 inputs, enough that they do not fit in the 60 MB L2; medians of many samples.
 Results go to DIR in the one results schema (`w4a8-workbench-results/1`, read by

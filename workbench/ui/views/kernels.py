@@ -135,7 +135,7 @@ def _warm_engine(layer_key: str, name: str, _layer) -> float:
     w = int4_weight_of(_layer)
     t0 = time.perf_counter()
     state_ = path.prepare(w)
-    path.run(path.make_input(torch.zeros(1, w.k, dtype=torch.bfloat16), state_), state_)
+    path.run(path.make_input(torch.randn(1, w.k).to(torch.bfloat16), state_), state_)
     torch.cuda.synchronize()
     return time.perf_counter() - t0
 
