@@ -737,6 +737,13 @@ def engine_facts(path, prob, m) -> dict:
                      requested=p.requested, vllm_path=p.vllm_path, notes=list(p.notes))
     if path in NOT_VLLM:
         facts["label"] = NOT_VLLM[path]
+    # Relative (Frobenius) error against the float32 product of the same int4 weight.
+    from w4a8_kernels.registry import get_path
+    n, k = prob.shape
+    x = make_x(min(m, 1024), k, seed=7)
+    ref = x.float() @ dequant_f32(prob.w_q, prob.scales, prob.g).t()
+    out = get_path(path).run(x, p).float()
+    facts["rel_err_f32"] = float((out - ref).norm() / ref.norm())
     return facts
 
 
@@ -751,8 +758,8 @@ def measure(path, prob, m, cfg=None, samples=25) -> dict:
         first_s = time.perf_counter() - t0
     try:
         t = time_calls(fns, samples, no_graph=path in PEERS and NO_GRAPH_PEERS)
-    except RuntimeError as exc:  # a peer whose calls a CUDA graph cannot capture
-        if path not in PEERS:
+    except RuntimeError as exc:  # a peer (or vLLM kernel) whose calls a CUDA graph cannot capture
+        if path not in PEERS and path not in ENGINES:
             raise
         log(f"{path}: graph capture failed ({str(exc)[:120]}); timing with events")
         torch.cuda.synchronize()

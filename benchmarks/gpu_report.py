@@ -250,6 +250,13 @@ def humming_report(recs: dict) -> list[str]:
             r = {} if g is None else _ratios(recs, path_, g, HUMMING, hg, pts)
             if r:
                 out.append(f"  {'per-channel' if hg == -1 else f'g{hg}'}: {label}: {_span(r)}")
+    errs: dict[str, list[float]] = {}
+    for (p, *_), r in recs.items():
+        e = (r.detail or {}).get("engine", {}).get("rel_err_f32") if isinstance(r.detail, dict) else None
+        if e is not None:
+            errs.setdefault(p, []).append(e)
+    for p, v in sorted(errs.items()):
+        out.append(f"  {p}: relative error against the float32 product {min(v):.1e}-{max(v):.1e}")
     jit = [r.detail.get("engine", {}).get("jit_s") for (p, *_), r in recs.items()
            if p.startswith("vllm_") and isinstance(r.detail, dict)]
     jit = [v for v in jit if v is not None]

@@ -57,7 +57,7 @@ def test_report_gives_every_ratio_against_humming_and_the_jit_time(bench, tmp_pa
     shape = (4096, 4096)
     recs = []
     for m, hum in ((1, 10.0), (256, 40.0)):
-        jit = {"prepare_s": 2.0, "first_call_s": 1.5, "jit_s": 1.25}
+        jit = {"prepare_s": 2.0, "first_call_s": 1.5, "jit_s": 1.25, "rel_err_f32": 2.5e-3}
         for g in (-1, 128):
             recs.append(bench._record("vllm_humming", g, shape, m, _timing(hum, jit)))
             recs.append(bench._record("w4a16_fallback", g, shape, m, _timing(2 * hum)))
@@ -79,4 +79,5 @@ def test_report_gives_every_ratio_against_humming_and_the_jit_time(bench, tmp_pa
     assert "g128: cuBLAS bf16 (dequantized weight): 1.20-1.20" in text
     assert "int8 forced" not in "\n".join(l for l in lines if l.startswith("  per-channel"))
     assert "JIT compile of a first call (apart from run time): 1.25-1.25 s over 12 records" in text
+    assert "vllm_humming: relative error against the float32 product 2.5e-03-2.5e-03" in text
     assert report.humming_report({}) == ["Against Humming W4A16: no vllm_humming records in this run"]
