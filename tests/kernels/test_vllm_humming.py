@@ -156,3 +156,16 @@ def test_humming_asymmetric_weights_w4a16():
     p = prepare_humming(w_q, s, g, z, activations="bf16")
     x = torch.randn(48, k, generator=torch.Generator().manual_seed(2)).bfloat16()
     assert _rel(humming_linear(x.cuda(), p).cpu(), w4a16_reference(x, w_q, s, g, z)) < 8e-3
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="with a GPU the probe imports humming")
+def test_nothing_imports_humming_until_a_cuda_path_is_prepared():
+    import subprocess
+    import sys
+
+    code = ("import sys, w4a8_kernels.registry, workbench.execution; "
+            "from w4a8_kernels.registry import probe_all; probe_all(); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('humming', 'triton')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = out.stdout.strip()
+    assert loaded == "[]", loaded
