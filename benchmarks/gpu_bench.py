@@ -18,8 +18,24 @@ One command runs the phases a device session needs, in order, within a time budg
            cuBLAS int8 `_int_mm` (second operand the transposed view of row-major [N, K]),
            tinygemm `_weight_int4pack_mm` (g128), gemlite A16W4 / A8W8 / A8W4 (autotuned
            here), a plain Triton int8 GEMM, and the Triton kernels.
+           Beside them, what vLLM itself runs (--engines): Humming W4A16 (`vllm_humming`),
+           Humming int8-activation where vLLM runs it (per-channel, `vllm_humming_int8`),
+           Humming int8 forced at the grouped sizes (`vllm_humming_int8_forced`, not a vLLM
+           path) and Machete (`vllm_machete`, with the schedule that ran); each record's
+           `detail.engine` holds the JIT time of its first call apart from the timed calls.
 - tp:      per-shard timings of a tensor-parallel MLP (benchmarks/tp_bench.py shapes) on one GPU.
 - profile: one launch of each Triton GEMM at (8192, 8192, M=4096), meant to run under ncu.
+
+vLLM's own kernels in one device call (humming-kernels' wheel carried in the ignored `.whl/`,
+`pip download --no-deps humming-kernels==0.1.19 -d .whl`; the device image has cuda-bindings,
+jinja2, tabulate and NVRTC), their GPU tests first:
+
+    pip install -q --no-deps --no-index .whl/humming_kernels-0.1.19-*.whl && \
+    pip install -q --no-deps -e . && \
+    python -m pytest tests/kernels/test_vllm_humming.py tests/kernels/test_gpu_bench_engines.py \
+        -q -rs > $OUT/h200_pytest_engines.txt 2>&1; \
+    python benchmarks/gpu_bench.py --out $OUT --commit $(git rev-parse HEAD) --phases bench \
+        --budget-s 420 --no-peers && python benchmarks/gpu_report.py $OUT/h200_bench.json
 
 Timing: CUDA events around CUDA-graph replays (no launch gaps) over rotating copies of the
 inputs, enough that they do not fit in the 50 MB L2 (sized for 60 MiB, a margin); medians of many samples.
@@ -551,6 +567,14 @@ PATHS = {
     "peer_w4a16": "gemlite_a16w4", "peer_w8a8": "gemlite_a8w8", "peer_w4a8": "gemlite_a8w4",
 }
 PEERS = ("peer_w4a16", "peer_w8a8", "peer_w4a8")
+# What vLLM itself runs (kernels/vllm_humming.py, kernels/vllm_machete.py), built as vLLM builds
+# the layer: Humming W4A16; Humming handed int8 activations where vLLM runs them (per-channel:
+# vLLM's input-schema check turns grouped int8 into bf16, schema.py:354-357); Humming int8
+# forced at the grouped sizes (allow_fallback=False, not a vLLM path); Machete.
+PATHS.update({"vllm_humming": "humming", "vllm_humming_int8": "humming",
+              "vllm_humming_int8_forced": "humming", "vllm_machete": "machete"})
+ENGINES = ("vllm_humming", "vllm_humming_int8", "vllm_humming_int8_forced", "vllm_machete")
+NOT_VLLM = {"vllm_humming_int8_forced": "not a vLLM path (int8 forced, allow_fallback=False)"}
 # gemlite autotunes each (M bucket, shape) on first use, 5-17 s each on the H200: its peers
 # are timed where the cached autotune of the first run (h200_gemlite_config.json) covers.
 PEER_MS = [1, 16, 64, 256, 1024, 4096]
@@ -579,6 +603,7 @@ class Problem:
         self.shape, self.g = shape, g
         self.w_q, self.scales = make_weight(shape, g)
         self._cache = {}
+        self.prepare_s: dict[str, float] = {}  # first preparation of vLLM's own layers
 
     def get(self, what):
         if what in self._cache:
@@ -603,12 +628,30 @@ class Problem:
         elif what == "tinygemm":
             one = tinygemm_pack(self.w_q, self.scales, 128)
             val = [one] + [(one[0].clone(), one[1]) for _ in range(rotations(n * k // 2) - 1)]
+        elif what in ENGINES:
+            val = self._engine(what)
         elif what in PEERS:
             nbytes = n * k if what == "peer_w8a8" else n * k // 2
             val = [gemlite_layer(what, self.w_q, self.scales, self.g)
                    for _ in range(rotations(nbytes))]
         self._cache[what] = val
         return val
+
+    def _engine(self, what):
+        """Rotated copies of vLLM's own layer; the first preparation (JIT compiles humming's
+        transform kernels on a cold cache) is timed apart from the copies after it."""
+        from w4a8_kernels.registry import Int4Weight, get_path
+        path = get_path(what)
+        ok, why = path.availability()
+        if not ok:
+            raise RuntimeError(f"{what} cannot run: {why}")
+        w = Int4Weight(self.w_q.cpu(), self.scales.cpu(), self.g)
+        t0 = time.perf_counter()
+        one = path.prepare(w)
+        torch.cuda.synchronize()
+        self.prepare_s[what] = time.perf_counter() - t0
+        n, k = self.shape
+        return [one] + [path.prepare(w) for _ in range(rotations(n * k // 2) - 1)]
 
     def free(self):
         self._cache.clear()
@@ -653,6 +696,13 @@ def build(path: str, prob: Problem, m: int, cfg: TileConfig | None = None):
     if path == "quantizer":
         xs = x_copies(m, k, 0)
         return [lambda x=x: w8.quantize_per_token_int8_triton(x) for x in xs], m * k, m * k * 3 + 4 * m, None
+    if path in ENGINES:
+        from w4a8_kernels.registry import get_path
+        run = get_path(path).run
+        ps = prob.get(path)
+        scale_b = n * (1 if prob.g == -1 else k // prob.g) * 2
+        return _pairs(ps, x_copies(m, k, n * k // 2), lambda p, x: run(x, p)), ops, \
+            n * k // 2 + scale_b + m * k * 2 + out_b, None
     if path in PEERS:
         ls = prob.get(path)
         return _pairs(ls, x_copies(m, k, n * k // 2), lambda lay, x: lay(x)), ops, \
@@ -674,21 +724,55 @@ def build(path: str, prob: Problem, m: int, cfg: TileConfig | None = None):
     raise ValueError(path)
 
 
+def engine_facts(path, prob, m) -> dict:
+    """What ran for vLLM's own kernels: the activation and weight format humming chose, the
+    Machete schedule, and the JIT-compile time kept apart from the timed calls."""
+    p = prob.get(path)[0]
+    facts = {"prepare_s": round(prob.prepare_s.get(path, 0.0), 3)}
+    if path == "vllm_machete":
+        from w4a8_kernels.vllm_machete import machete_schedule
+        facts["schedule"] = machete_schedule(m, p)
+    else:
+        facts.update(activation=p.activation, weight_format=p.weight_format,
+                     requested=p.requested, vllm_path=p.vllm_path, notes=list(p.notes))
+    if path in NOT_VLLM:
+        facts["label"] = NOT_VLLM[path]
+    # Relative (Frobenius) error against the float32 product of the same int4 weight.
+    from w4a8_kernels.registry import get_path
+    n, k = prob.shape
+    x = make_x(min(m, 1024), k, seed=7)
+    ref = x.float() @ dequant_f32(prob.w_q, prob.scales, prob.g).t()
+    out = get_path(path).run(x, p).float()
+    facts["rel_err_f32"] = float((out - ref).norm() / ref.norm())
+    return facts
+
+
 def measure(path, prob, m, cfg=None, samples=25) -> dict:
     fns, ops, nbytes, c = build(path, prob, m, cfg)
+    first_s = None
+    if path in ENGINES:  # the first call at this M compiles the kernel its heuristic picks
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fns[0]()
+        torch.cuda.synchronize()
+        first_s = time.perf_counter() - t0
     try:
         t = time_calls(fns, samples, no_graph=path in PEERS and NO_GRAPH_PEERS)
-    except RuntimeError as exc:  # a peer whose calls a CUDA graph cannot capture
-        if path not in PEERS:
+    except RuntimeError as exc:  # a peer (or vLLM kernel) whose calls a CUDA graph cannot capture
+        if path not in PEERS and path not in ENGINES:
             raise
         log(f"{path}: graph capture failed ({str(exc)[:120]}); timing with events")
         torch.cuda.synchronize()
         t = time_calls(fns, no_graph=True)
     del fns
+    if first_s is not None:  # JIT time apart from run time: the first call less one timed call
+        t["engine"] = {**engine_facts(path, prob, m), "first_call_s": round(first_s, 4),
+                       "jit_s": round(max(0.0, first_s - t["time_us"] / 1e6), 4)}
     return {**t, "ops": ops, "bytes": nbytes, "config": asdict(c) if c else None}
 
 
 NO_GRAPH_PEERS = False
+ENGINE_PATHS: tuple[str, ...] = ENGINES  # --engines narrows it; the ones that cannot run log why
 
 
 # %% sweep phase
@@ -811,7 +895,8 @@ def compiled_facts() -> list[dict]:
 # %% bench phase
 
 MATH_PEAK = {"bf16_dense": "bf16_tflops", "tinygemm_w4a16": "bf16_tflops",
-             "w4a16_fallback": "bf16_tflops", "peer_w4a16": "bf16_tflops"}
+             "w4a16_fallback": "bf16_tflops", "peer_w4a16": "bf16_tflops",
+             "vllm_humming": "bf16_tflops", "vllm_machete": "bf16_tflops"}
 
 
 def _record(path, group, shape, m, t, extra=None) -> dict:
@@ -829,7 +914,7 @@ def _record(path, group, shape, m, t, extra=None) -> dict:
                    "math_peak_tops": peak, "bound_us": round(bound_us, 3),
                    "frac_of_roofline": round(bound_us / tus, 4),
                    "weight_stream_bound_us": round(n * k / 2 / (LIMITS["hbm_gbs"] * 1e3), 3),
-                   **(extra or {})},
+                   **({"engine": t["engine"]} if "engine" in t else {}), **(extra or {})},
     }
 
 
@@ -852,6 +937,13 @@ def bench_plan(shape, m, probs, peers: bool):
         plan += [("w4a8_prequant", g, prob), ("w4a8_native", g, prob), ("w4a16_fallback", g, prob)]
         if g != -1:
             plan.append(("w4a8_int_rescale", g, prob))
+    if ENGINE_PATHS:
+        for g, prob in probs.items():
+            if g in (32, 64) and 128 in probs and m not in EXTRA_GROUP_MS:
+                continue
+            int8 = "vllm_humming_int8" if g == -1 else "vllm_humming_int8_forced"
+            plan += [(p, g, prob) for p in ("vllm_humming", int8, "vllm_machete")
+                     if p in ENGINE_PATHS]
     if peers and m in PEER_SHAPES.get(shape, ()):
         plan.append(("peer_w8a8", -1, base))
         if 128 in probs:
@@ -941,6 +1033,14 @@ def run_tp(out_dir: Path, meta: dict, deadline: float) -> list[dict]:
 
 # %% provenance and ceilings
 
+def _version(dist: str) -> str:
+    import importlib.metadata as md
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return "absent"
+
+
 def provenance(commit: str) -> dict:
     import triton
     smi = ""
@@ -963,7 +1063,8 @@ def provenance(commit: str) -> dict:
         "driver": smi.split(",")[1].strip() if smi.count(",") >= 1 else None,
         "sm_count": p.multi_processor_count, "capability": f"{p.major}.{p.minor}",
         "torch": torch.__version__, "cuda": torch.version.cuda, "triton": triton.__version__,
-        "gemlite": gemlite_v, "python": sys.version.split()[0],
+        "gemlite": gemlite_v, "humming": _version("humming-kernels"),
+        "engines": list(ENGINE_PATHS), "python": sys.version.split()[0],
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "loadavg_1m": os.getloadavg()[0], "script": "benchmarks/gpu_bench.py",
         "commit": commit, "limits_datasheet": LIMITS,
@@ -1035,8 +1136,24 @@ def gemlite_setup(config_in: Path | None, config_out: Path) -> dict:
             "config_out": config_out.name}
 
 
+def engines_that_run(names: list[str]) -> tuple[str, ...]:
+    """The requested vLLM kernels that can run here; each one that cannot is logged with why."""
+    from w4a8_kernels.registry import get_path
+    unknown = [n for n in names if n not in ENGINES]
+    if unknown:
+        raise SystemExit(f"--engines: unknown {unknown}; accepted: {', '.join(ENGINES)}")
+    ok = []
+    for name in names:
+        good, why = get_path(name).probe()
+        if good:
+            ok.append(name)
+        else:
+            log(f"{name}: not timed ({why})")
+    return tuple(ok)
+
+
 def main() -> None:
-    global TABLES, NO_GRAPH_PEERS
+    global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--commit", default="unknown")
@@ -1051,6 +1168,8 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--gemlite-config", type=Path, default=None)
     ap.add_argument("--peer-events", action="store_true", help="time gemlite without CUDA graphs")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help="vLLM's own kernels to time beside ours ('' for none)")
     args = ap.parse_args()
     t_start = time.time()
     deadline = t_start + args.budget_s
@@ -1060,6 +1179,7 @@ def main() -> None:
     shapes = SHAPES if args.shapes == "all" else [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")]
     ms = M_LIST if args.ms == "all" else [int(v) for v in args.ms.split(",")]
     NO_GRAPH_PEERS = args.peer_events
+    ENGINE_PATHS = engines_that_run([e for e in args.engines.split(",") if e])
     TABLES = module_tables()
     if args.tables:
         TABLES = tables_from_doc(json.loads(args.tables.read_text())["tables_after"])

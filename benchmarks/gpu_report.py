@@ -209,10 +209,61 @@ def report(path: Path = DEFAULT) -> str:
         out.append(f"  {n}x{k}: per-channel M >= {crossover_m(recs, n, k, -1)}, "
                    f"g{g} M >= {crossover_m(recs, n, k, g)}")
 
+    out += ["", *humming_report(recs)]
+
     tp = path.parent / "h200_tp_shards.json"
     if tp.exists():
         out += ["", tp_report(tp)]
     return "\n".join(out)
+
+
+# Every path's time against Humming W4A16 (what vLLM runs for W4A16 with Machete disabled).
+HUMMING = "vllm_humming"
+# (label, path, its group beside Humming at group hg: None skips that group)
+AGAINST_HUMMING = [
+    ("Humming int8 activations (vLLM's, per-channel)", "vllm_humming_int8",
+     lambda hg: -1 if hg == -1 else None),
+    ("Humming int8 forced, grouped (not a vLLM path)", "vllm_humming_int8_forced",
+     lambda hg: None if hg == -1 else hg),
+    ("Machete (vLLM's W4A16 default on Hopper)", "vllm_machete", lambda hg: hg),
+    ("this project's W4A8 native", "w4a8_native", lambda hg: hg),
+    ("this project's W4A8 pre-quantized", "w4a8_prequant", lambda hg: hg),
+    ("this project's W4A16 fallback", "w4a16_fallback", lambda hg: hg),
+    ("cuBLAS bf16 (dequantized weight)", "bf16_dense", lambda hg: -1),
+    ("tinygemm W4A16 g128", "tinygemm_w4a16", lambda hg: 128 if hg == 128 else None),
+    ("gemlite A16W4 g128", "peer_w4a16", lambda hg: 128 if hg == 128 else None),
+    ("gemlite A8W4 g128", "peer_w4a8", lambda hg: 128 if hg == 128 else None),
+]
+
+
+def humming_report(recs: dict) -> list[str]:
+    """time(path) / time(Humming W4A16 at the same group size) at every shape and M both hold
+    (< 1: faster than Humming), with the JIT time of vLLM's kernels (first call less one call)."""
+    hum = {(g, n, k, m) for (p, g, n, k, m) in recs if p == HUMMING}
+    if not hum:
+        return ["Against Humming W4A16: no vllm_humming records in this run"]
+    out = ["Against Humming W4A16 (time / Humming's at the same group size; < 1 faster)"]
+    for hg in sorted({g for g, *_ in hum}):
+        pts = sorted((n, k, m) for (gg, n, k, m) in hum if gg == hg)
+        for label, path_, group_for in AGAINST_HUMMING:
+            g = group_for(hg)
+            r = {} if g is None else _ratios(recs, path_, g, HUMMING, hg, pts)
+            if r:
+                out.append(f"  {'per-channel' if hg == -1 else f'g{hg}'}: {label}: {_span(r)}")
+    errs: dict[str, list[float]] = {}
+    for (p, *_), r in recs.items():
+        e = (r.detail or {}).get("engine", {}).get("rel_err_f32") if isinstance(r.detail, dict) else None
+        if e is not None:
+            errs.setdefault(p, []).append(e)
+    for p, v in sorted(errs.items()):
+        out.append(f"  {p}: relative error against the float32 product {min(v):.1e}-{max(v):.1e}")
+    jit = [r.detail.get("engine", {}).get("jit_s") for (p, *_), r in recs.items()
+           if p.startswith("vllm_") and isinstance(r.detail, dict)]
+    jit = [v for v in jit if v is not None]
+    if jit:
+        out.append(f"  JIT compile of a first call (apart from run time): {min(jit):.2f}-"
+                   f"{max(jit):.2f} s over {len(jit)} records, {sum(jit):.1f} s in all")
+    return out
 
 
 def tp_report(path: Path) -> str:

@@ -6,8 +6,9 @@ float32 [M, N] the metrics read (outside the timed region too). `probe()` says w
 the path can run on this machine at all, `supports(weight)` whether it can run this
 layer; both return (ok, why), and a path that cannot run says why instead of failing.
 
-Triton paths (`triton_w4a8`, `triton_w4a16`) are listed here for every machine; their
-probe answers "no CUDA device" on a CPU host.
+CUDA paths (`triton_w4a8`, `triton_w4a16`, `cublas_bf16`, and the kernels vLLM itself runs:
+`vllm_humming*`, `vllm_machete`) are listed here for every machine; their probe answers "no
+CUDA device" on a CPU host, and nothing imports triton or humming until one is prepared.
 
 Paths whose policy is a dispatch rule (INC's per-call token threshold) are composed by the
 caller that holds the rule, from the functions in `engine_paths`; they are not listed here.
@@ -279,6 +280,55 @@ def _cpu_float(out, inputs, prepared) -> torch.Tensor:
     return out.to(device="cpu", dtype=torch.float32)
 
 
+# -- what vLLM runs on CUDA (its own kernels, imported only when prepared) -----------------
+
+def _humming_probe() -> tuple[bool, str]:
+    from w4a8_kernels.vllm_humming import humming_available
+    return humming_available()
+
+
+def _prep_humming(activations: str, allow_fallback: bool = True):
+    def prepare(w: Int4Weight):
+        from w4a8_kernels.vllm_humming import prepare_humming
+        return prepare_humming(w.w_q, w.scales, w.group_size, w.zeros, activations=activations,
+                               allow_fallback=allow_fallback)
+    return prepare
+
+
+def _run_humming(x, prepared):
+    from w4a8_kernels.vllm_humming import humming_linear
+    return humming_linear(x, prepared)
+
+
+def _machete_probe() -> tuple[bool, str]:
+    from w4a8_kernels.vllm_machete import machete_available
+    return machete_available()
+
+
+def _machete_supports(w: Int4Weight) -> tuple[bool, str]:
+    if w.zeros is not None:
+        return False, "the built Machete type is bf16 x uint4b8 (symmetric, no zero points)"
+    return True, ""
+
+
+def _prep_machete(w: Int4Weight):
+    from w4a8_kernels.vllm_machete import prepare_machete
+    return prepare_machete(w.w_q, w.scales, w.group_size, w.zeros)
+
+
+def _run_machete(x, prepared):
+    from w4a8_kernels.vllm_machete import machete_mm
+    return machete_mm(x, prepared)
+
+
+def _cuda_probe() -> tuple[bool, str]:
+    return (True, "") if torch.cuda.is_available() else (False, "no CUDA device")
+
+
+def _prep_cuda_dense(w: Int4Weight) -> torch.Tensor:
+    return _prep_dense(w).to("cuda")
+
+
 PATHS: dict[str, KernelPath] = {p.name: p for p in (
     KernelPath("w4a8_native", "W4A8 on this CPU: exact int8 x int4 dots, group scales in float32",
                "w4a8", _prep_native, cpu_w4a8.w4a8_native, tags=("w4a8",)),
@@ -322,6 +372,28 @@ PATHS: dict[str, KernelPath] = {p.name: p for p in (
                _prep_triton_w4a16, _run_triton_w4a16, probe=_triton_probe, supports=_triton_supports,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
                device="cuda", tags=("w4a16", "gpu")),
+    KernelPath("cublas_bf16", "cuBLAS bf16 GEMM on the dequantized weight (torch matmul on the GPU)",
+               "dense", _prep_cuda_dense, _run_dense, probe=_cuda_probe,
+               make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
+               device="cuda", tags=("baseline", "gpu")),
+    KernelPath("vllm_humming", "vLLM's HummingLinearKernel, W4A16 (humming, as vLLM builds the layer)",
+               "w4a16", _prep_humming("bf16"), _run_humming, probe=_humming_probe,
+               make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
+               device="cuda", tags=("w4a16", "gpu", "engine")),
+    KernelPath("vllm_humming_int8", "vLLM's HummingLinearKernel handed int8 per-token activations "
+               "(CompressedTensorsWNA8Int); vLLM's check may run bf16 instead",
+               "w4a8", _prep_humming("int8"), _run_humming, probe=_humming_probe,
+               make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
+               device="cuda", tags=("w4a8", "gpu", "engine")),
+    KernelPath("vllm_humming_int8_forced", "Humming with int8 activations forced "
+               "(allow_fallback=False): not a vLLM path at group sizes vLLM runs in bf16",
+               "w4a8", _prep_humming("int8", allow_fallback=False), _run_humming,
+               probe=_humming_probe, make_input=_cuda_bf16_input, finish=_cpu_float,
+               activation_dtype=torch.bfloat16, device="cuda", tags=("w4a8", "gpu", "demo")),
+    KernelPath("vllm_machete", "vLLM's MacheteLinearKernel (bf16 x uint4b8), built from the sdist",
+               "w4a16", _prep_machete, _run_machete, probe=_machete_probe,
+               supports=_machete_supports, make_input=_cuda_bf16_input, finish=_cpu_float,
+               activation_dtype=torch.bfloat16, device="cuda", tags=("w4a16", "gpu", "engine")),
 )}
 
 

@@ -46,10 +46,13 @@ def test_cpuwna16_w4a8_route_needs_amx_bf16_and_env(preset, act, env, expect):
     assert (_plan(t).computes, _plan(t).path) == expect
 
 
-def test_gpu_kernels_map_to_triton_on_cuda_and_cpu_models_here():
+def test_gpu_kernels_run_themselves_on_cuda_and_cpu_models_here():
     t = trace_mp({**C1, "weight_type": "uint4b8"}, "sm90-h200")
     assert t.selected == "MacheteLinearKernel"
-    assert _plan(t, cuda=True).path == "triton_w4a16"
+    gpu = _plan(t, cuda=True)
+    assert (gpu.path, gpu.fidelity, gpu.fallback) == ("vllm_machete", "same op", "vllm_machete")
+    assert gpu.runs_engine and gpu.paths_to_compare() == ["vllm_machete", "triton_w4a8",
+                                                          "triton_w4a16"]
     assert (_plan(t).path, _plan(t).fidelity) == ("w4a16_fallback", "same math")
     fp8 = _plan(trace_mp({**C1, "act_type": "float8_e4m3fn", "out_type": "bfloat16"}, "sm90-h200"))
     assert fp8.path is None and not fp8.available and fp8.computes == "w4a8-fp8"
@@ -172,3 +175,44 @@ def test_the_inc_xpu_path_refuses_what_the_rule_set_refuses_in_vllms_words():
     assert "unsupported config" in path.supports(asym)[1]
     with pytest.raises(KernelInputError, match="multiples of 8, got output=20"):
         path.prepare(_weight(20, 64, 32))
+
+
+HUMMING_H200 = {"preset": "sm90-h200", "packages": ["humming"]}
+
+
+@pytest.mark.parametrize("env,act,path", [
+    ({"VLLM_DISABLED_KERNELS": "MacheteLinearKernel"}, "int8", "vllm_humming_int8"),
+])
+def test_a_trace_selecting_humming_runs_humming_on_a_gpu_host(env, act, path):
+    """Per-channel pack-quantized W4A8 with Machete disabled: vLLM runs Humming with int8
+    activations; on a CUDA host that kernel itself runs, against the W4A16 vLLM runs."""
+    layer = {**W4A8, "weights": {**W4A8["weights"], "strategy": "channel", "group_size": None}}
+    t = trace_scheme(layer, HUMMING_H200, env)
+    assert t.selected == "HummingLinearKernel" and t.runtime_detail.activation == act
+    plan = _plan(t, cuda=True)
+    assert (plan.path, plan.fidelity, plan.fallback) == (path, "same op", "vllm_humming")
+    assert plan.paths_to_compare() == [path, "vllm_humming", "triton_w4a8", "triton_w4a16"]
+    assert _plan(t).path == "w4a8_native" and _plan(t).fallback == "w4a16_fallback"
+
+
+def test_default_bench_paths_follow_the_host_value():
+    from workbench.execution import default_bench_paths
+    from workbench.platforms import get_preset, platform_from_json
+
+    assert default_bench_paths(get_preset("x86-avx512")) == ["w4a8_native", "w4a16_fallback"]
+    h200 = platform_from_json(HUMMING_H200)
+    assert default_bench_paths(h200) == ["vllm_humming", "vllm_humming_int8", "triton_w4a8",
+                                         "triton_w4a16", "cublas_bf16"]
+    bare = platform_from_json({"preset": "sm90-h200", "packages": []})
+    assert default_bench_paths(bare) == ["triton_w4a8", "triton_w4a16", "cublas_bf16"]
+    for name in default_bench_paths(h200):
+        execution_path(name)  # every default is a registered path
+
+
+def test_faces_label_what_vllm_runs_and_the_stand_ins():
+    from workbench.execution import ENGINE_LABEL, STAND_IN_LABEL, path_role
+
+    assert path_role("vllm_humming") == path_role("vllm_machete") == ENGINE_LABEL
+    assert path_role("triton_w4a8") == path_role("triton_w4a16") == STAND_IN_LABEL
+    assert path_role("vllm_humming_int8_forced") == "not a vLLM path"
+    assert path_role("w4a8_native") == ""

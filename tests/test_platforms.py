@@ -65,3 +65,27 @@ def test_torch_build_is_read_from_its_version_file():
     build = _torch_build()
     assert build == {"__version__": torch.__version__, "cuda": torch.version.cuda,
                      "hip": torch.version.hip, "xpu": getattr(torch.version, "xpu", None)}
+
+
+def test_host_cpu_is_this_machines_cpu_even_with_a_gpu():
+    cpu = resolve_platform("host-cpu")
+    assert cpu.device == "cpu" and cpu.name == "host-cpu"
+    host = detect_host()
+    if host.device == "cpu":  # no GPU here: the two differ by name only
+        from dataclasses import replace
+        assert replace(cpu, name="host") == host
+
+
+def test_a_gpu_host_stands_for_the_preset_its_name_or_capability_gives():
+    from workbench.platforms import platform_from_json, preset_for_host
+
+    def gpu(desc, cap):
+        return platform_from_json({"device": "cuda", "capability": cap, "name": "host",
+                                   "description": f"this machine: {desc}"})
+
+    assert preset_for_host(gpu("NVIDIA H200", 90)) == "sm90-h200"
+    assert preset_for_host(gpu("NVIDIA A100-SXM4-80GB", 80)) == "sm80-a100"
+    assert preset_for_host(gpu("Some SM 8.9 card", 89)) == "sm89-l40s"  # by capability
+    assert preset_for_host(gpu("a future card", 130)) is None
+    assert preset_for_host(PRESETS["x86-avx512"]) is None
+    assert preset_for_host(detect_host(cpu=True)) is None

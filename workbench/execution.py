@@ -33,15 +33,22 @@ from workbench.dispatch.types import Runtime
 from workbench.dispatch.versions import rules
 from workbench.errors import InvalidInputError
 
-__all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "execution_path",
+__all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "default_bench_paths",
+           "GPU_STAND_INS", "STAND_IN_LABEL", "ENGINE_LABEL", "path_role", "execution_path",
            "execution_path_names", "marlin_int8_scales", "marlin_w4a8_int8",
            "MARLIN_W4A8_INT8", "INC_XPU_W4A8", "INC_XPU_W4A8_BF16_MISREAD",
            "inc_xpu_w4a8_runtime"]
 
 # A CPU path -> the Triton path computing the same math on a CUDA host.
 _GPU_TWIN = {"w4a8_native": "triton_w4a8", "w4a16_fallback": "triton_w4a16"}
+# This project's portable stand-ins on a CUDA host, shown beside what vLLM runs.
+GPU_STAND_INS = ("triton_w4a8", "triton_w4a16")
+STAND_IN_LABEL = "this project's portable stand-in"
 # Paths that run the engine's own op, or reproduce its rounding steps.
-_SAME_OP = {"vllm_dynamic4bit"}
+_SAME_OP = {"vllm_dynamic4bit", "vllm_humming", "vllm_humming_int8", "vllm_machete"}
+# The selected kernel -> (its own path on a CUDA host, the W4A16 path vLLM runs beside it).
+_ENGINE_ON_GPU = {"HummingLinearKernel": ("vllm_humming", "vllm_humming"),
+                  "MacheteLinearKernel": ("vllm_machete", "vllm_machete")}
 _SAME_NUMERICS = {"vllm_int4_scaled_mm", "inc_xpu_w4a8", "marlin_w4a8_int8"}
 
 
@@ -60,17 +67,52 @@ class ExecutionPlan:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @property
+    def runs_engine(self) -> bool:
+        """`path` is the kernel vLLM itself runs (its own op), not a model of it."""
+        return self.fidelity == "same op"
+
+    @property
+    def native(self) -> str:
+        """This project's W4A8 native kernel on the plan's device."""
+        return "triton_w4a8" if self.gpu else "w4a8_native"
+
+    @property
+    def gpu(self) -> bool:
+        return self.fallback in _GPU_FALLBACKS
+
     def paths_to_compare(self) -> list[str]:
-        """What the engine runs (modelled), the W4A16 fallback and our W4A8 native, deduplicated."""
+        """What the engine runs (or its model), the W4A16 fallback and our W4A8 native,
+        deduplicated; on a GPU host this project's Triton stand-ins follow."""
         seen = []
-        for p in (self.path, self.fallback, "w4a8_native"):
+        stand_ins = GPU_STAND_INS if self.gpu else ()
+        for p in (self.path, self.fallback, self.native, *stand_ins):
             if p and p not in seen:
                 seen.append(p)
         return seen
 
 
+_GPU_FALLBACKS = {"triton_w4a16", "vllm_humming", "vllm_machete"}
+
+
+def _engine_gpu_path(runtime: Runtime) -> tuple[str | None, str | None]:
+    """vLLM's own kernel for this runtime on a CUDA host, and the W4A16 path vLLM runs beside
+    it; (None, None) where the selected kernel has no path of its own here."""
+    own, fallback = _ENGINE_ON_GPU.get(runtime.method, (None, None))
+    if own == "vllm_humming" and runtime.activation == "int8":
+        own = "vllm_humming_int8"
+    if own is not None and runtime.fails_at is not None:
+        return None, None
+    return own, fallback
+
+
 def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> ExecutionPlan:
-    """The runnable model of one vLLM runtime (None: vLLM selected nothing)."""
+    """The runnable model of one vLLM runtime (None: vLLM selected nothing).
+
+    `cuda`: whether the plan is for a CUDA host (default: whether this machine has a GPU).
+    There a trace that selects Humming or Machete runs that kernel itself ("same op"), and the
+    W4A16 it is compared with is the one vLLM runs; our Triton kernels stay beside it as
+    stand-ins. Elsewhere the plan runs this project's model of the kernel."""
     if runtime is not None and not isinstance(runtime, Runtime):
         raise InvalidInputError(f"runtime: a dispatch Runtime or None, got {type(runtime).__name__}")
     if cuda is None:
@@ -81,7 +123,10 @@ def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> Exec
                              "vLLM found no kernel (the trace holds its error): nothing runs",
                              False, "no runnable path models this kernel")
     cpu_path = runtime.emulation
-    gpu_path = _GPU_TWIN.get(cpu_path) if cpu_path else None
+    engine, engine_fallback = _engine_gpu_path(runtime)
+    gpu_path = engine or (_GPU_TWIN.get(cpu_path) if cpu_path else None)
+    if cuda and engine_fallback is not None:
+        fallback = engine_fallback
     path = gpu_path if (cuda and gpu_path) else cpu_path
     if path is None:
         fidelity, available = "none", False
@@ -95,9 +140,33 @@ def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> Exec
                          describe_runtime(runtime), available, why)
 
 
-def plan_from_trace(trace: Any) -> ExecutionPlan:
+def plan_from_trace(trace: Any, *, cuda: bool | None = None) -> ExecutionPlan:
     """`plan_execution` of a dispatch Trace's `runtime_detail`."""
-    return plan_execution(getattr(trace, "runtime_detail", None))
+    return plan_execution(getattr(trace, "runtime_detail", None), cuda=cuda)
+
+
+ENGINE_LABEL = "what vLLM runs"
+
+
+def path_role(name: str) -> str:
+    """How a face labels a path: vLLM's own kernel, this project's stand-in, or nothing."""
+    if name in _SAME_OP:
+        return ENGINE_LABEL
+    if name in GPU_STAND_INS:
+        return STAND_IN_LABEL
+    if name == "vllm_humming_int8_forced":
+        return "not a vLLM path"
+    return ""
+
+
+def default_bench_paths(host: Any) -> list[str]:
+    """The paths `bench` times by default on a host (a `Platform` value): on a CUDA host what
+    vLLM runs there (Humming, where installed), this project's Triton stand-ins and cuBLAS
+    bf16; on a CPU host this project's W4A8 native and W4A16 fallback."""
+    if getattr(host, "device", None) != "cuda":
+        return ["w4a8_native", "w4a16_fallback"]
+    engine = ["vllm_humming", "vllm_humming_int8"] if host.has_package("humming") else []
+    return [*engine, *GPU_STAND_INS, "cublas_bf16"]
 
 
 # --------------------------------------------------------------------------- Marlin W4A8-INT8

@@ -190,9 +190,24 @@ def get_preset(name: str) -> Platform:
     if key is None:
         raise UnknownPresetError(
             f"platform: unknown preset {name!r}; accepted: {accepted_names()}, "
-            f"'host', or a JSON object (names are matched case-insensitively)"
+            f"'host', 'host-cpu', or a JSON object (names are matched case-insensitively)"
         )
     return PRESETS[key]
+
+
+def preset_for_host(host: Platform) -> str | None:
+    """The GPU preset that stands for a GPU host where a preset is needed (the cost model): the
+    one an alias in the device's name points to ("NVIDIA H200" -> h200), else the preset of its
+    capability; None for a CPU or XPU host, or a GPU no preset matches."""
+    if host.device not in ("cuda", "rocm"):
+        return None
+    name = host.description.lower()
+    for alias, key in ALIASES.items():
+        if re.search(rf"\b{re.escape(alias)}\b", name) and PRESETS[key].device == host.device:
+            return key
+    same = [key for key, p in PRESETS.items()
+            if p.device == host.device and p.capability == host.capability]
+    return same[0] if same else None
 
 
 # DeviceCapability.to_int() is major*10 + minor with a one-digit minor
@@ -281,8 +296,10 @@ def resolve_platform(spec: str | dict | Platform) -> Platform:
         except json.JSONDecodeError as exc:
             raise InvalidInputError(f"platform: malformed JSON ({exc.msg} at column {exc.colno})") from None
         return platform_from_json(data)
-    if text == "host":
+    if text == HOST:
         return detect_host()
+    if text == HOST_CPU:
+        return detect_host(cpu=True)
     return get_preset(text)
 
 
@@ -372,14 +389,21 @@ def _version_at_least(version: str, major: int, minor: int) -> bool:
     return bool(match) and (int(match.group(1)), int(match.group(2))) >= (major, minor)
 
 
-def detect_host(*, import_torch: bool = False) -> Platform:
+# `host` is this machine as vLLM sees it: its GPU when it has one. `host-cpu` is its CPU even
+# then, so the CPU engines stay one choice away on a GPU machine.
+HOST, HOST_CPU = "host", "host-cpu"
+HOST_NAMES = (HOST, HOST_CPU)
+
+
+def detect_host(*, import_torch: bool = False, cpu: bool = False) -> Platform:
     """This machine as vLLM would see it: device, capability, ISA, packages, ops.
 
     A CPU-only torch build without zentorch cannot see a GPU or a zentorch op, so its
     platform is read without importing torch (the app's first page needs it in well under
     a second): AMX from the kernel's `amx_tile` flag, `aten._dyn_quant_matmul_4bit` from the
     torch version (registered on every build since 2.6). `import_torch=True` probes torch
-    itself; a test holds both equal on the machine it runs on.
+    itself; a test holds both equal on the machine it runs on. `cpu=True`: this machine's CPU
+    even where it has a GPU (named `host-cpu`).
     """
     flags, vendor = _cpu_flags()
     arch = _arch_of(_platform.machine())
@@ -391,6 +415,11 @@ def detect_host(*, import_torch: bool = False) -> Platform:
         avx512_vnni="avx512_vnni" in flags or "avx512vnni" in flags,
         vendor=vendor,
     )
+    if cpu:
+        build = _torch_build()
+        ops = ((DYN_QUANT_OP,) if build is not None and "zentorch" not in packages
+               and _version_at_least(build["__version__"], 2, 6) else _present_ops())
+        return replace(_host_cpu(arch, "amx_tile" in flags, packages, ops, isa), name=HOST_CPU)
     build = None if import_torch or "zentorch" in packages else _torch_build()
     if build is not None and not (build["cuda"] or build["hip"] or build["xpu"]):
         ops = (DYN_QUANT_OP,) if _version_at_least(build["__version__"], 2, 6) else ()

@@ -176,6 +176,28 @@ def test_bench_names_the_reference_of_each_error():
                      r"\d+ core", out)
 
 
+def test_bench_default_paths_follow_the_platform_chosen():
+    from workbench.execution import default_bench_paths
+    from workbench.platforms import detect_host
+
+    argv = ["bench", "--m", "1", "--n", "32", "--k", "64", "--group", "32", "--repeats", "1", "--json"]
+    rc, out, _ = run_cli(*argv, "--platform", "host-cpu")
+    assert rc == 0 and [json.loads(x)["path"] for x in out.splitlines()] == ["w4a8_native",
+                                                                             "w4a16_fallback"]
+    rc, out, _ = run_cli(*argv)  # host: this machine's GPU where it has one
+    assert rc == 0
+    assert [json.loads(x)["path"] for x in out.splitlines()] == default_bench_paths(detect_host())
+    rc, _, err = run_cli(*argv, "--platform", "sm90-h200")
+    assert rc != 0 and "host-cpu" in err
+
+
+def test_predict_host_cpu_is_this_cpu():
+    rc, out, err = run_cli("predict", "--platform", "host-cpu", "--n", "256", "--k", "256",
+                           "--m", "1", "--paths", "bf16_dense")
+    assert rc == 0, err
+    assert "bf16_dense" in out
+
+
 def test_bench_size_guard_states_the_need_and_the_limit():
     rc, out, err = run_cli("bench", "--m", "1048576", "--n", "262144", "--k", "262144")  # TiB
     assert rc == 2 and out == ""

@@ -26,7 +26,7 @@ from workbench.errors import InvalidInputError
 from workbench.limits import MAX_DIM
 from workbench.memory import bench_bytes, check_fits
 
-_DEFAULT_PATHS = "w4a8_native,w4a16_fallback"
+_DEFAULT_PATHS = "w4a8_native,w4a16_fallback"  # on a CPU host; see default_bench_paths
 _DIM = int_in(1, MAX_DIM)
 ERROR_REFERENCES = {
     "rel_error": "unquantized weights (x @ W^T in float64)",
@@ -50,7 +50,12 @@ def register(subparsers) -> None:
     p.add_argument("--group", type=int_in(1, 2**31 - 1, also=(-1,)), default=128,
                    help="group size; -1 per-channel (default 128)")
     p.add_argument("--asym", action="store_true", help="asymmetric weights (zero points)")
-    p.add_argument("--paths", default=_DEFAULT_PATHS, help=f"kernel paths (default {_DEFAULT_PATHS})")
+    p.add_argument("--paths", help="kernel paths, comma-separated (default: on a GPU host what vLLM "
+                   "runs there (vllm_humming, vllm_humming_int8 where humming is installed), the "
+                   "Triton stand-ins and cublas_bf16; on a CPU host " + _DEFAULT_PATHS + ")")
+    p.add_argument("--platform", choices=("host", "host-cpu"), default="host",
+                   help="which part of this machine the default paths run on: 'host' is its GPU "
+                   "where it has one, 'host-cpu' its CPU (default host)")
     p.add_argument("--model", help="bench a real model's shard instead (see workbench.models)")
     p.add_argument("--layer", help="with --model: qkv_proj, o_proj, gate_up_proj, down_proj, ...")
     p.add_argument("--tp", type=int_in(1, 1024), help="with --model: tensor parallel size (default 1)")
@@ -112,7 +117,7 @@ def _noise_line(records, prov: dict) -> str:
 
 def run(args) -> int:
     from workbench.bench import bench_layer_weight, host_provenance, write_csv, write_json
-    from workbench.execution import execution_path, execution_path_names
+    from workbench.execution import execution_path, execution_path_names, path_role
 
     if args.list:
         for name in execution_path_names():
@@ -120,6 +125,11 @@ def run(args) -> int:
             ok, why = path.probe()
             print(f"{name:22s} {'yes' if ok else 'no ':3s} {path.summary}" + (f"  [{why}]" if why else ""))
         return 0
+    if args.paths is None:
+        from workbench.execution import default_bench_paths
+        from workbench.platforms import resolve_platform
+
+        args.paths = ",".join(default_bench_paths(resolve_platform(args.platform)))
     paths = name_list(args.paths, "--paths", execution_path_names())
     args.path_names, args.ms = paths, m_list(args.m)
     if args.out is not None:
@@ -146,8 +156,9 @@ def run(args) -> int:
                 continue
             spread = f"{r.p20_ms:.3g}-{r.p80_ms:.3g}"
             err, kerr = (f"{e:.2e}" if e is not None else "-" for e in (r.rel_error, r.kernel_rel_error))
+            note = "; ".join(filter(None, [path_role(r.path), r.detail or r.why]))
             print(f"{r.path:22s} {r.m:6d} {r.median_ms:10.3f} {spread:>17s} {err:>9s} {kerr:>10s}  "
-                  f"{r.detail or r.why}")
+                  f"{note}")
         print(f"relative errors: 'err vs W' against the {ERROR_REFERENCES['rel_error']}; "
               f"'err vs ref' against the {ERROR_REFERENCES['kernel_rel_error']}")
         print(_noise_line(records, prov))

@@ -251,7 +251,7 @@ def platform_arg(text: str, what: str = "--platform") -> str | dict:
         return json_object(json_arg(stripped, what), what)
     if len(stripped) > 64 or "\0" in stripped or not stripped:
         raise InvalidInputError(f"{what}: {shown(text, 40)} is no preset name; accepted: a preset "
-                                "(see `python -m workbench platforms`), 'host', or a JSON object")
+                                "(see `python -m workbench platforms`), 'host', 'host-cpu', or a JSON object")
     return stripped
 
 

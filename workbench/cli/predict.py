@@ -3,7 +3,8 @@
     python -m workbench predict --platform sm90-h200 --n 4096 --k 4096 --group 128 \\
         --m 1,16,256 --paths w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected --json
 
-`--platform host` predicts this machine (its calibration runs once, in seconds, and is cached).
+`--platform host` predicts this machine: its GPU where it has one (as the matching preset),
+else its CPU (calibrated once, in seconds, and cached); `--platform host-cpu` is the CPU always.
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ _DEFAULT_PATHS = "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected"
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="predicted GEMM time per path and M on a platform")
-    p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, or 'host'")
+    p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, 'host' (this machine: its GPU where it has one) "
+                   "or 'host-cpu' (this machine's CPU)")
     p.add_argument("--n", type=int_in(1, 2**31 - 1), required=True, help="output features (N)")
     p.add_argument("--k", type=int_in(1, 2**31 - 1), required=True, help="input features (K)")
     p.add_argument("--group", type=int_in(1, 2**31 - 1, also=(-1,)), default=128,

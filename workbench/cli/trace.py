@@ -63,7 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="how --checkpoint's layer is sharded under --tp (default: row for "
                         "down_proj/o_proj-like layers, column otherwise, as vLLM builds them)")
     p.add_argument("--platform", default="sm90-h200",
-                   help="preset name, 'host', or platform JSON (default: sm90-h200)")
+                   help="preset name, 'host' (this machine: its GPU where it has one), "
+                   "'host-cpu', or platform JSON (default: sm90-h200)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="VLLM_* variable or linear_backend / linear_backend_per_quant (repeatable)")
     p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,

@@ -413,6 +413,12 @@ def _check(name: str, v, hi: int) -> int:
     return v
 
 
+def _gpu_host_preset() -> str | None:
+    from workbench.platforms import detect_host, preset_for_host
+
+    return preset_for_host(detect_host())
+
+
 def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1, *,
             version: str | None = None, scheme: str = DEFAULT_SCHEME) -> Prediction:
     """One prediction. platform: a preset name (or alias), or "host" for this machine;
@@ -427,16 +433,21 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
     if isinstance(g, bool) or not isinstance(g, int) or (g != -1 and (g < 1 or k % g)):
         raise InvalidInputError(f"group_size = {g!r}; accepted: -1 (per-channel) or a divisor of K = {k}")
     if path in CPU_ONLY_PATHS:
-        if platform != "host" and hardware_for(platform).kind != "cpu":
+        if platform not in ("host", "host-cpu") and hardware_for(platform).kind != "cpu":
             raise InvalidInputError(f"path {path!r} is this project's CPU dense GEMM; on {platform!r} "
                                     f"accepted: {', '.join(PATHS)}")
     elif path not in PATHS:
         raise InvalidInputError(f"path {path!r}; accepted: {', '.join(PATHS)} (on CPUs also "
                                 f"{', '.join(CPU_ONLY_PATHS)})")
-    if platform == "host":
-        if path == "selected":
-            return _floored(_selected(None, "host", m, n, k, g, version, scheme), "cpu")
-        return _floored(_cpu(None, path, m, n, k, g, "host"), "cpu")
+    if platform in ("host", "host-cpu"):
+        # `host` is this machine's GPU where it has one (predicted as its preset); `host-cpu`
+        # and a GPU-less host are predicted from this CPU's calibration.
+        gpu = _gpu_host_preset() if platform == "host" else None
+        if gpu is None:
+            if path == "selected":
+                return _floored(_selected(None, "host", m, n, k, g, version, scheme), "cpu")
+            return _floored(_cpu(None, path, m, n, k, g, "host"), "cpu")
+        platform = gpu
     hw = hardware_for(platform)
     if path == "selected":
         return _floored(_selected(hw, hw.preset, m, n, k, g, version, scheme), hw.kind)

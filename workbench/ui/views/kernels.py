@@ -52,18 +52,39 @@ def noise_view(meta: dict) -> None:
                    "still timed round-robin in one process.")
 
 
+@st.cache_resource(show_spinner=False)
+def _host_cpu():
+    from workbench.platforms import detect_host
+
+    return detect_host(cpu=True)
+
+
 def engine_plan(ref):
     """vLLM's choice for this layer on this machine, and the paths that model it here."""
     from workbench.execution import plan_from_trace
 
     host = loaders.host_platform()
+    if host.is_cuda():  # the GPU by default; this machine's CPU one choice away
+        where = st.radio("Run on", ("GPU", "CPU"), key="kern.device", horizontal=True,
+                         help="GPU: what vLLM runs on this GPU and this project's Triton "
+                         "stand-ins; CPU: this machine's CPU engines (platform host-cpu)")
+        if where == "CPU":
+            host = _host_cpu()
     env = widgets.current_env()
     t = widgets.compute_trace(ref, host, env, tp_size=1, parallel="auto")
-    return t, plan_from_trace(t), host
+    return t, plan_from_trace(t, cuda=host.is_cuda()), host
 
 
 def plan_view(t, plan, host) -> None:
-    if t.selected:
+    if t.selected and plan.runs_engine and plan.gpu:
+        from workbench.execution import STAND_IN_LABEL
+
+        st.markdown(f"On **{host.label()}** vLLM selects **`{t.selected}`**; it computes "
+                    f"**{plan.computes.upper()}**. Here it runs as vLLM runs it: **`{plan.path}`** "
+                    f"(what vLLM runs): {plan.note.rstrip('.')}. W4A8 native (`{plan.native}`) is "
+                    f"compared with the W4A16 vLLM runs here (`{plan.fallback}`); `triton_w4a8` and "
+                    f"`triton_w4a16` are {STAND_IN_LABEL}s.")
+    elif t.selected:
         st.markdown(f"On **{host.label()}** vLLM selects **`{t.selected}`**; it computes "
                     f"**{plan.computes.upper()}**. Here that is modelled by path **`{plan.path}`** "
                     f"({plan.fidelity}): {plan.note.rstrip('.')}.")
@@ -74,6 +95,13 @@ def plan_view(t, plan, host) -> None:
         st.warning(f"`{plan.path}` cannot run on this machine: {plan.why}")
     elif plan.why:
         st.caption(f"`{plan.path}`: {plan.why}")
+
+
+def _path_label(name: str) -> str:
+    from workbench.execution import path_role
+
+    role = path_role(name)
+    return f"{name} ({role})" if role else name
 
 
 def _path_options(layer) -> dict[str, str]:
@@ -89,9 +117,48 @@ def _path_options(layer) -> dict[str, str]:
     return out
 
 
+# Paths whose first preparation compiles CUDA kernels (humming's NVRTC JIT).
+_JIT_PATHS = ("vllm_humming", "vllm_humming_int8", "vllm_humming_int8_forced", "vllm_machete")
+
+
+@st.cache_resource(show_spinner=False)
+def _warm_engine(layer_key: str, name: str, _layer) -> float:
+    """Prepare a JIT-compiled path once per layer and run it once: the compiled kernels stay in
+    this process, so the timed runs after it (and later reruns) do not pay for compiling."""
+    import time
+
+    import torch
+    from workbench.bench import int4_weight_of
+    from workbench.execution import execution_path
+
+    path = execution_path(name)
+    w = int4_weight_of(_layer)
+    t0 = time.perf_counter()
+    state_ = path.prepare(w)
+    path.run(path.make_input(torch.randn(1, w.k).to(torch.bfloat16), state_), state_)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
+def _compile_first(layer, ref, paths: list[str]) -> None:
+    from w4a8_kernels.errors import KernelError
+    from workbench.execution import execution_path
+
+    for name in paths:
+        if name not in _JIT_PATHS or not execution_path(name).probe()[0]:
+            continue
+        with st.status(f"Compiling `{name}`'s CUDA kernels (first call only)...") as box:
+            try:
+                took = _warm_engine(ref.key, name, layer)
+                box.update(label=f"`{name}` ready ({took:.1f} s the first time)", state="complete")
+            except KernelError as exc:  # the bench records why it cannot run
+                box.update(label=f"`{name}` cannot run: {exc}", state="error")
+
+
 def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> None:
     from workbench.bench import bench_layer_weight, host_provenance
 
+    _compile_first(layer, ref, paths)
     ss = st.session_state
     ss["kern.records"] = []
     ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": paths, "ms": ms,
@@ -130,7 +197,8 @@ def _controls(layer, ref, plan, key: str, default_m: str | None) -> None:
     c1, c2, c3 = st.columns([3, 2, 1])
     with c1:
         state.bind(st.multiselect, "Paths", "kern.paths", options=list(options),
-                   format_func=lambda p: p, help="\n".join(f"- `{k}`: {v}" for k, v in options.items()))
+                   format_func=_path_label,
+                   help="\n".join(f"- `{k}`: {v}" for k, v in options.items()))
     with c2:
         state.bind(st.text_input, "Token counts M", "kern.m_list")
     with c3:
