@@ -61,10 +61,12 @@ def render() -> None:
                       version)
     doc = out["json"]
     t = doc["totals"]
-    st.markdown(plain(f"**{doc['source']}** on **{platform}**, TP {tp}: decode {t['decode_us']:.1f} us "
-                      f"({t['decode_low_us']:.1f}-{t['decode_high_us']:.1f}), prefill {t['prefill_us']:.1f} us "
-                      f"({t['prefill_low_us']:.1f}-{t['prefill_high_us']:.1f}) per forward; this project's "
-                      f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} us."))
+    # Bold is Markdown of ours, around text escaped as plain (a path or name is the user's).
+    st.markdown(f"**{plain(doc['source'])}** on **{plain(platform)}**, " + plain(
+        f"TP {tp}: decode {t['decode_us']:.1f} µs "
+        f"({t['decode_low_us']:.1f}-{t['decode_high_us']:.1f}), prefill {t['prefill_us']:.1f} µs "
+        f"({t['prefill_low_us']:.1f}-{t['prefill_high_us']:.1f}) per forward; this project's "
+        f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs."))
     for note in doc["notes"]:
         st.caption(plain(note))
     rows = [{c: r.get(c) for c in _COLUMNS} for r in doc["layers"]]
