@@ -5,6 +5,7 @@ prefill M, totals; exportable as CSV and JSON. The work is the core's (`workbenc
 from __future__ import annotations
 
 import json
+from html import escape
 
 import streamlit as st
 
@@ -127,13 +128,17 @@ def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None
     fast = [p for p in preds if p.path == "w4a8_native"]
     slow = [p for p in preds if p.path == "w4a16_fallback"]
     cross = predicted_crossover(fast, slow)
-    fig = plots.prediction_figure(preds, measured or [], crossover=cross, title=plain(
-        f"Predicted latency, {platform}: N {n} x K {k}, g {g} (dashed: predicted, band shaded; dotted: roofline)"))
+    # A plotly title is HTML, not Markdown: `escape`, not `plain` (its backslashes would show).
+    # The legend names the roofline only where one is drawn (not on a calibrated host).
+    fig = plots.prediction_figure(preds, measured or [], crossover=cross, title=escape(
+        f"Predicted latency, {platform}: N {n} x K {k}, g {g} (dashed: predicted, band shaded"
+        + ("; dotted: roofline)" if plots.has_roofline(preds) else ")")))
     st.plotly_chart(fig, key=f"{key}-predicted")
     bases = sorted({f"{p.path}: {p.basis}" for p in preds if p.m == 1})
+    top = max(p.m for p in preds)
     st.caption(plain("Basis: " + "; ".join(bases) + ". Predicted crossover (W4A8 native stays ahead of the "
-                     "W4A16 fallback from): " + (f"M = {cross[0]} (band {cross[1]}-{cross[2]})" if cross[0]
-                                                  else "never in 1-8192")))
+                     "W4A16 fallback from): " + (f"M = {cross[0]} ({plots.crossover_band(cross[1], cross[2], top)})"
+                                                  if cross[0] else f"never in 1-{top}")))
 
 
 def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
