@@ -78,7 +78,10 @@ def scale_histogram(layer) -> go.Figure:
 
 
 def docs_matrix_figure(rows: list[dict]) -> go.Figure:
-    """vLLM's documented hardware table against the code: each cell docs / code, disagreements red."""
+    """vLLM's documented hardware table against the code: each cell docs / code, disagreements red,
+    and where vLLM fails (selection, load, first forward)."""
+    from workbench.dispatch.docs_matrix import FAILS_AT_WORDS
+
     hardware = [c["hardware"] for c in rows[0]["cells"]] if rows else []
     names = [r["implementation"] for r in rows]
     # -1: docs and code disagree; 0 / 1: both say NO / YES; 2: docs only (row not modelled)
@@ -93,7 +96,8 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
             else:
                 code = "YES" if c["code"] else "NO"
                 zr.append(-1 if c["disagrees"] else (1 if c["code"] else 0))
-                tr.append(f"docs {docs}<br>code {code}" + ("<br>(W4A16)" if c["weight_only"] else ""))
+                tr.append(f"docs {docs}<br>code {code}" + ("<br>(W4A16)" if c["weight_only"] else "")
+                          + (f"<br>{FAILS_AT_WORDS[c['fails_at']]}" if c.get("fails_at") else ""))
             hr.append(c["explanation"])
         z.append(zr)
         text.append(tr)
