@@ -180,3 +180,29 @@ def test_the_roofline_is_not_promised_where_it_is_not_drawn():
     assert plots.has_roofline([pt("w4a8_native", 1, 2.0)])
     assert plots.crossover_band(4, 64, 8192) == "band 4-64"
     assert plots.crossover_band(4, None, 8192) == "band 4 to beyond 8192"
+
+
+def test_an_uploaded_results_file_is_plotted_at_once_beside_the_committed_ones(ui):
+    # Issue 24.5: with the committed H200 file picked, an upload of another shape was accepted,
+    # but nothing of it was plotted until its shape, last in "Saved shape", was picked.
+    import pytest
+
+    from workbench.ui import runs
+
+    if not (runs.RESULTS_DIR / "h200_bench.json").exists():
+        pytest.skip("no committed H200 results")
+    recs = [{"kernel": kern, "group_size": 128, "N": 512, "K": 768, "M": m, "time_us": t}
+            for kern, times in (("w4a8", (30.0, 100.0)), ("w4a16", (20.0, 300.0)))
+            for m, t in zip((1, 1024), times)]
+    at = ui.open_app("kernels")
+    assert at.session_state["kern.saved"] == ["h200_bench.json"]
+    at.file_uploader(key="kern.upload").set_value(
+        ("mine_bench.json", json.dumps({"gpu": "X", "records": recs}).encode(), "application/json")).run()
+    assert not ui.errors(at)
+    assert at.selectbox(key="w:kern.saved_shape").options[0] == "N 512 x K 768"
+    assert at.session_state["kern.saved_shape"] == "N 512 x K 768"
+    assert "MINE: w4a8 g128 over w4a16 g128 [N 512 x K 768]: M = 1024" in ui.text(at)
+    # the user's later pick stands over reruns
+    at.selectbox(key="w:kern.saved_shape").set_value("N 4096 x K 4096").run()
+    at.run()
+    assert at.session_state["kern.saved_shape"] == "N 4096 x K 4096"
