@@ -94,6 +94,9 @@ def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> No
 
     ss = st.session_state
     ss["kern.records"] = []
+    # The watch's body also runs once now, inline: with no sweep marked running yet, it passes.
+    ss["kern.meta"] = None
+    _stop_watch()
     ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": paths, "ms": ms,
                        "status": "running", "provenance": host_provenance()}
     total = len(ms) * len(paths)
@@ -117,6 +120,27 @@ def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> No
     ss["kern.meta"]["status"] = "done"
     live.empty()
     bar.empty()
+    st.rerun()  # the page from the records, without the watch below (it ends with this run)
+
+
+# How often the watch looks, in seconds, while a sweep runs.
+STOP_WATCH_S = 1.5
+
+
+@st.fragment(run_every=STOP_WATCH_S)
+def _stop_watch() -> None:
+    """Notices Streamlit's own Stop (the toolbar's), which ends the script with no rerun.
+
+    That Stop leaves the sweep's last progress line on the page, as if it still ran. The
+    browser keeps re-running this fragment on a timer; Streamlit runs it only between script
+    runs, so a sweep still marked running here was stopped: it is marked so, and the whole
+    page is redrawn (the stale line goes, the "stopped" message shows). A sweep that ends
+    normally reruns the page itself, which no longer draws this watch.
+    """
+    meta = st.session_state.get("kern.meta")
+    if meta and meta.get("status") == "running":
+        meta["status"] = f"stopped after M = {meta.get('done_m', 'none')}"
+        st.rerun(scope="app")
 
 
 def _controls(layer, ref, plan, key: str, default_m: str | None) -> None:
