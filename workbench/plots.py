@@ -117,7 +117,10 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=12))
     fig.update_xaxes(tickfont=dict(size=12))
     return _layout(fig, "vLLM docs (Supported Hardware) against what the "
-                        f"{rules().VLLM_VERSION} code selects; red: they disagree", height=170 + 60 * len(names))
+                        f"{rules().VLLM_VERSION} code selects; red: they disagree",
+                   # a cell of four lines (docs, code, W4A16, where vLLM fails) needs ~15 px a line
+                   height=170 + max(60, 15 * max((t.count("<br>") + 1 for tr in text for t in tr), default=1)
+                                    + 12) * len(names))
 
 
 def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:

@@ -450,6 +450,8 @@ def test_browser_walkthrough(server, ui, tmp_path):
             _nav(page, "Model report")
             main.get_by_text(re.compile(r"per forward")).first.wait_for(timeout=120_000)
             _idle(page)
+            _select(page, "Model preset or checkpoint", "Llama-3.1-8B")
+            main.get_by_text(re.compile(r"Llama-3\.1-8B on .* per forward")).first.wait_for(timeout=120_000)
             summary = main.locator("p").filter(has_text="per forward").first
             assert summary.locator("strong").count() == 2, summary.inner_html()
             text = summary.inner_text()
