@@ -28,3 +28,21 @@ def test_ci_runs_the_readme_test_command_verbatim():
     install_and_run = test_command.split(". .venv/bin/activate && ", 1)[1]
     ci = (ROOT / ".ci" / "run").read_text()
     assert install_and_run in ci.splitlines()
+
+
+def test_readme_lists_the_apps_pages_and_says_what_a_newcomer_needs():
+    # Issue 24.10: seven pages with Model report; the set-up command blocks; concrete examples
+    # for the placeholders (a real sample and layer); where TP is set.
+    from workbench.ui.main import PAGES
+
+    text = (ROOT / "README.md").read_text()
+    app = text.split("## The app", 1)[1].split("\n## ", 1)[0]
+    assert f"{['One', 'Two', 'Three', 'Four', 'Five', 'Six', 'Seven'][len(PAGES) - 1]} pages" in app
+    for _, title, _, _ in PAGES:
+        assert f"**{title}**" in app or f"**{title.split(' and ')[0]}" in app, title
+    assert "does not return" in text.split("## Set up", 1)[1].split("```bash", 1)[0]
+    sample, layer = re.search(r"--checkpoint (sample_models/[\w-]+) \\\n\s+--layer ([\w.]+)", text).groups()
+    from workbench.checkpoints import open_checkpoint
+
+    assert layer in open_checkpoint(ROOT / sample).layer_names()
+    assert "TP (tensor-parallel size) is `--tp`" in text and "**Alignment** page" in text

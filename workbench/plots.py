@@ -17,12 +17,16 @@ __all__ = [
     "int4_histogram", "scale_histogram", "docs_matrix_figure", "alignment_figure",
     "padding_cost_figure", "latency_figure", "speedup_figure", "error_figure",
     "per_token_error_figure", "figure_html", "figure_png", "INC_TOKEN_THRESHOLD",
+    "prediction_figure", "crossover_band", "has_roofline",
 ]
 
 # vLLM's INC XPU W4A8 path falls back to W4A16 per call below this many tokens (facts §5).
 INC_TOKEN_THRESHOLD = rules().MIN_TOKENS_FOR_INT8
 
 _OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"
+# One row of a chart's line labels, as a share of the plot's height (a 15 px line on a
+# plot area of about 250 px, the height Streamlit gives a chart with its legend below).
+LABEL_ROW = 0.08
 
 
 def _layout(fig: go.Figure, title: str, **kwargs: Any) -> go.Figure:
@@ -74,7 +78,10 @@ def scale_histogram(layer) -> go.Figure:
 
 
 def docs_matrix_figure(rows: list[dict]) -> go.Figure:
-    """vLLM's documented hardware table against the code: each cell docs / code, disagreements red."""
+    """vLLM's documented hardware table against the code: each cell docs / code, disagreements red,
+    and where vLLM fails (selection, load, first forward)."""
+    from workbench.dispatch.docs_matrix import FAILS_AT_WORDS
+
     hardware = [c["hardware"] for c in rows[0]["cells"]] if rows else []
     names = [r["implementation"] for r in rows]
     # -1: docs and code disagree; 0 / 1: both say NO / YES; 2: docs only (row not modelled)
@@ -89,7 +96,8 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
             else:
                 code = "YES" if c["code"] else "NO"
                 zr.append(-1 if c["disagrees"] else (1 if c["code"] else 0))
-                tr.append(f"docs {docs}<br>code {code}" + ("<br>(W4A16)" if c["weight_only"] else ""))
+                tr.append(f"docs {docs}<br>code {code}" + ("<br>(W4A16)" if c["weight_only"] else "")
+                          + (f"<br>{FAILS_AT_WORDS[c['fails_at']]}" if c.get("fails_at") else ""))
             hr.append(c["explanation"])
         z.append(zr)
         text.append(tr)
@@ -109,7 +117,10 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=12))
     fig.update_xaxes(tickfont=dict(size=12))
     return _layout(fig, "vLLM docs (Supported Hardware) against what the "
-                        f"{rules().VLLM_VERSION} code selects; red: they disagree", height=170 + 60 * len(names))
+                        f"{rules().VLLM_VERSION} code selects; red: they disagree",
+                   # a cell of four lines (docs, code, W4A16, where vLLM fails) needs ~15 px a line
+                   height=170 + max(60, 15 * max((t.count("<br>") + 1 for tr in text for t in tr), default=1)
+                                    + 12) * len(names))
 
 
 def alignment_figure(rows: list[dict], kernels: Sequence[str]) -> go.Figure:
@@ -217,12 +228,23 @@ def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series
         fig.add_annotation(x=1, xref="paper", y=1, yref="paper", xanchor="right", showarrow=False,
                            text=f"INC's {inc_threshold}-token switch lies outside the measured M",
                            font=dict(color=_REJECT))
+    rows_used = int(bool(inc_threshold and not lo <= inc_threshold <= hi))
     for i, (m, color, label) in enumerate(marks):
         if not lo <= m <= hi:
             continue
         fig.add_vline(x=m, line=dict(color=color, dash="dash"))
-        fig.add_annotation(x=math.log10(m), xref="x", y=1 - 0.07 * i, yref="paper", text=escape(label),
-                           showarrow=False, xanchor="left", font=dict(color=color), bgcolor="white")
+        fig.add_annotation(x=math.log10(m), xref="x", y=1 - LABEL_ROW * i, yref="paper", text=escape(label),
+                           showarrow=False, xanchor="left", yanchor="top", font=dict(color=color),
+                           bgcolor="white")
+        rows_used = max(rows_used, i + 1)
+    # The labels' white boxes sit in the top rows of the plot: autorange would put the largest
+    # speedup right under them (a 3.7x point vanished so). The y range ends above the rows.
+    ys = [r[y] for r in rows if r[x] > 0 and r[y] is not None and math.isfinite(r[y])] + [1.0]
+    y_lo, y_hi = min(ys), max(ys)
+    pad = 0.06 * max(y_hi - y_lo, 0.5)
+    top = min(0.6, LABEL_ROW * rows_used + 0.02)  # the share of the plot the labels take
+    y0 = max(0.0, y_lo - pad)
+    fig.update_yaxes(range=[y0, y0 + (y_hi + pad - y0) / (1 - top)])
     fig.update_xaxes(type="log")
     return _layout(fig, title, xaxis_title="tokens M", yaxis_title="speedup (×, >1: W4A8 faster)")
 
@@ -268,6 +290,22 @@ def figure_png(fig: go.Figure, *, width: int = 1100, height: int = 550, scale: f
 _PREDICTED_COLORS = ("#1a5fb4", "#c64600", "#2e9e5b", "#813d9c", "#986a44", "#d9534f")
 
 
+def crossover_band(early: int | None, late: int | None, top: int) -> str:
+    """A predicted crossover's band in words: the band's optimistic edge `early`, its pessimistic
+    edge `late` (None: that edge never stays ahead up to M = `top`)."""
+    if early and late:
+        return f"band {early}-{late}" if early != late else f"band {early}"
+    if early:
+        return f"band {early} to beyond {top}"
+    return f"band up to {late}" if late else "no band"
+
+
+def has_roofline(preds: Sequence, roofline_path: str | None = "w4a8_native") -> bool:
+    """Whether `prediction_figure` draws the dotted roofline for these predictions."""
+    pts = [p for p in preds if p.path == roofline_path and p.predicted_us]
+    return bool(pts) and all(p.roofline_us for p in pts)
+
+
 def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, roofline_path: str | None = "w4a8_native",
                       crossover: tuple | None = None,
                       title: str = "Predicted latency against tokens (M)") -> go.Figure:
@@ -292,7 +330,7 @@ def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, rooflin
                                  hoverinfo="skip", showlegend=False, name=escape(f"{path} band")))
         fig.add_trace(go.Scatter(x=xs, y=[p.predicted_us for p in pts], mode="lines", line=dict(dash="dash", color=color),
                                  name=escape(f"{path} predicted ({pts[0].basis})")))
-        if path == roofline_path and all(p.roofline_us for p in pts):
+        if path == roofline_path and has_roofline(preds, roofline_path):
             fig.add_trace(go.Scatter(x=xs, y=[p.roofline_us for p in pts], mode="lines",
                                      line=dict(dash="dot", color="#888"), name=escape(f"{path} roofline")))
     for name, pts in _group(measured, "path"):
@@ -305,7 +343,8 @@ def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, rooflin
             fig.add_vrect(x0=min(early, late), x1=max(early, late), fillcolor=_OK, opacity=0.1, line_width=0)
         fig.add_vline(x=m, line=dict(color=_OK, dash="dash"))
         fig.add_annotation(x=math.log10(m), xref="x", y=0.98, yref="paper", showarrow=False, xanchor="left",
-                           text=escape(f"predicted crossover M≈{m} (band {early or '-'}-{late or '-'})"),
+                           text=escape(f"predicted crossover M≈{m} "
+                                       f"({crossover_band(early, late, max(p.m for p in preds))})"),
                            font=dict(color=_OK))
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")

@@ -84,4 +84,9 @@ def test_platforms_and_matrix_json():
     w4a8 = next(r for r in matrix["rows"] if r["implementation"] == "llm-compressor INT8 (W4A8)")
     x86 = next(c for c in w4a8["cells"] if c["hardware"] == "x86 CPU")
     assert x86["docs"] is False and x86["code"] is True and x86["disagrees"]
-    assert x86["selected"] == "Dynamic4bitLinearKernel"
+    assert x86["selected"] == "Dynamic4bitLinearKernel" and x86["fails_at"] is None
+    # where vLLM fails (issue 24.8): AWQ is selected on Arm, and fails at its first forward
+    awq = next(r for r in matrix["rows"] if r["implementation"] == "AWQ")
+    assert next(c for c in awq["cells"] if c["hardware"] == "Arm CPU")["fails_at"] == "forward"
+    table = cli("matrix").stdout
+    assert "N/yF!" in next(line for line in table.splitlines() if line.startswith("AWQ "))

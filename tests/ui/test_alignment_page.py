@@ -118,3 +118,18 @@ def test_measured_tp_shards_beside_the_verdicts(ui):
     at.number_input(key="w:tp.size").set_value(3).run()
     assert "Measured at TP 1, 2, 4, 8 only" in ui.text(at)
     assert not any("W4A8 efficiency" in d.value.columns for d in at.dataframe)
+
+
+def test_measure_is_offered_only_for_a_shard_that_loads(ui):
+    # Issue 24.6: "Measure on this machine" errored on the default shard, which the table refuses.
+    at = ui.open_app("alignment", state={"layer.sample": "ct-w4a8-int-intermediate-1152", "tp.size": 2})
+    assert at.session_state["align.sweep_layer"] == "model.layers.0.mlp.down_proj"
+    assert not [b for b in at.button if b.key == "align.measure"]
+    assert ("Measure on this machine: not offered for down_proj [K 576, N 256]: vLLM refuses this shard "
+            "(ValueError: Weight input_size_per_partition=576 is not divisible by group_size=128). Pick a "
+            "shard that loads, or another TP size.") in ui.unplain(ui.text(at))
+    at.selectbox(key="w:align.sweep_layer").set_value("model.layers.0.mlp.gate_proj").run()
+    (measure,) = [b for b in at.button if b.key == "align.measure"]
+    measure.click().run(timeout=300)
+    assert not ui.errors(at)
+    assert at.session_state["align.measured"]["shard"] == [256, 576]

@@ -104,3 +104,18 @@ def test_link_warnings_stay_with_the_page_the_link_opened(ui):
     assert not at.sidebar.warning
     at.switch_page("workbench/ui/pages/trace.py").run()
     assert not at.sidebar.warning
+
+
+def test_an_unknown_link_parameter_is_named(ui):
+    # Issue 24.7: the README promises a warning for a parameter the app cannot use.
+    at = ui.open_app(query={"foo": "bar"})
+    (warning,) = [ui.unplain(w.value) for w in at.sidebar.warning]
+    assert warning.startswith("link parameter foo='bar' ignored: not a parameter of this app; accepted: source,")
+
+
+def test_a_refused_tour_step_names_the_default_as_a_link_counts(ui):
+    # Issue 24.7: steps are 1-6 in a link; the default is step 1, not "0".
+    at = ui.open_app(query={"step": "99"})
+    (warning,) = [ui.unplain(w.value) for w in at.sidebar.warning]
+    assert warning == "link parameter step='99' ignored: out of range; accepted: 1 to 6. Using the default (1)."
+    assert at.session_state["tour.step"] == 0

@@ -211,6 +211,27 @@ def _check_axes(page, where: str) -> int:
     return checked
 
 
+_TITLES_JS = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(el => {
+  const t = el.querySelector('.gtitle'), L = el._fullLayout || {};
+  const ys = [];
+  (el._fullData || []).forEach(d => (d.y || []).forEach(v => { if (typeof v === 'number' && isFinite(v)) ys.push(v); }));
+  return {title: t ? t.textContent : '', yrange: L.yaxis ? L.yaxis.range : null, ys: ys,
+          labels: (L.annotations || []).length};
+})"""
+
+
+def _check_speedup_headroom(page) -> None:
+    """Issue 24.1: the largest speedup lies inside the y range, below the line labels' rows."""
+    from workbench.plots import LABEL_ROW
+
+    figs = [f for f in page.evaluate(_TITLES_JS) if f["title"].startswith("W4A8 speedup")]
+    assert figs, "no speedup chart"
+    for f in figs:
+        y0, y1 = f["yrange"]
+        top = max(f["ys"])
+        assert y0 <= min(f["ys"]) and (top - y0) / (y1 - y0) <= 1 - LABEL_ROW * min(f["labels"], 1) + 1e-9, f
+
+
 def _no_traceback(page, where: str) -> None:
     assert page.locator('[data-testid="stException"]').count() == 0, f"a traceback on {where}"
     assert "Traceback (most recent call last)" not in page.locator("body").inner_text(), where
@@ -276,10 +297,12 @@ def _hostile_upload(page, ui, tmp_path) -> None:
     assert page.locator('[data-testid="stAlertContentError"]').count() == 0  # no red before input
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(
         [str(folder / "config.json"), str(folder / "model.safetensors")])
-    page.get_by_text("Uploaded: model.safetensors").first.wait_for(timeout=60_000)
-    _idle(page)
-    _select(page, "Layer", ui.IMAGE[:6])
     main = page.locator('[data-testid="stMain"]')
+    main.locator('[data-testid="stText"]').filter(has_text="model.safetensors").first.wait_for(timeout=60_000)
+    _idle(page)
+    # an accepted set empties the uploader: the next drop starts a new set (issue 24.4)
+    assert page.locator('[data-testid="stFileUploaderFile"]').count() == 0
+    _select(page, "Layer", ui.IMAGE[:6])
     main.get_by_text(f"Loaded model.safetensors / {image[:image.index('http')]}").first.wait_for()
     # read as typed (an invisible word joiner keeps the URL from becoming a link)
     assert f"Loaded model.safetensors / {image}" in main.inner_text().replace("\u2060", "")
@@ -288,6 +311,30 @@ def _hostile_upload(page, ui, tmp_path) -> None:
     assert page.locator('a[href^="javascript"]').count() == 0
     assert not fetched, fetched
     _screen(page, "02b-layer-hostile-names")
+
+
+def _shard_and_bin_uploads(page) -> None:
+    """Issue 24.4 and 22.11 in the browser: two shards listed in full, no pile-up; a `.bin`
+    refused by name once, the layer kept."""
+    main = page.locator('[data-testid="stMain"]')
+    pack = ROOT / "sample_models" / "ct-w4a16-pack"
+    drop = page.locator('[data-testid="stFileUploaderDropzoneInput"]')
+    drop.set_input_files([str(p) for p in sorted(pack.iterdir())])
+    main.get_by_text("Loaded model-00001-of-00002.safetensors, model-00002-of-00002.safetensors").first.wait_for(
+        timeout=60_000)
+    _idle(page)
+    listed = main.locator('[data-testid="stText"]').first.inner_text()
+    assert listed.splitlines() == ["config.json", "model-00001-of-00002.safetensors",
+                                   "model-00002-of-00002.safetensors", "model.safetensors.index.json"], listed
+    assert page.locator('[data-testid="stFileUploaderFile"]').count() == 0  # nothing piled up
+    bad = ARTIFACTS / "pytorch_model.bin"
+    bad.write_bytes(b"\x80\x04K\x01.")  # a pickle: refused by its name, never read
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files([str(pack / "config.json"), str(bad)])
+    main.get_by_text("upload: pytorch_model.bin refused").first.wait_for(timeout=60_000)
+    _idle(page)
+    assert page.locator('[data-testid="stAlertContentError"]').count() == 1
+    assert "Loaded model-00001-of-00002.safetensors" in main.inner_text()  # the layer in use stays
+    _screen(page, "02c-layer-upload-refused")
 
 
 def test_browser_walkthrough(server, ui, tmp_path):
@@ -322,6 +369,7 @@ def test_browser_walkthrough(server, ui, tmp_path):
             _shot(page, "02-layer")
             _screen(page, "02-layer")
             _hostile_upload(page, ui, tmp_path)
+            _shard_and_bin_uploads(page)
             _no_traceback(page, "Layer (upload)")
             page.locator('[data-testid="stRadio"]').get_by_text("Bundled sample").click()
             _idle(page)
@@ -354,9 +402,10 @@ def test_browser_walkthrough(server, ui, tmp_path):
             main.get_by_role("button", name="Run", exact=True).click()
             main.get_by_text(re.compile(r"Measured so far: M up to \d+\.")).first.wait_for(timeout=120_000)
             page.locator('[data-testid="stStatusWidget"]').get_by_role("button", name="Stop").click()
-            page.wait_for_selector('[data-testid="stStatusWidget"]', state="detached", timeout=60_000)
-            time.sleep(1.0)
-            assert main.get_by_text(re.compile(r"Measured so far: M up to \d+")).count() >= 1
+            # Issue 24.9: with no click of ours, the page says it stopped and drops the progress line.
+            main.get_by_text(re.compile(r"stopped after M = \d+")).first.wait_for(timeout=60_000)
+            _idle(page)
+            assert page.locator('[data-testid="stProgress"]').count() == 0
             assert _plots(page, 2) >= 2  # the figures measured so far stay on the page
             _shot(page, "04a-kernels-stopped")
             _screen(page, "04a-kernels-header-stop")
@@ -369,9 +418,18 @@ def test_browser_walkthrough(server, ui, tmp_path):
             assert _plots(page, 4) >= 4  # latency here, saved latency, speedup, error
             assert "Measured crossover" in main.inner_text() and "Noise: p80/p20" in main.inner_text()
             assert _check_axes(page, "Kernels") >= 3
+            _check_speedup_headroom(page)
             _no_traceback(page, "Kernels")
             _shot(page, "04-kernels")
             _screen(page, "04-kernels")
+            # The predicted chart's title as rendered (issue 24.2), on a preset (no calibration).
+            _sidebar_select(page, "sm90-h200")
+            page.get_by_text("Predicted crossover").first.wait_for(timeout=60_000)
+            _plots(page, 1)
+            title = next(f["title"] for f in page.evaluate(_TITLES_JS) if f["title"].startswith("Predicted latency"))
+            assert "\\" not in title and title.endswith("(dashed: predicted, band shaded; dotted: roofline)"), title
+            assert "-None)" not in main.inner_text() and "band 1--" not in main.inner_text()
+            _sidebar_select(page, "this machine")
 
             # 4. Alignment: TP 1, 2, 4, 8, then a model preset.
             _nav(page, "Alignment")
@@ -388,10 +446,24 @@ def test_browser_walkthrough(server, ui, tmp_path):
             _no_traceback(page, "Alignment model preset")
             _screen(page, "05-alignment-llama-8b")
 
+            # 4b. Model report (issue 24.3): bold where meant, µs.
+            _nav(page, "Model report")
+            main.get_by_text(re.compile(r"per forward")).first.wait_for(timeout=120_000)
+            _idle(page)
+            _select(page, "Model preset or checkpoint", "Llama-3.1-8B")
+            main.get_by_text(re.compile(r"Llama-3\.1-8B on .* per forward")).first.wait_for(timeout=120_000)
+            summary = main.locator("p").filter(has_text="per forward").first
+            assert summary.locator("strong").count() == 2, summary.inner_html()
+            text = summary.inner_text()
+            assert "**" not in text and "µs" in text and not re.search(r"\d us\b", text), text
+            _no_traceback(page, "Model report")
+            _screen(page, "05c-model-report")
+
             # 5. Docs versus code.
             _nav(page, "Docs versus code")
             page.get_by_text("disagreement(s), each explained by its trace").wait_for()
             assert _plots(page, 1) >= 1
+            assert "fails at first forward" in page.locator(".js-plotly-plot").first.inner_text()  # issue 24.8
             _no_traceback(page, "Docs")
             _shot(page, "05-docs")
             _screen(page, "06-docs")

@@ -146,3 +146,63 @@ def test_a_sweep_cut_short_keeps_what_it_measured(ui):
     at.run()
     assert "M = [1, 2], stopped after M = 2" in ui.text(at)
     assert ui.plotly_count(at) >= 2 and len(at.session_state["kern.records"]) == 4
+
+
+def test_predicted_chart_title_and_band_read_as_written(ui):
+    # Issue 24.2: a plotly title is HTML (Markdown escapes showed as backslashes); a band with one
+    # open edge read "band 1--" / "(band 1-None)"; the roofline is promised only where drawn.
+    at = ui.open_app("kernels", state={"pf.preset": "sm90-h200"})
+    fig = next(json.loads(c.proto.spec) for c in at.get("plotly_chart")
+               if json.loads(c.proto.spec)["layout"]["title"]["text"].startswith("Predicted latency"))
+    title = fig["layout"]["title"]["text"]
+    assert title == ("Predicted latency, sm90-h200: N 256 x K 1024, g 128 (dashed: predicted, band shaded; "
+                     "dotted: roofline)")
+    assert any(t["name"] == "w4a8_native roofline" for t in fig["data"])
+    (note,) = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("predicted crossover")]
+    assert note.endswith("(band 1 to beyond 8192)") and "None" not in note and "--" not in note
+    caption = next(c for c in ui.text(at).splitlines() if "Predicted crossover" in c)
+    assert "(band 1 to beyond 8192)" in caption and "None" not in caption
+
+
+def test_the_roofline_is_not_promised_where_it_is_not_drawn():
+    from types import SimpleNamespace
+
+    from workbench import plots
+
+    def pt(path, m, roof):
+        return SimpleNamespace(path=path, m=m, predicted_us=10.0 * m, low_us=9.0 * m, high_us=11.0 * m,
+                               roofline_us=roof, basis="measured")
+
+    preds = [pt("w4a8_native", m, None) for m in (1, 8)] + [pt("w4a16_fallback", m, None) for m in (1, 8)]
+    assert not plots.has_roofline(preds)
+    names = [t.name for t in plots.prediction_figure(preds).data]
+    assert not any("roofline" in n for n in names)
+    assert plots.has_roofline([pt("w4a8_native", 1, 2.0)])
+    assert plots.crossover_band(4, 64, 8192) == "band 4-64"
+    assert plots.crossover_band(4, None, 8192) == "band 4 to beyond 8192"
+
+
+def test_an_uploaded_results_file_is_plotted_at_once_beside_the_committed_ones(ui):
+    # Issue 24.5: with the committed H200 file picked, an upload of another shape was accepted,
+    # but nothing of it was plotted until its shape, last in "Saved shape", was picked.
+    import pytest
+
+    from workbench.ui import runs
+
+    if not (runs.RESULTS_DIR / "h200_bench.json").exists():
+        pytest.skip("no committed H200 results")
+    recs = [{"kernel": kern, "group_size": 128, "N": 512, "K": 768, "M": m, "time_us": t}
+            for kern, times in (("w4a8", (30.0, 100.0)), ("w4a16", (20.0, 300.0)))
+            for m, t in zip((1, 1024), times)]
+    at = ui.open_app("kernels")
+    assert at.session_state["kern.saved"] == ["h200_bench.json"]
+    at.file_uploader(key="kern.upload").set_value(
+        ("mine_bench.json", json.dumps({"gpu": "X", "records": recs}).encode(), "application/json")).run()
+    assert not ui.errors(at)
+    assert at.selectbox(key="w:kern.saved_shape").options[0] == "N 512 x K 768"
+    assert at.session_state["kern.saved_shape"] == "N 512 x K 768"
+    assert "MINE: w4a8 g128 over w4a16 g128 [N 512 x K 768]: M = 1024" in ui.text(at)
+    # the user's later pick stands over reruns
+    at.selectbox(key="w:kern.saved_shape").set_value("N 4096 x K 4096").run()
+    at.run()
+    assert at.session_state["kern.saved_shape"] == "N 4096 x K 4096"

@@ -84,7 +84,7 @@ def test_upload_accepts_safetensors_and_refuses_a_pickle_in_disguise(ui):
     assert _metrics(at)["K (in_features)"] == "1024"
     # labelled by the file the user chose, not by the folder's digest; the status says so
     assert "Loaded **model.safetensors / model.layers.0.mlp.down_proj**" in ui.text(at)
-    assert "Uploaded: model.safetensors" in ui.text(at)
+    assert "Uploaded:\nconfig.json\nmodel.safetensors" in ui.text(at)
 
 
 def test_save_upload_refusals(monkeypatch, tmp_path):
@@ -97,7 +97,7 @@ def test_save_upload_refusals(monkeypatch, tmp_path):
         loaders.save_upload([("model.safetensors", b"x")], tmp_path)
     with pytest.raises(loaders.UploadRefusedError, match="no \\*.safetensors file"):
         loaders.save_upload([cfg], tmp_path)
-    with pytest.raises(loaders.UploadRefusedError, match="the same file name twice"):
+    with pytest.raises(loaders.UploadRefusedError, match=r"^upload: model.safetensors uploaded more than once; accepted: one file per name"):
         loaders.save_upload([cfg, ("model.safetensors", b"a"), ("dir/model.safetensors", b"b")], tmp_path)
     monkeypatch.setattr(loaders, "MAX_UPLOAD_BYTES", 1024)
     with pytest.raises(loaders.UploadRefusedError, match="the limit is"):
@@ -140,3 +140,74 @@ def test_trained_layer(ui):
     m = _metrics(at)
     assert (m["K (in_features)"], m["N (out_features)"]) == ("384", "1536")
     assert "all-MiniLM-L6-v2" in ui.text(at)
+
+
+def _files(folder, names=("config.json", "model.safetensors")):
+    return [(n, (folder / n).read_bytes(), "application/octet-stream") for n in names]
+
+
+def test_picking_upload_keeps_the_layer_every_page_uses(ui):
+    # Issue 24.4: merely selecting the Upload option unloaded the current layer.
+    at = ui.open_app("layer")
+    at.radio(key="w:layer.source").set_value("upload").run()
+    assert at.session_state["layer.source"] == "sample"
+    assert at.radio(key="w:layer.source").value == "upload"
+    assert "Every page still uses ct-w4a8-int-g128 / model.layers.0.mlp.down_proj until this source has a layer." \
+        in ui.unplain(ui.text(at))
+    assert "ct-w4a8-int-g128 / model.layers.0.mlp.down_proj" in ui.unplain(
+        "\n".join(m.value for m in at.sidebar.markdown))
+    at.switch_page("workbench/ui/pages/trace.py").run()
+    assert not ui.errors(at) and "for ct-w4a8-int-g128 / model.layers.0.mlp.down_proj on" in ui.text(at)
+    at.switch_page("workbench/ui/pages/layer.py").run()
+    assert at.radio(key="w:layer.source").value == "upload"  # the pick is kept, still pending
+    at.radio(key="w:layer.source").set_value("synthetic").run()
+    assert at.session_state["layer.source"] == "synthetic"
+
+
+def test_a_bin_upload_is_one_named_error_and_the_layer_stays(ui, tmp_path):
+    # Issue 22.11: a `.bin` upload showed nothing at all; it is refused by name, unread.
+    sample = ui.ROOT / "sample_models" / "ct-w4a8-int-g128"
+    at = ui.open_app("layer")
+    at.radio(key="w:layer.source").set_value("upload").run()
+    import pickle
+
+    at.file_uploader(key="w:upload").set_value([
+        ("config.json", (sample / "config.json").read_bytes(), "application/json"),
+        ("pytorch_model.bin", pickle.dumps({"w": 1}), "application/octet-stream")]).run()
+    assert not at.exception
+    assert ui.errors(at) == ["upload: pytorch_model.bin refused; accepted: *.safetensors and config.json / "
+                             "quantize_config.json / *.index.json (never pickles)"]
+    assert len(at.error) == 1 and not at.sidebar.error  # once, in the main area
+    assert at.error[0].value.startswith("upload\\: pytorch\\_model\\.bin refused")  # plain text, escaped
+    assert at.session_state["layer.source"] == "sample" and not at.session_state["layer.upload_dir"]
+    at.run()  # a rerun shows it once again, not twice
+    assert len(at.error) == 1
+    at.switch_page("workbench/ui/pages/kernels.py").run()
+    assert not ui.errors(at) and "Layer **ct-w4a8-int-g128 / " in ui.text(at)
+
+
+def test_uploads_do_not_pile_up_and_shards_show_in_full(ui):
+    # Issue 24.4: a second upload piled onto the first (then a duplicate-name error listing every
+    # file); two shards both showed as "mod...02.safetensors".
+    sample = ui.ROOT / "sample_models" / "ct-w4a8-int-g128"
+    at = ui.open_app("layer")
+    at.radio(key="w:layer.source").set_value("upload").run()
+    first = _files(sample)
+    at.file_uploader(key="w:upload").set_value(first + first[1:]).run()
+    assert ui.errors(at) == ["upload: model.safetensors uploaded more than once; accepted: one file per "
+                             "name (remove the extra copy from the upload list)"]
+    at.file_uploader(key="w:upload").set_value(first).run()
+    assert not ui.errors(at) and at.session_state["layer.source"] == "upload"
+    assert "Uploaded:\nconfig.json\nmodel.safetensors" in ui.text(at)
+    # the uploader is emptied: the next set starts afresh (a new widget)
+    (box,) = at.get("file_uploader")
+    assert box.key == "w:upload.1" and not box.value
+    sharded = ui.ROOT / "sample_models" / "ct-w4a16-pack"
+    names = sorted(p.name for p in sharded.iterdir())
+    box.set_value(_files(sharded, names)).run()
+    assert not ui.errors(at)
+    assert ("Uploaded:\nconfig.json\nmodel-00001-of-00002.safetensors\nmodel-00002-of-00002.safetensors\n"
+            "model.safetensors.index.json") in ui.text(at)
+    assert ui.unplain(ui.text(at)).count("Loaded **model-00001-of-00002.safetensors, "
+                                         "model-00002-of-00002.safetensors / ") == 1
+    assert at.get("file_uploader")[0].key == "w:upload.2"  # only this set: nothing piled

@@ -87,3 +87,16 @@ def test_speedup_axis_spans_the_data_and_every_line_is_labelled():
     short = plots.speedup_figure(pts[:2], crossovers={"a": None})
     assert short.layout.xaxis.range[1] < math.log10(512)  # no line stretches the axis
     assert any("outside the measured M" in a.text for a in short.layout.annotations)
+
+
+def test_the_largest_speedup_sits_below_the_line_labels():
+    # Issue 24.1: the 3.7x point at M = 256 hid under the crossover and INC labels at the top.
+    from workbench import plots
+
+    pts = [{"m": m, "speedup": s, "series": "a"} for m, s in ((1, 0.6), (16, 1.2), (256, 3.7), (1024, 2.9))]
+    fig = plots.speedup_figure(pts, crossovers={"a": 16})
+    y0, y1 = fig.layout.yaxis.range
+    assert y0 <= 0.6
+    rows = 2  # the crossover's label and INC's, one row each from the top
+    assert (3.7 - y0) / (y1 - y0) <= 1 - rows * plots.LABEL_ROW
+    assert all(a.yanchor == "top" and a.y >= 1 - rows * plots.LABEL_ROW for a in fig.layout.annotations)

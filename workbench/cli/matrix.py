@@ -27,9 +27,12 @@ def run(args: argparse.Namespace) -> int:
             docs = "Y" if c["docs"] else "N"
             code = "?" if c["code"] is None else ("N" if not c["code"] else
                                                   "y" if c["weight_only"] else "Y")
-            cells.append(f"{docs}/{code}{'!' if c['disagrees'] else ' '}".rjust(9))
+            fails = {"load": "L", "forward": "F"}.get(c.get("fails_at"), "")  # "N" is a selection failure
+            cells.append(f"{docs}/{code}{fails}{'!' if c['disagrees'] else ' '}".rjust(9))
         print(f"{row['implementation'][:30]:30s} " + " ".join(cells))
-    print("\ncells: docs/code; code 'y' runs weight-only, '!' marks a disagreement, '?' a row not modelled")
+    print("\ncells: docs/code; code 'y' runs weight-only, 'N' fails at selection, 'L' / 'F' after it: "
+          "selected, but vLLM fails at load / at its first forward; '!' marks a disagreement, '?' a row "
+          "not modelled")
     for row in rows:
         for c in row["cells"]:
             if c["disagrees"]:

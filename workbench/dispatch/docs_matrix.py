@@ -95,6 +95,9 @@ class Cell:
     weight_only: bool
     error: str | None
     explanation: str
+    # Where vLLM fails for this cell: "selection" (no kernel), "load" (weight processing) or
+    # "forward" (the first forward), from the trace's runtime value; None when it runs.
+    fails_at: str | None = None
 
     @property
     def disagrees(self) -> bool:
@@ -103,7 +106,8 @@ class Cell:
     def to_json(self) -> dict:
         return {"hardware": self.hardware, "preset": self.preset, "docs": self.docs,
                 "code": self.code, "selected": self.selected, "weight_only": self.weight_only,
-                "error": self.error, "disagrees": self.disagrees, "explanation": self.explanation}
+                "error": self.error, "disagrees": self.disagrees, "explanation": self.explanation,
+                "fails_at": self.fails_at}
 
 
 def _explain(row: str, t: Trace, docs: bool, code: bool) -> str:
@@ -123,6 +127,19 @@ def _weight_only(t: Trace) -> bool:
     return t.runtime_detail is not None and t.runtime_detail.weight_only
 
 
+# A cell's `fails_at` in the words the faces show: "code YES" alone would read as "runs".
+FAILS_AT_WORDS = {"selection": "fails at selection", "load": "fails at load",
+                  "forward": "fails at first forward"}
+
+
+def _fails_at(row: str, t: Trace) -> str | None:
+    if t.selected is None:
+        return "selection"
+    if row.startswith("Marlin") and t.selected != "MarlinLinearKernel":
+        return None  # another kernel is chosen and runs: the row's NO is not a failure
+    return t.runtime_detail.fails_at if t.runtime_detail is not None else None
+
+
 def compute_matrix(env: dict | None = None) -> list[dict]:
     """Every row of the docs table with, where modelled, the computed cell beside it."""
     rows = []
@@ -139,7 +156,7 @@ def compute_matrix(env: dict | None = None) -> list[dict]:
             if row.startswith("Marlin"):
                 code = t.selected == "MarlinLinearKernel"
             cells.append(Cell(hw, preset, docs, code, t.selected, _weight_only(t),
-                              t.error, _explain(row, t, docs, code)))
+                              t.error, _explain(row, t, docs, code), _fails_at(row, t)))
         rows.append({"implementation": row,
                      "layer": MODELLED_ROWS[row][1] if row in MODELLED_ROWS else None,
                      "cells": [c.to_json() for c in cells],

@@ -213,9 +213,10 @@ def check_upload(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
     if bad:
         raise UploadRefusedError(f"upload: {', '.join(bad)} refused; accepted: *.safetensors and "
                                  "config.json / quantize_config.json / *.index.json (never pickles)")
-    if len(set(names)) != len(names):
-        raise UploadRefusedError(f"upload: the same file name twice ({', '.join(names)}); accepted: "
-                                 "one file per name")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise UploadRefusedError(f"upload: {', '.join(twice)} uploaded more than once; accepted: one "
+                                 "file per name (remove the extra copy from the upload list)")
     if not any(n == "config.json" or n == "quantize_config.json" for n in names):
         raise UploadRefusedError("upload: config.json is missing; the checkpoint readers take the "
                                  "quantization config from it (upload it with the safetensors files)")
@@ -251,6 +252,20 @@ def save_upload(files: list[tuple[str, bytes]], folder: Path) -> Path:
         os.rename(staging, out)
     except BaseException:
         _remove(staging)
+        raise
+    return out
+
+
+def accept_upload(files: list[tuple[str, bytes]], folder: Path) -> Path:
+    """`save_upload`, then the checkpoint opened (config and headers): a set the readers refuse
+    is removed again and raises their named error, so it never becomes the current layer."""
+    from workbench.errors import USER_ERRORS
+
+    out = save_upload(files, folder)
+    try:
+        open_dir(out)
+    except USER_ERRORS:
+        _remove(out)
         raise
     return out
 

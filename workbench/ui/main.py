@@ -1,4 +1,4 @@
-"""The router: six pages, one shared sidebar, state set once per session.
+"""The router: seven pages, one shared sidebar, state set once per session.
 
 `streamlit run app.py` calls `main()`. Pages are files under `workbench/ui/pages/` (so
 `AppTest.switch_page` reaches each one); each calls its view in `workbench/ui/views/`.

@@ -232,6 +232,11 @@ def _env_edits(raw: str) -> dict[str, str]:
     return env
 
 
+def _shown_default(key: str) -> Any:
+    """A key's default as a link writes it (tour steps count from 1 there, from 0 in the state)."""
+    return DEFAULTS[key] + 1 if key == "tour.step" else DEFAULTS[key]
+
+
 def apply_query(params: dict[str, str], *, tour_steps: int) -> list[str]:
     """Apply link parameters to the state; a value that is refused keeps its default.
 
@@ -240,23 +245,32 @@ def apply_query(params: dict[str, str], *, tour_steps: int) -> list[str]:
     ss = st.session_state
     problems: list[str] = []
 
+    def shown(raw: str) -> str:
+        return repr(raw) if len(raw) <= 80 else repr(f"{raw[:60]}... ({len(raw)} characters)")
+
     def refuse(name: str, raw: str, why: str, default: Any) -> None:
-        shown = raw if len(raw) <= 80 else f"{raw[:60]}... ({len(raw)} characters)"
-        problems.append(f"link parameter {name}={shown!r} ignored: {why}. Using the default "
+        problems.append(f"link parameter {name}={shown(raw)} ignored: {why}. Using the default "
                         f"({default if default != '' else 'empty'}).")
 
+    # A parameter the app does not read is named too: a mistyped `platfrom=` would otherwise
+    # leave the default in place without a word.
+    accepted = [*QUERY_KEYS, "pf", "env"]
+    for name in params:
+        if name not in accepted:
+            problems.append(f"link parameter {shown(name)[1:-1]}={shown(params[name])} ignored: not a "
+                            f"parameter of this app; accepted: {', '.join(accepted)}.")
     validators = _validators(tour_steps)
     for name, key in QUERY_KEYS.items():
         if name not in params:
             continue
         raw = params[name]
         if len(raw) > MAX_QUERY_CHARS:
-            refuse(name, raw, f"longer than {MAX_QUERY_CHARS} characters", DEFAULTS[key])
+            refuse(name, raw, f"longer than {MAX_QUERY_CHARS} characters", _shown_default(key))
             continue
         try:
             ss[key] = validators[name](raw)
         except _Refused as exc:
-            refuse(name, raw, str(exc), DEFAULTS[key])
+            refuse(name, raw, str(exc), _shown_default(key))
     if "platform" in params:
         set_preset(ss["pf.preset"])
     # JSON edits of the platform and the env knobs: all of one applies, or none.

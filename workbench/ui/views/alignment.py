@@ -247,6 +247,13 @@ def _measured(shard: dict, offsets: list[int], dim: str, g: int, key: str) -> No
     if dim != "N":
         return
     base_n, base_k = shard["N"], shard["K"]
+    if shard.get("error"):
+        # Offered only for a shard vLLM loads: the table above already refuses this one, and
+        # its weights cannot be built (a K that is no whole number of groups).
+        st.caption(plain(f"Measure on this machine: not offered for {' '.join(shard['label'].split())}: vLLM refuses "
+                         f"this shard ({shard['error_type']}: {shard['error'].split('. ')[0]}). Pick a "
+                         "shard that loads, or another TP size."))
+        return
     if st.button("Measure on this machine", key=f"{key}.measure"):
         from workbench.sweeps import sweep_alignment
 

@@ -20,7 +20,9 @@ def disagreements(rows: list[dict]) -> list[tuple[str, dict]]:
 
 
 def table(rows: list[dict]) -> list[dict]:
-    """One row per implementation: each hardware cell as 'docs / code'."""
+    """One row per implementation: each hardware cell as 'docs / code', and where vLLM fails."""
+    from workbench.dispatch.docs_matrix import FAILS_AT_WORDS
+
     out = []
     for r in rows:
         line = {"implementation": r["implementation"]}
@@ -30,7 +32,8 @@ def table(rows: list[dict]) -> list[dict]:
                 line[c["hardware"]] = docs
             else:
                 code = ("YES" if c["code"] else "NO") + (" (W4A16)" if c["weight_only"] else "")
-                line[c["hardware"]] = f"{docs} / {code}" + (" ≠" if c["disagrees"] else "")
+                fails = f", {FAILS_AT_WORDS[c['fails_at']]}" if c["fails_at"] else ""
+                line[c["hardware"]] = f"{docs} / {code}{fails}" + (" ≠" if c["disagrees"] else "")
         out.append(line)
     return out
 
@@ -54,12 +57,15 @@ def render(*, focus: tuple[str, str] | None = None) -> None:
     st.plotly_chart(plots.docs_matrix_figure(rows), key=f"docs-matrix-{bool(focus)}")
     with st.expander("The same as a table", expanded=False):
         st.dataframe(table(rows), hide_index=True, width="stretch")
+    from workbench.dispatch.docs_matrix import FAILS_AT_WORDS
+
     found = disagreements(rows)
     st.subheader(f"{len(found)} disagreement(s), each explained by its trace")
     for row, cell in found:
         opened = focus == (row, cell["hardware"])
         with st.expander(f"{row} on {cell['hardware']} ({cell['preset']}): docs "
-                         f"{'YES' if cell['docs'] else 'NO'}, code {'YES' if cell['code'] else 'NO'}",
+                         f"{'YES' if cell['docs'] else 'NO'}, code {'YES' if cell['code'] else 'NO'}"
+                         + (f" ({FAILS_AT_WORDS[cell['fails_at']]})" if cell["fails_at"] else ""),
                          expanded=opened):
             st.markdown(cell["explanation"])
             t = _cell_trace(row, cell["preset"], env)

@@ -161,6 +161,9 @@ def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> No
     _compile_first(layer, ref, paths)
     ss = st.session_state
     ss["kern.records"] = []
+    # The watch's body also runs once now, inline: with no sweep marked running yet, it passes.
+    ss["kern.meta"] = None
+    _stop_watch()
     ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": paths, "ms": ms,
                        "status": "running", "provenance": host_provenance()}
     total = len(ms) * len(paths)
@@ -184,6 +187,27 @@ def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> No
     ss["kern.meta"]["status"] = "done"
     live.empty()
     bar.empty()
+    st.rerun()  # the page from the records, without the watch below (it ends with this run)
+
+
+# How often the watch looks, in seconds, while a sweep runs.
+STOP_WATCH_S = 1.5
+
+
+@st.fragment(run_every=STOP_WATCH_S)
+def _stop_watch() -> None:
+    """Notices Streamlit's own Stop (the toolbar's), which ends the script with no rerun.
+
+    That Stop leaves the sweep's last progress line on the page, as if it still ran. The
+    browser keeps re-running this fragment on a timer; Streamlit runs it only between script
+    runs, so a sweep still marked running here was stopped: it is marked so, and the whole
+    page is redrawn (the stale line goes, the "stopped" message shows). A sweep that ends
+    normally reruns the page itself, which no longer draws this watch.
+    """
+    meta = st.session_state.get("kern.meta")
+    if meta and meta.get("status") == "running":
+        meta["status"] = f"stopped after M = {meta.get('done_m', 'none')}"
+        st.rerun(scope="app")
 
 
 def _controls(layer, ref, plan, key: str, default_m: str | None) -> None:
@@ -244,26 +268,36 @@ def _saved_rows(shape: tuple[int, int] | None, key: str) -> list[dict]:
                                 "benchmarks/gpu_bench.py)", type=["json", "csv"], key=f"{key}.upload")
     sources = [(n, (runs.RESULTS_DIR / n).read_bytes()) for n in ss.get("kern.saved", []) if n in names]
     if uploaded is not None:
-        sources.append((uploaded.name, uploaded.getvalue()))
+        sources.insert(0, (uploaded.name, uploaded.getvalue()))
     rows: list[dict] = []
+    upload_rows: list[dict] = []
     for name, data in sources:
         try:
             prov, r = runs.read_saved(name, data)
         except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
             widgets.show_error(exc)
             continue
+        if uploaded is not None and name == uploaded.name and not upload_rows:
+            upload_rows = r
         rows += r
         desc = prov.get("gpu") or prov.get("device") or prov.get("cuda") or prov.get("cpu")
         if desc:
             st.caption(plain(f"{name}: {desc}" + (f", commit {prov['commit']}" if prov.get("commit") else "")))
     if not rows:
         return []
-    shapes = runs.shapes_of(rows)
+    # An uploaded file's shapes come first, and a new upload is shown at once: at its shape
+    # closest to the local layer (it was plotted only once its shape, last in the list, was picked).
+    mine = runs.shapes_of(upload_rows)
+    shapes = mine + [sh for sh in runs.shapes_of(rows) if sh not in mine]
     labels = [f"N {n} x K {k}" for n, k in shapes]
-    default = 0
-    if shape is not None:  # the saved shape closest to the local layer
-        default = min(range(len(shapes)), key=lambda i: abs(shapes[i][0] * shapes[i][1] - shape[0] * shape[1]))
-    if ss.get("kern.saved_shape") not in labels:
+    pool = range(len(mine)) if mine else range(len(shapes))
+    default = pool[0]
+    if shape is not None:  # the shape closest to the local layer
+        default = min(pool, key=lambda i: abs(shapes[i][0] * shapes[i][1] - shape[0] * shape[1]))
+    new_upload = uploaded is not None and mine and ss.get(f"{key}.upload_id") != uploaded.file_id
+    if new_upload:
+        ss[f"{key}.upload_id"] = uploaded.file_id
+    if new_upload or ss.get("kern.saved_shape") not in labels:
         ss["kern.saved_shape"] = labels[default]
     state.bind(st.selectbox, "Saved shape", "kern.saved_shape", options=labels)
     n, k = shapes[labels.index(ss["kern.saved_shape"])]

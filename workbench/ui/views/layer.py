@@ -28,6 +28,34 @@ def _on_sample() -> None:
     st.session_state["layer.name"] = state.DEFAULT_LAYER
 
 
+# A directory or upload source holds nothing until a path is typed or files are accepted:
+# picking it only shows its controls, and every page keeps the layer it had until then.
+_PENDING = "layer.pending"
+
+
+def _ready(source: str) -> bool:
+    ss = st.session_state
+    return (source not in ("directory", "upload") or (source == "directory" and bool(ss["layer.dir"].strip()))
+            or (source == "upload" and bool(ss["layer.upload_dir"])))
+
+
+def _choose(source: str) -> None:
+    """Make `source` the layer's source once it has something to load; else leave it pending."""
+    ss = st.session_state
+    if _ready(source):
+        ss["layer.source"] = source
+        ss[_PENDING] = None
+    else:
+        ss[_PENDING] = (source, ss["layer.source"])
+
+
+def _shown_source() -> str:
+    """The source the radio shows: a pending pick, while the source it was picked over holds."""
+    ss = st.session_state
+    pending = ss.get(_PENDING)
+    return pending[0] if pending and pending[1] == ss["layer.source"] else ss["layer.source"]
+
+
 def _checkpoint_source(source: str) -> None:
     ss = st.session_state
     if source == "sample":
@@ -44,37 +72,50 @@ def _checkpoint_source(source: str) -> None:
     elif source == "directory":
         roots = ", ".join(plain(r) for r in loaders.allowed_roots())
         bind(st.text_input, "Checkpoint directory (config.json + *.safetensors)", "layer.dir",
-             placeholder=str(SAMPLE_ROOT / "ct-w4a8-int-g128"))
+             placeholder=str(SAMPLE_ROOT / "ct-w4a8-int-g128"), after=lambda: _choose("directory"))
         st.caption(f"Allowed roots: {roots}. Add more with `{loaders.ROOTS_ENV}=/a{':'}/b` "
                    "before `streamlit run app.py`.")
     else:
+        # No `type=` filter: the browser would drop a `.bin` without a word. Every file reaches
+        # `loaders.check_upload`, which refuses it by name unread (nothing is ever unpickled).
+        gen = ss.get("_upload.gen", 0)
         files = st.file_uploader(
             f"config.json and \\*.safetensors (up to {loaders.MAX_UPLOAD_MB} MiB in all; "
-            "never pickles)", type=["safetensors", "json"], accept_multiple_files=True,
-            key="w:upload")
+            "never pickles)", accept_multiple_files=True,
+            key="w:upload" if gen == 0 else f"w:upload.{gen}")
         _save_upload(files or [])
         if ss["layer.upload_dir"]:
-            st.caption(f"Uploaded: {plain(ss['layer.upload_label'])}")
+            # In full, one per line: the uploader's own list cuts long names to "mod...02.safetensors".
+            st.caption("Uploaded:")
+            st.text("\n".join(ss["_upload.names"]))
 
 
 def _save_upload(files) -> None:
-    """Write a new set of uploaded files once (not on every rerun); a refused set clears the upload."""
+    """Write a new set of uploaded files once (not on every rerun).
+
+    An accepted set becomes the layer every page uses, and the uploader is emptied (a new
+    widget key), so the next upload starts a new set instead of piling onto this one. A
+    refused set keeps the layer that was in use, and says why once.
+    """
     from workbench.errors import USER_ERRORS
 
     ss = st.session_state
     ids = [f.file_id for f in files]
     if files and ss.get("_upload.ids") != ids:
         ss["_upload.ids"] = ids
-        ss["layer.upload_dir"] = ss["layer.upload_label"] = ss["_upload.error"] = ""
+        ss["_upload.error"] = ""
         try:
-            folder = loaders.save_upload([(f.name, f.getvalue()) for f in files],
-                                         loaders.session_upload_dir(ss))
+            folder = loaders.accept_upload([(f.name, f.getvalue()) for f in files],
+                                           loaders.session_upload_dir(ss))
         except USER_ERRORS as exc:
             ss["_upload.error"] = str(exc)
         else:
             ss["layer.upload_dir"] = str(folder)
-            ss["layer.upload_label"] = ", ".join(sorted(f.name for f in files
-                                                        if f.name.endswith(".safetensors")))
+            ss["_upload.names"] = sorted(f.name for f in files)
+            ss["layer.upload_label"] = ", ".join(n for n in ss["_upload.names"] if n.endswith(".safetensors"))
+            ss["_upload.gen"] = ss.get("_upload.gen", 0) + 1
+            _choose("upload")
+            st.rerun()  # draw the emptied uploader and the new layer
     if files and ss.get("_upload.error"):
         st.error(plain(ss["_upload.error"]))
 
@@ -195,12 +236,23 @@ def _listing(ckpt) -> None:
         st.caption(plain(note))
 
 
+def _still_in_use() -> None:
+    from workbench.errors import USER_ERRORS
+
+    try:
+        label = loaders.current_ref(st.session_state).label
+    except USER_ERRORS:
+        return
+    st.caption(f"Every page still uses {plain(label)} until this source has a layer.")
+
+
 def render() -> None:
     st.title("Layer")
     ss = st.session_state
-    bind(st.radio, "Source", "layer.source", options=list(SOURCES), format_func=SOURCES.get,
-         horizontal=True)
-    source = ss["layer.source"]
+    ss["w:layer.source"] = _shown_source()
+    st.radio("Source", options=list(SOURCES), format_func=SOURCES.get, horizontal=True,
+             key="w:layer.source", on_change=state.guarded(lambda: _choose(ss["w:layer.source"])))
+    source = _shown_source()
     if source in ("sample", "directory", "upload"):
         _checkpoint_source(source)
     elif source == "synthetic":
@@ -208,12 +260,13 @@ def render() -> None:
     else:
         _trained_source()
 
-    if source == "directory" and not ss["layer.dir"].strip():
-        st.info("Type the path of a checkpoint directory above.")
-        return
-    if source == "upload" and not ss["layer.upload_dir"]:
-        if not ss.get("_upload.error"):
+    if source != ss["layer.source"] or not _ready(source):  # picked, nothing to load yet
+        if source == "directory":
+            st.info("Type the path of a checkpoint directory above.")
+        elif not ss.get("_upload.error"):
             st.info("Nothing uploaded yet: drop config.json and the \\*.safetensors file(s) above.")
+        if source != ss["layer.source"]:
+            _still_in_use()
         return
     try:
         ref = loaders.current_ref(ss)

@@ -5,6 +5,7 @@ prefill M, totals; exportable as CSV and JSON. The work is the core's (`workbenc
 from __future__ import annotations
 
 import json
+from html import escape
 
 import streamlit as st
 
@@ -61,20 +62,24 @@ def render() -> None:
                       version)
     doc = out["json"]
     t = doc["totals"]
+    # Bold is Markdown of ours, around text escaped as plain (a path or name is the user's).
+    head = f"**{plain(doc['source'])}** on **{plain(platform)}**, "
     if t is None:  # a layer vLLM refuses: the model does not load, so it has no time
-        st.error(plain(f"**{doc['source']}** on **{platform}**, TP {tp} does not load: vLLM refuses "
-                       f"{len(doc['refused'])} of {len(doc['layers'])} layers, so there is no total.\n\n"
-                       + "\n\n".join(f"- {r['layer']}: {' '.join(str(r['error']).split())[:300]}"
-                                       for r in doc["refused"])))
+        st.error(head + plain(
+            f"TP {tp} does not load: vLLM refuses {len(doc['refused'])} of {len(doc['layers'])} "
+            "layers, so there is no total.") + "\n\n" + "\n\n".join(
+            "- " + plain(f"{r['layer']}: {' '.join(str(r['error']).split())[:300]}")
+            for r in doc["refused"]))
     else:
         bound = any(r["basis"] == "roofline" for r in doc["layers"])
         lead = "at least " if bound else ""
         band = (lambda lo, hi: "" if bound else f" ({lo:.1f}-{hi:.1f})")
-        st.markdown(plain(f"**{doc['source']}** on **{platform}**, TP {tp}: decode {lead}{t['decode_us']:.1f} µs"
-                          f"{band(t['decode_low_us'], t['decode_high_us'])}, prefill {lead}{t['prefill_us']:.1f} µs"
-                          f"{band(t['prefill_low_us'], t['prefill_high_us'])} per forward"
-                          f"{' (roofline bounds in the sum)' if bound else ''}; this project's "
-                          f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs."))
+        st.markdown(head + plain(
+            f"TP {tp}: decode {lead}{t['decode_us']:.1f} µs"
+            f"{band(t['decode_low_us'], t['decode_high_us'])}, prefill {lead}{t['prefill_us']:.1f} µs"
+            f"{band(t['prefill_low_us'], t['prefill_high_us'])} per forward"
+            f"{' (roofline bounds in the sum)' if bound else ''}; this project's "
+            f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs."))
     for note in doc["notes"]:
         st.caption(plain(note))
     rows = [{c: r.get(c) for c in _COLUMNS} for r in doc["layers"]]
@@ -135,13 +140,17 @@ def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None
     fast = [p for p in preds if p.path == "w4a8_native"]
     slow = [p for p in preds if p.path == "w4a16_fallback"]
     cross = predicted_crossover(fast, slow)
-    fig = plots.prediction_figure(preds, measured or [], crossover=cross, title=plain(
-        f"Predicted latency, {platform}: N {n} x K {k}, g {g} (dashed: predicted, band shaded; dotted: roofline)"))
+    # A plotly title is HTML, not Markdown: `escape`, not `plain` (its backslashes would show).
+    # The legend names the roofline only where one is drawn (not on a calibrated host).
+    fig = plots.prediction_figure(preds, measured or [], crossover=cross, title=escape(
+        f"Predicted latency, {platform}: N {n} x K {k}, g {g} (dashed: predicted, band shaded"
+        + ("; dotted: roofline)" if plots.has_roofline(preds) else ")")))
     st.plotly_chart(fig, key=f"{key}-predicted")
     bases = sorted({f"{p.path}: {p.basis}" for p in preds if p.m == 1})
+    top = max(p.m for p in preds)
     st.caption(plain("Basis: " + "; ".join(bases) + ". Predicted crossover (W4A8 native stays ahead of the "
-                     "W4A16 fallback from): " + (f"M = {cross[0]} (band {cross[1]}-{cross[2]})" if cross[0]
-                                                  else "never in 1-8192")))
+                     "W4A16 fallback from): " + (f"M = {cross[0]} ({plots.crossover_band(cross[1], cross[2], top)})"
+                                                  if cross[0] else f"never in 1-{top}")))
 
 
 def cost_line(trace, n: int, k: int, g: int, m: int) -> str:

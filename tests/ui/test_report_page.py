@@ -1,0 +1,17 @@
+"""Model report page: the summary line reads as prose (bold where meant, µs as on the other pages)."""
+from __future__ import annotations
+
+import re
+
+
+def test_the_summary_is_markdown_not_literal_asterisks(ui):
+    # Issue 24.3: the whole line was escaped, so the reader saw `**Llama-3.1-8B**` and "us".
+    at = ui.open_app("report", state={"report.source": "Llama-3.1-8B"})
+    assert not at.exception and not ui.errors(at)
+    line = next(m.value for m in at.markdown if " per forward" in m.value)
+    assert line.startswith("**Llama\\-3\\.1\\-8B** on **x86\\-avx512**, TP 1\\: decode ")
+    # escaped punctuation aside, no asterisk is shown as typed
+    assert "\\*" not in line
+    shown = ui.unplain(line)
+    assert re.search(r"decode [\d.]+ µs \([\d.]+-[\d.]+\), prefill [\d.]+ µs", shown), shown
+    assert not re.search(r"\d us\b", shown), shown
