@@ -81,6 +81,26 @@ def check_float32_range(x: torch.Tensor, name: str = "x") -> None:
             "kernels compute in float32")
 
 
+def check_token_scales(x_scale: torch.Tensor, k: int, w_scale_absmax: float,
+                       name: str = "x_scale") -> None:
+    """Per-token scales of int8 codes, checked in float32, the dtype the output is computed in:
+    finite there (a float64 1e39 is not), and small enough that the largest output the integer
+    sums allow (K products of |code| <= 127 and |w - z| <= 15, times the weight scale) stays
+    finite, so the result cannot be Inf without a word."""
+    limit = torch.finfo(torch.float32).max
+    top = float(x_scale.detach().abs().max()) if x_scale.numel() else 0.0
+    if not math.isfinite(top) or top > limit:
+        raise KernelInputError(f"{name} holds values up to {top:.4g}, outside float32's finite range "
+                               f"(|{name}| <= {limit:.4g}); the output is computed in float32")
+    bound = top * k * 127 * 15 * float(w_scale_absmax)
+    if bound > limit:
+        allowed = limit / (k * 127 * 15 * float(w_scale_absmax))
+        raise KernelInputError(
+            f"{name} holds values up to {top:.4g}: with K = {k} and weight scales up to "
+            f"{float(w_scale_absmax):.4g}, outputs could reach {bound:.4g}, beyond float32's "
+            f"{limit:.4g}; accepted: |{name}| <= {allowed:.4g} for this layer")
+
+
 def check_weight(
     w_q: torch.Tensor,
     scales: torch.Tensor,

@@ -18,11 +18,11 @@ from functools import lru_cache
 import torch
 
 from w4a8_kernels import _native_lib
-from w4a8_kernels._checks import (check_activations, check_device, check_weight, memory_guard,
-                                  scale_notes)
+from w4a8_kernels._checks import (check_activations, check_device, check_token_scales, check_weight,
+                                  memory_guard, scale_notes)
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.int8_gemm import (FP32_EXACT_MAX_TERMS, Int8Engine,
-                                    check_accumulator_range, engine_available, fbgemm_pack)
+                                    check_accumulator_range, engine_available, fbgemm_pack, int_mm)
 from w4a8_kernels.quant import center_int4, quantize_per_token_int8, quantize_per_token_int8_codes
 
 __all__ = ["W4A8Prepared", "prepare_w4a8", "w4a8_native", "w4a8_native_from_quantized",
@@ -54,6 +54,10 @@ class W4A8Prepared:
     amx: dict = field(default_factory=dict)  # AMX kernel buffers
     notes: tuple[str, ...] = ()  # accepted but unusual inputs (e.g. negative scales)
     large_m: "W4A8Prepared | None" = None  # the same weight for calls of >= LARGE_M tokens
+    scale_absmax: float = field(init=False)  # bounds the output for check_token_scales
+
+    def __post_init__(self):
+        self.scale_absmax = float(self.scales.abs().max()) if self.scales.numel() else 0.0
 
     @property
     def n_groups(self) -> int:
@@ -263,7 +267,7 @@ def _group_sums(x_qf: torch.Tensor, x_q: torch.Tensor, prepared: W4A8Prepared, j
         a = x_qf[:, cols].contiguous()
         return torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(a, 1.0, 128, block)
     if prepared.engine is Int8Engine.INT_MM:
-        return torch._int_mm(x_q[:, cols].contiguous(), block.t()).to(torch.float32)
+        return int_mm(x_q[:, cols].contiguous(), block.t()).to(torch.float32)
     a = x_qf[:, cols]
     if g <= FP32_EXACT_MAX_TERMS:
         return a @ block.t()
@@ -297,6 +301,7 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
                                f"{tuple(x_scale.shape)}")
     if m == 0:
         return torch.empty(0, prepared.n, dtype=torch.float32)
+    check_token_scales(x_scale, prepared.k, prepared.scale_absmax)
     x_scale = x_scale.to(torch.float32).reshape(m).contiguous()
     if prepared.amx:
         g, gp, groups = prepared.group_size, prepared.amx["gp"], prepared.n_groups

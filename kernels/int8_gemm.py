@@ -30,7 +30,7 @@ from w4a8_kernels import _native_lib
 from w4a8_kernels.errors import KernelInputError
 
 __all__ = ["Int8Engine", "engine_available", "fbgemm_pack", "check_accumulator_range", "C_ENGINES",
-           "FP32_EXACT_MAX_TERMS", "INT32_MAX"]
+           "FP32_EXACT_MAX_TERMS", "INT32_MAX", "int_mm"]
 
 
 class Int8Engine(str, Enum):
@@ -88,6 +88,21 @@ def engine_available(engine: Int8Engine | str) -> tuple[bool, str]:
             return False, f"torch {torch.__version__} has no torch._int_mm"
         return True, ""
     return True, ""
+
+
+# torch._int_mm's oneDNN kernels returned uninitialised memory for K = 1 on a Xeon with AMX
+# (errors of 1e3-1e7, no exception); the row length it was seen exact at is a multiple of this.
+INT_MM_K_MULTIPLE = 8
+
+
+def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch._int_mm(a [M, K], b [K, N]) -> int32 [M, N], exact for every K: a K that is not a
+    multiple of INT_MM_K_MULTIPLE is padded with zero columns and rows, which add nothing."""
+    pad = -a.shape[1] % INT_MM_K_MULTIPLE
+    if pad:
+        a = torch.nn.functional.pad(a, (0, pad))
+        b = torch.nn.functional.pad(b, (0, 0, 0, pad))
+    return torch._int_mm(a, b)
 
 
 def check_accumulator_range(engine: Int8Engine | str, terms: int, w_absmax: int) -> None:
