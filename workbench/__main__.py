@@ -16,6 +16,7 @@ import sys
 
 from workbench.dispatch.versions import DEFAULT_VERSION
 from workbench.errors import USER_ERRORS
+from workbench.untrusted import terminal
 
 
 class UsageError(Exception):
@@ -65,8 +66,31 @@ def _escape_unencodable_output() -> None:
             reconfigure(errors="backslashreplace")
 
 
+class _TerminalSafe:
+    """A text stream that escapes every control character but line breaks and tabs: names from a
+    checkpoint reach every command's output, and none may act on the terminal."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(terminal(text))
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
 def main(argv: list[str] | None = None) -> int:
     _escape_unencodable_output()
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _TerminalSafe(sys.stdout), _TerminalSafe(sys.stderr)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = saved
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return int(args.func(args) or 0)

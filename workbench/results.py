@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from workbench.errors import InvalidInputError
+from workbench.untrusted import csv_cell, one_line
 
 __all__ = ["SCHEMA", "ResultRecord", "Results", "load_results", "parse_results", "results_document",
            "write_results", "LEGACY_H200_PATHS"]
@@ -217,7 +218,9 @@ def rows_csv(rows: Iterable[Mapping]) -> str:
     if not rows:
         return ""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(one_line(c)) for c in rows[0]], lineterminator="\n")
     w.writeheader()
-    w.writerows(rows)
+    # Names come from checkpoints: no cell may start a formula or break a row.
+    w.writerows({csv_cell(one_line(c)): csv_cell(one_line(v) if isinstance(v, str) else v)
+                 for c, v in r.items()} for r in rows)
     return buf.getvalue()

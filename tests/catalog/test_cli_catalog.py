@@ -162,7 +162,35 @@ def _stdin_batch_bad_utf8():
 DEEP = "[" * 50 + "]" * 50
 HUGE = "1" + "0" * 100
 
+def _hostile_names():
+    """Tensor names holding an OSC title escape, BEL, a line break and a formula: inspect and
+    report (table and CSV) print none of those bytes raw, forge no row, start no formula."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    from workbench.untrusted import csv_cell
+
+    root = Path(tempfile.mkdtemp()) / "ck"
+    shutil.copytree(SAMPLE, root)
+    hostile = "o\x1b]0;pwned\x07_proj\nforged\x1b[2J"
+    for f in root.glob("*.safetensors"):
+        save_file({k.replace("o_proj", hostile): v for k, v in load_file(f).items()}, f,
+                  metadata={"format": "pt"})
+    for argv in (["inspect", str(root)], ["report", str(root), "--platform", "sm90-h200"],
+                 ["report", str(root), "--platform", "sm90-h200", "--csv"]):
+        rc, out, err = _main(argv)
+        assert rc == 0, (argv, err)
+        assert not set(out + err) & {"\x1b", "\x07", "\r"}, argv
+        assert not [line for line in out.splitlines() if line.startswith("forged")], argv
+        assert "o\\x1b]0;pwned\\x07_proj\\x0aforged" in out, argv
+    assert [csv_cell(v) for v in ("=HYPERLINK(1)", "+1+2", "@SUM(A1)", "-2+3", "-1.5", "-", 3)] == [
+        "'=HYPERLINK(1)", "'+1+2", "'@SUM(A1)", "'-2+3", "-1.5", "-", 3]
+
+
 CATALOG = [
+    ("tensor names with terminal escapes, a line break and a formula (inspect, report, --csv)",
+     "escaped as \\x1b / \\x07 / \\x0a; CSV cells cannot start a formula", _hostile_names),
     ("trace --scheme '\"str\"'", "exit 2: error: --scheme: expected a JSON object {...}, got a string",
      _error(["trace", "--scheme", '"str"'], r"--scheme: expected a JSON object .*got a string")),
     ("trace --scheme 5", "exit 2: error: --scheme: expected a JSON object, got a number",
