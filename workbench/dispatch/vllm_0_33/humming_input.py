@@ -351,15 +351,15 @@ def check_and_fallback_input_schema(w: WeightSchema, i: InputSchema, param_dtype
         if not allow_fallback:  # :337-341
             warning = (f"Humming {a} activation is slow on SM{sm} now."
                        if is_deprecated(a, sm) else None)
-            return InputDecision(i, "kept-no-fallback", at + "337-341", requested, warning)
+            return InputDecision(i, "kept-no-fallback", at + "337", requested, warning)
         if a is None or a.num_bits == 16:  # :343-344
-            return InputDecision(i, "16-bit", at + "343-344", requested)
+            return InputDecision(i, "16-bit", at + "343", requested)
         if not is_deprecated(a, sm):  # :346-359
             mxfp8 = (a.is_float and a.num_bits == 8 and i.group_size == 32
                      and i.scale_dtype == E8M0 and sm >= 120)
             groupwise = i.group_size > 0 or w.group_size > 0
             if i.bits == 8 and groupwise and not mxfp8:  # "prefer wna16 for groupwise weight"
-                return InputDecision(InputSchema(), "groupwise-to-16-bit", at + "354-357",
+                return InputDecision(InputSchema(), "groupwise-to-16-bit", at + "354",
                                      requested)
             return InputDecision(i, "kept", at + "359", requested)
     if allow_fallback:  # :361-394
@@ -375,7 +375,7 @@ def check_and_fallback_input_schema(w: WeightSchema, i: InputSchema, param_dtype
                     group, scale, mode = 32, E8M0, "dynamic_group"
             candidate = InputSchema(d, group, scale, mode)
             if is_compatible(candidate, w, param, sm, cubin_patch):
-                return InputDecision(candidate, "fallback", at + "361-394", requested)
+                return InputDecision(candidate, "fallback", at + "361", requested)
     raise VllmError("ValueError", (  # :396-400
         f"No compatible Humming input schema for {i!r} with weight schema {w!r} on SM{sm} "
         f"(allow_fallback={allow_fallback})"))

@@ -391,12 +391,13 @@ class HummingLinearKernel(MPKernel):
                 c.weight_type.size_bits, c.group_size, c.zero_points, c.act_type.name,
                 input_schema, param.name, p.capability)
         except VllmError as exc:
-            where = (humming_input.VLLM_LINEAR + ":108-119" if "zero_point" in exc.message
-                     else humming_input.VLLM_SCHEMA + ":261-400")
+            where = (humming_input.VLLM_LINEAR + ":108" if "zero_point" in exc.message
+                     else humming_input.VLLM_SCHEMA + ":396")
             return replace(base, fails_at="load", error=exc.message, error_type=exc.error_type,
                            source=where, caveat=caveat)
-        a = d.schema.a_dtype
-        requested = d.requested.a_dtype
+        # A 16-bit a_dtype (the fallback's last step names the params dtype) quantizes nothing.
+        a = d.schema.a_dtype if d.schema.bits < 16 else None
+        requested = d.requested.a_dtype if d.requested.bits < 16 else None
         act = activation_name(param) if a is None else _HUMMING_ACT.get(a.name, a.name)
         asked = (activation_name(param) if requested is None
                  else _HUMMING_ACT.get(requested.name, requested.name))
