@@ -112,7 +112,9 @@ def test_9_7_mi300x_rejects_everything():
 def test_9_8_int8_act_humming_accepts():
     cfg = {**C1, "act_type": "int8"}
     assert trace_mp(cfg, "sm90-h200").selected == "HummingLinearKernel"
-    assert trace_mp(cfg, "sm90-h200").runtime_detail.activation == "int8"
+    # Humming accepts, then drops the int8 schema for the g128 weights (schema.py:354-357)
+    rt = trace_mp(cfg, "sm90-h200").runtime_detail
+    assert (rt.activation, rt.activation_requested) == ("bf16", "int8")
     t = trace_mp(cfg, H200_NO_HUMMING)
     assert (" ExllamaLinearKernel cannot implement due to: Exllama only supports float16 activations"
             in t.reasons)
