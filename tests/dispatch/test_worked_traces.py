@@ -112,7 +112,9 @@ def test_9_7_mi300x_rejects_everything():
 def test_9_8_int8_act_humming_accepts():
     cfg = {**C1, "act_type": "int8"}
     assert trace_mp(cfg, "sm90-h200").selected == "HummingLinearKernel"
-    assert trace_mp(cfg, "sm90-h200").runtime_detail.activation == "int8"
+    # Humming accepts, then drops the int8 schema for the g128 weights (schema.py:354-357)
+    rt = trace_mp(cfg, "sm90-h200").runtime_detail
+    assert (rt.activation, rt.activation_requested) == ("bf16", "int8")
     t = trace_mp(cfg, H200_NO_HUMMING)
     assert (" ExllamaLinearKernel cannot implement due to: Exllama only supports float16 activations"
             in t.reasons)
@@ -143,11 +145,14 @@ def test_9_8_pack_quantized_w4a8_lands_on_machete_then_marlin():
 def test_humming_reads_the_wna8int_activation_schema():
     t = trace_scheme(_scheme("pack-quantized", W4, A8), "sm90-h200",
                      {"VLLM_DISABLED_KERNELS": "MacheteLinearKernel"})
-    assert t.selected == "HummingLinearKernel" and t.runtime_detail.activation == "int8"
+    # it reads the int8 schema, then runs bf16 for the groupwise weights (schema.py:354-357)
+    assert t.selected == "HummingLinearKernel" and t.runtime_detail.activation == "bf16"
+    assert t.runtime_detail.activation_requested == "int8"
     a4 = {**A8, "num_bits": 4}
     t4 = trace_scheme(_scheme("pack-quantized", W4, a4), "sm90-h200",
                       {"VLLM_DISABLED_KERNELS": "MacheteLinearKernel"})
-    assert (t4.scheme, t4.runtime_detail.activation) == ("CompressedTensorsWNA4Int", "int4")
+    # int4 is deprecated on SM >= 90 (schema.py:328): the fallback order's int8 runs (:361-394)
+    assert (t4.scheme, t4.runtime_detail.activation) == ("CompressedTensorsWNA4Int", "int8")
 
 
 def test_9_8_w4a8_fp8_selects_cutlass_only_on_bf16():

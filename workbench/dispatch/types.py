@@ -280,6 +280,10 @@ class Runtime:
       as `torch.ops` names it ("_C.machete_prepack_B"); its `error` is then the op's own text.
     - `caveat`: what vLLM's source leaves undetermined about this value (a build-dependent
       part of an error text, a dtype the input does not give), for the faces to show.
+    - `activation_group_size`: the K-group the activations are quantized per (None: per
+      token); `activation_dtype`: the exact dtype name where `activation` abbreviates it
+      (Humming's "float8e4m3"); `activation_requested`: the activation the layer asked for
+      when the kernel runs another one (Humming's input-schema fallback: "int8" run as bf16).
 
     `to_json()` is the trace JSON's `runtime_detail`, the keys the recorder writes too.
     """
@@ -302,6 +306,9 @@ class Runtime:
     scale_dtype: str | None = None
     failing_op: str | None = None
     caveat: str | None = None
+    activation_group_size: int | None = None
+    activation_dtype: str | None = None
+    activation_requested: str | None = None
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:

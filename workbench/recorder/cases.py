@@ -190,12 +190,63 @@ RUNTIME_PLATFORMS = [p for p in PLATFORMS if p["device"] != "rocm" and
 DRAW = {"gptq": _gptq, "awq": _awq, "inc": _inc, "config-gate": _gate, "runtime": _runtime}
 
 
+def _ct_int_input(bits: int, group: int | None = None, w_bits: int = 4, w_group: int | None = 128,
+                  w_sym: bool = True, dtype: str = "bfloat16") -> dict:
+    """A compressed-tensors pack-quantized layer with an int input (CompressedTensorsWNA8Int /
+    WNA4Int): the schemes that hand Humming an input config (compressed_tensors_wNa8.py:168)."""
+    w = {"num_bits": w_bits, "type": "int", "symmetric": w_sym, "dynamic": False,
+         "strategy": "group" if w_group else "channel", "group_size": w_group}
+    i = {"num_bits": bits, "type": "int", "symmetric": True, "dynamic": True,
+         "strategy": "group" if group else "token", "group_size": group}
+    return {"route": "scheme", "layer": {
+        "format": "pack-quantized", "weights": w, "input_activations": i,
+        "output_activations": None, "layer_name": "model.layers.0.mlp.down_proj",
+        "in_features": 4096, "out_features": 4096, "params_dtype": dtype}}
+
+
+def _cuda_humming(cap: int) -> dict:
+    return {**_p("cuda", cap), "packages": ["humming"], "torch_ops": []}
+
+
+HUMMING = {"linear_backend": "humming"}
+# One case per branch of Humming's input-schema decision (utils/humming/schema.py:261-400),
+# appended to the drawn runtime cases: (name, input, capability, env).
+HUMMING_RUNTIME_CASES = [
+    ("g128-int8-sm90-no-machete", _ct_int_input(8), 90,
+     {"VLLM_DISABLED_KERNELS": "MacheteLinearKernel"}),                  # :354 groupwise weight
+    ("channel-int8-sm90", _ct_int_input(8, w_group=None), 90, HUMMING),  # :359 kept
+    ("channel-int8-group128-input-sm90", _ct_int_input(8, 128, w_group=None), 90,
+     HUMMING),                                                           # :354 groupwise input
+    ("channel-int8-sm100", _ct_int_input(8, w_group=None), 100, HUMMING),  # :333 -> bf16
+    ("channel-int8-sm103", _ct_int_input(8, w_group=None), 103, HUMMING),  # :329 -> bf16
+    ("channel-int8-sm120", _ct_int_input(8, w_group=None), 120, HUMMING),  # :359 kept
+    ("channel-int4-sm89", _ct_int_input(4, w_group=None), 89, HUMMING),    # :359 int4 kept
+    ("channel-int4-sm90", _ct_int_input(4, w_group=None), 90, HUMMING),    # :328 -> int8
+    ("g128-int4-group128-input-sm89", _ct_int_input(4, 128), 89, HUMMING),  # int4 per group
+    ("channel-int8-fp16-sm90", _ct_int_input(8, w_group=None, dtype="float16"), 90, HUMMING),
+    ("w8-asym-int8-sm90", _ct_int_input(8, w_bits=8, w_group=None, w_sym=False), 90,
+     HUMMING),                                                           # linear.py:108-119
+    ("g128-bf16-sm75", _ct_int_input(8), 75, HUMMING),                   # :396 no schema
+    ("gptq-int8-act-g128-sm90", {"route": "gptq", "layer": {
+        "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 128,
+                                "desc_act": False, "sym": True},
+        "layer_name": "model.layers.0.mlp.down_proj", "in_features": 4096,
+        "out_features": 4096, "params_dtype": "bfloat16"}}, 90,
+     {**HUMMING, "VLLM_MARLIN_INPUT_DTYPE": "int8"}),                    # humming.py:66 act_type
+]
+FIXED = {"runtime": [
+    {"id": f"runtime-humming-{name}", "level": "runtime", "input": inp,
+     "platform": _cuda_humming(cap), "env": env, "expected": None}
+    for name, inp, cap, env in HUMMING_RUNTIME_CASES]}
+
+
 def draw(level: str, n: int, seed: int) -> list[dict]:
-    """`n` cases of `level`, the same for the same seed."""
+    """`n` cases of `level`, the same for the same seed, then the level's fixed cases."""
     r = random.Random(f"{level}:{seed}")
     out = []
     for i in range(n):
         inp, env = DRAW[level](r)
         out.append({"id": f"{level}-{seed}-{i:04d}", "level": level, "input": inp,
                     "platform": _platform(r, level), "env": env, "expected": None})
-    return out
+    import copy
+    return out + copy.deepcopy(FIXED.get(level, []))

@@ -3,7 +3,9 @@
 vLLM's own Python runs unchanged. Three kinds of thing are replaced, each listed in the output
 provenance: hardware queries (the platform object's capability, CPU arch, device name), compiled
 extensions and custom-op namespaces (`vllm._C`, `torch.ops._C`, ...), and optional packages (a
-package a platform "has" imports as an empty module; one it lacks is not found). A stub records
+package a platform "has" imports as an empty module; one it lacks is not found). Optional
+packages whose Python decides something vLLM reads (humming's input-schema compatibility) run
+for real where the platform has them, with only the device they would query simulated. A stub records
 every call made into it, so the provenance can say whether the selection code reached it.
 """
 from __future__ import annotations
@@ -68,8 +70,12 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     def __init__(self) -> None:
         self.stubbed: set[str] = set()
         self.present: set[str] = set()
+        self.hidden: set[str] = set()  # real packages the simulated platform lacks
 
     def find_spec(self, name, path=None, target=None):
+        if any(name == n or name.startswith(n + ".") for n in self.hidden):
+            # as when it is not installed: `import humming` and vLLM's has_humming() fail
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         if any(name == n or name.startswith(n + ".") for n in self.stubbed | self.present):
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         return None
@@ -88,13 +94,24 @@ class InstalledOptionalPackage(WorkbenchError):
     """An optional package the recorder simulates is really installed, so "absent" would lie."""
 
 
-def install(stubbed: set[str], optional: set[str]) -> None:
-    """Put the stub finder in front of the import system (once per process)."""
+class MissingRealPackage(WorkbenchError):
+    """A package the recorder runs for real (not as a stub) is not installed here."""
+
+
+REAL: set[str] = set()  # optional packages imported for real where the platform has them
+
+
+def install(stubbed: set[str], optional: set[str], real: set[str] = frozenset()) -> None:
+    """Put the stub finder in front of the import system (once per process). The `real`
+    optional packages are not stubbed: the platform that has one imports the installed package,
+    the one that lacks it finds nothing."""
     import importlib.util
+    REAL.update(real)
     if FINDER in sys.meta_path:  # installed before: the finder itself serves the present ones
         FINDER.stubbed |= stubbed
         return
-    installed = sorted(n for n in optional if n not in sys.modules and importlib.util.find_spec(n))
+    installed = sorted(n for n in set(optional) - REAL
+                       if n not in sys.modules and importlib.util.find_spec(n))
     if installed:
         raise InstalledOptionalPackage(
             f"recorder: optional package(s) {installed} are installed in this environment; the "
@@ -105,9 +122,18 @@ def install(stubbed: set[str], optional: set[str]) -> None:
 
 def set_packages(optional: set[str], present: set[str]) -> None:
     """Which optional packages import: those in `present`; the rest of `optional` do not."""
-    FINDER.present = set(present) & set(optional)
+    import importlib.util
+    real_present = set(present) & REAL
+    FINDER.hidden = set()
+    missing = sorted(n for n in real_present if importlib.util.find_spec(n) is None)
+    if missing:
+        raise MissingRealPackage(
+            f"recorder: {missing} must be installed to record a platform that has it (it runs "
+            "for real): pip install the project's test or cuda extra")
+    FINDER.present = (set(present) & set(optional)) - REAL
+    FINDER.hidden = (set(optional) & REAL) - real_present
     for name in list(sys.modules):
-        if any(name == n or name.startswith(n + ".") for n in optional):
+        if any(name == n or name.startswith(n + ".") for n in set(optional) - real_present):
             del sys.modules[name]
 
 

@@ -260,7 +260,8 @@ def ambiguity_notes(trace, env: dict[str, str]) -> list[str]:
         notes.append("vLLM's own check divides by the group size; with group size 0 it crashes "
                      "(ZeroDivisionError) instead of giving a reason. The trace reports the crash.")
     rt = trace.runtime_detail
-    if trace.selected == "HummingLinearKernel" and rt is not None and rt.weight_only:
+    if (trace.selected == "HummingLinearKernel" and rt is not None and rt.weight_only
+            and rt.activation_requested is None):  # a fallback says why in its runtime line
         notes.append("Humming accepts the layer, but it receives a 16-bit act_type: the INT8 "
                      "activation scheme is not used, so this W4A8 checkpoint runs weight-only.")
     if trace.selected == "CPUWNA16LinearKernel" and rt is not None and rt.fails_at == "forward":

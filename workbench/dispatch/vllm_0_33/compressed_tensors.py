@@ -20,6 +20,7 @@ from workbench.dispatch.trace import Predicate, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
+from workbench.dispatch.vllm_0_33.humming_input import InputConfig
 from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
 from workbench.dispatch.vllm_0_33.selector import select_into
@@ -470,9 +471,12 @@ def _build_wnam(short: str) -> Callable:
         t.mp_config = _mp_config(s, _quant_type(w), dtype(s.params_dtype), group, not w.symmetric)
         if select_into(t, t.mp_config, p, env):
             t.notes.append(f"Using {t.selected} for CompressedTensors{short}")
-            # Only Humming reads the `_humming_input_quant_config` the scheme attaches.
+            # Only Humming reads the `_humming_input_quant_config` the scheme attaches
+            # (compressed_tensors_wNa8.py:114-132, 168-170; wNa4.py the same).
+            config = InputConfig(i.num_bits, i.type, i.group_size or 0, i.dynamic, i.symmetric)
             t.runtime_detail = kernel_runtime(t.selected, t.mp_config, p, env,
-                                              input_schema=f"int{i.num_bits}")
+                                              input_schema=config,
+                                              model_dtype=dtype(s.params_dtype))
             g = group if group != -1 else s.in_features
             if not (group == -1 and _row_parallel(s)) and s.input_size_per_partition % g:
                 raise SchemeError("AssertionError", "")

@@ -15,6 +15,8 @@ from dataclasses import replace
 from typing import ClassVar
 
 from workbench.dispatch.env import Env
+from workbench.dispatch.vllm_0_33 import humming_input
+from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.types import (BF16, FP16, FP32, FP8_E4M3, INT8, ST, DType, MPConfig,
                                       Runtime, activation_name)
 from workbench.platforms import (DYN_QUANT_OP, RDNA3_OP, ZENTORCH_DA8W4_OP, ZENTORCH_WOQ_OPS,
@@ -374,16 +376,43 @@ class HummingLinearKernel(MPKernel):
 
     @classmethod
     def runtime(cls, c, p, env, packing=CT_PACKING, input_schema=None, model_dtype=None):
-        """humming.py:66: an int8/fp8 act_type, or the scheme's input schema, quantizes
-        activations per token; a 16-bit act_type alone runs weight-only."""
+        """What Humming computes after `check_and_fallback_input_schema` (humming_input.py):
+        an int8 / fp8 act_type, else the scheme's input config (`input_schema`, a
+        `humming_input.InputConfig`), else 16-bit; kept, dropped to 16-bit or fallen back."""
         base = super().runtime(c, p, env)
-        if c.act_type in (INT8, FP8_E4M3):
-            act = activation_name(c.act_type)
-        elif input_schema is not None:
-            act = input_schema
-        else:
-            return base
-        return replace(base, activation=act, emulation=W4A8_PATH if act == "int8" else None)
+        param, caveat = model_dtype, None
+        if param is None:  # an MP config alone: a 16-bit act_type is the params dtype
+            param = c.act_type if c.act_type in (FP16, BF16) else BF16
+            if c.act_type not in (FP16, BF16):
+                caveat = ("the layer's params dtype is not given: bfloat16 is assumed for "
+                          "Humming's input-schema decision")
+        try:
+            d = humming_input.humming_layer_input(
+                c.weight_type.size_bits, c.group_size, c.zero_points, c.act_type.name,
+                input_schema, param.name, p.capability)
+        except VllmError as exc:
+            where = (humming_input.VLLM_LINEAR + ":108" if "zero_point" in exc.message
+                     else humming_input.VLLM_SCHEMA + ":396")
+            return replace(base, fails_at="load", error=exc.message, error_type=exc.error_type,
+                           source=where, caveat=caveat)
+        # A 16-bit a_dtype (the fallback's last step names the params dtype) quantizes nothing.
+        a = d.schema.a_dtype if d.schema.bits < 16 else None
+        requested = d.requested.a_dtype if d.requested.bits < 16 else None
+        act = activation_name(param) if a is None else _HUMMING_ACT.get(a.name, a.name)
+        asked = (activation_name(param) if requested is None
+                 else _HUMMING_ACT.get(requested.name, requested.name))
+        emulation = {"int8": W4A8_PATH if d.schema.group_size == 0 else None,
+                     "bf16": W4A16_PATH, "fp16": W4A16_PATH}.get(act)
+        return replace(base, activation=act, emulation=emulation, source=d.source,
+                       activation_group_size=(d.schema.group_size or None) if a else None,
+                       activation_dtype=None if a is None else a.name,
+                       activation_requested=asked if asked != act else None,
+                       warning=d.warning, caveat=caveat)
+
+
+# Humming's dtype names -> `Runtime.activation` (the exact name stays in `activation_dtype`).
+_HUMMING_ACT = {"int8": "int8", "int4": "int4", "float8e4m3": "fp8", "float8e3m4": "fp8",
+                "float8e5m2": "fp8"}
 
 
 # --------------------------------------------------------------------------- ROCm

@@ -29,6 +29,11 @@ STUBBED = {"vllm._C", "vllm._rocm_C", "vllm._moe_C", "vllm._C_stable_libtorch",
            "vllm_xpu_kernels", "xgrammar", "llguidance"}
 # Optional packages whose presence is a platform field.
 OPTIONAL = {"humming", "conch", "zentorch", "auto_round_kernel", "aiter"}
+# Of those, the ones imported for real where the platform has them: vLLM's Humming kernel
+# asks humming's schemas which activations to run (utils/humming/schema.py:261-400). Only the
+# device is simulated (`humming.device.current_device`: its SM version).
+REAL_OPTIONAL = {"humming"}
+HUMMING_DEVICE_STOP = "humming.prepare_and_transform_humming_tensors"
 # torch ops whose presence is a platform field ("namespace.op").
 SIMULATED_OPS = {"aten._dyn_quant_matmul_4bit", "_rocm_C.gptq_gemm_rdna3",
                  "_xpu_C.int4_gemm_w4a8", "_xpu_C.int4_gemm_w4a16",
@@ -96,7 +101,7 @@ class Vllm:
         if str(src) not in sys.path:
             sys.path.insert(0, str(src))
         os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-        sandbox.install(STUBBED, OPTIONAL)
+        sandbox.install(STUBBED, OPTIONAL, REAL_OPTIONAL)
         sandbox.set_packages(OPTIONAL, set(packages))
         sys.modules["amdsmi"] = _fake_amdsmi("gfx942")
         import vllm.platforms as platforms
@@ -131,7 +136,12 @@ class Vllm:
     def provenance(self) -> dict:
         return {"vllm_version": VLLM_VERSION, "vllm_src": self.src.name,
                 "stubbed_compiled": sorted(STUBBED),
-                "stubbed_optional_packages": sorted(OPTIONAL),
+                "stubbed_optional_packages": sorted(OPTIONAL - REAL_OPTIONAL),
+                "real_optional_packages": {n: _version_of(n) for n in sorted(REAL_OPTIONAL)},
+                "humming_stand_ins": ["humming.device.current_device: only sm_version",
+                                      "humming.ops.unpack_weight on CPU tensors (word order)",
+                                      "torch.cuda.device(None): keeps the current device",
+                                      f"{HUMMING_DEVICE_STOP}: the run stops there"],
                 "stubbed_hardware_queries": HARDWARE_QUERIES,
                 "stand_ins": ["VllmConfig.model_config: only `dtype` (no checkpoint is loaded)",
                               "ModelConfig for the quantization checks: the checkpoint's "
@@ -204,6 +214,8 @@ class Vllm:
             torch.cpu._is_amx_tile_supported = lambda: amx
             stack.callback(setattr, torch.cpu, "_is_amx_tile_supported", saved_amx)
             stack.enter_context(self._env(env, dtype))
+            if "humming" in platform.get("packages", []):
+                stack.enter_context(_humming_device(platform.get("capability")))
             yield obj
 
     def _ark(self, platform: dict) -> None:
@@ -269,6 +281,94 @@ class Vllm:
                 "out_type": dt(cfg.out_type),
                 "full_weight_shape": list(cfg.full_weight_shape),
                 "partition_weight_shape": list(cfg.partition_weight_shape)}
+
+
+class _SimulatedDevice:
+    """What `humming.device.current_device` answers: the SM version, nothing else."""
+
+    def __init__(self, capability: int | None) -> None:
+        self.sm_version = capability
+
+    def __getattr__(self, name: str):
+        raise AttributeError(f"simulated device: {name} is not simulated (only sm_version)")
+
+
+@contextmanager
+def _humming_device(capability: int | None) -> Iterator[None]:
+    import humming.device as hd
+    saved = hd.current_device._value
+    hd.current_device._value = _SimulatedDevice(capability)
+    try:
+        yield
+    finally:
+        hd.current_device._value = saved
+
+
+def _cpu_unpack_weight(inputs: Any, num_bits: int, outputs: Any = None) -> Any:
+    """Stands in for humming's CUDA `ops.unpack_weight` on the recorder's CPU tensors: every
+    `num_bits` field of each int32, in word order (humming's own element order is not kept;
+    `convert_symmetric_integer_weight` only asks whether any code is 0, schema/humming.py:305)."""
+    import torch
+    words = inputs.to(torch.int64) & 0xFFFFFFFF
+    shifts = torch.arange(0, 32, num_bits, dtype=torch.int64)
+    return ((words.unsqueeze(-1) >> shifts) & ((1 << num_bits) - 1)).flatten(-2).to(torch.int32)
+
+
+@contextmanager
+def _humming_until_device(v: "Vllm") -> Iterator[list]:
+    """Humming's weight processing runs for real up to its first device step: the unpack kernel
+    answered on the CPU, `prepare_and_transform_humming_tensors` (linear.py:135) stopping the
+    run. Yields the list `check_and_fallback_input_schema`'s returned schemas go to."""
+    import humming.ops as hops
+    import humming.schema.humming as hschema
+    facade = v.mod("vllm.utils.humming")
+    schema_mod = v.mod("vllm.model_executor.layers.quantization.utils.humming.schema")
+    linear_mod = v.mod("vllm.model_executor.layers.quantization.utils.humming.linear")
+    returned: list = []
+    real_check = linear_mod.check_and_fallback_input_schema
+
+    def check(*args, **kwargs):
+        out = real_check(*args, **kwargs)
+        returned.append(out)
+        return out
+
+    import torch
+    saved = [(hops, "unpack_weight", hops.unpack_weight),
+             (linear_mod, "check_and_fallback_input_schema", real_check),
+             (torch.cuda, "_exchange_device", torch.cuda._exchange_device),
+             (torch.cuda, "_maybe_exchange_device", torch.cuda._maybe_exchange_device)]
+    hops.unpack_weight = _cpu_unpack_weight
+    # `with torch.cuda.device(None)` (humming/schema/base.py:112) keeps the current device on a
+    # CUDA build; a CPU build's fallback compares None with 0.
+    keep = (lambda device: -1 if device is None or device < 0
+            else saved[2][2](device))
+    torch.cuda._exchange_device = torch.cuda._maybe_exchange_device = keep
+    assert hschema.ops is hops
+    linear_mod.check_and_fallback_input_schema = check
+    facade.__dict__["prepare_and_transform_humming_tensors"] = _RecordedOp(HUMMING_DEVICE_STOP)
+    assert schema_mod.check_and_fallback_input_schema is real_check
+    try:
+        yield returned
+    finally:
+        for mod, name, value in saved:
+            setattr(mod, name, value)
+        facade.__dict__.pop("prepare_and_transform_humming_tensors", None)
+
+
+def humming_activation(schema: Any, params_dtype: str) -> str:
+    """`Runtime.activation` for the schema `check_and_fallback_input_schema` returned."""
+    a = schema.a_dtype
+    if a is None or a.num_bits >= 16:
+        return {"bfloat16": "bf16", "float16": "fp16"}[params_dtype]
+    return {"int8": "int8", "int4": "int4"}.get(str(a), "fp8" if "float8" in str(a) else str(a))
+
+
+def _version_of(dist: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version({"humming": "humming-kernels"}.get(dist, dist))
+    except PackageNotFoundError:
+        return None
 
 
 def error_fields(exc: BaseException) -> dict:
@@ -651,7 +751,10 @@ def record_runtime(v: Vllm, case: dict) -> dict:
                 p.data.zero_()
             before = set(vars(layer))
             stub_calls = len(sandbox.Stub.CALLS)
-            with _recording_ops(case["platform"]):
+            humming_run = (out["kernel"] == "HummingLinearKernel"
+                           and "humming" in case["platform"].get("packages", []))
+            with _recording_ops(case["platform"]), ExitStack() as hstack:
+                decided = hstack.enter_context(_humming_until_device(v)) if humming_run else []
                 try:
                     method.process_weights_after_loading(layer)
                 except OpReached as reached:
@@ -668,7 +771,10 @@ def record_runtime(v: Vllm, case: dict) -> dict:
     except Exception as exc:
         out.update(fails_at="load", **error_fields(exc))
     if out["fails_at"] is None and out["route_error"] is None:
-        if out["kernel_act_type"] in ("int8", "float8_e4m3fn") and out["kernel"] in ACT_TYPE_RUNS:
+        if out["kernel"] == "HummingLinearKernel":
+            if decided:  # the schema vLLM's decision returned, from the real package
+                out["activation"] = humming_activation(decided[-1], i["params_dtype"])
+        elif out["kernel_act_type"] in ("int8", "float8_e4m3fn") and out["kernel"] in ACT_TYPE_RUNS:
             out["activation"] = "int8" if out["kernel_act_type"] == "int8" else "fp8"
         elif out["layer_state"].get("use_w4a8"):
             out["activation"] = "int8"  # cpu.py: int4_scaled_mm_cpu quantizes x per token
