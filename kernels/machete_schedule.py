@@ -1,4 +1,4 @@
-"""The Machete schedule vLLM 0.33.0 runs for an (M, N, K) GEMM when none is forced.
+"""The Machete schedule the pinned vLLM runs for an (M, N, K) GEMM when none is forced.
 
 `csrc/quantization/machete/generate.py:511-534` lists (condition, tile MN, cluster MNK) in
 order; the generated `mm_dispatch_<types>` (DISPATCH_TEMPLATE, generate.py:45-56) takes the

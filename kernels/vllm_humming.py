@@ -1,4 +1,4 @@
-"""What vLLM 0.33.0 runs for a Humming layer on CUDA, built as vLLM builds it.
+"""What the pinned vLLM runs for a Humming layer on CUDA, built as vLLM builds it.
 
 The `humming` package (humming-kernels 0.1.19, the version vLLM pins in requirements/cuda.txt)
 is imported only when a CUDA path is prepared: `humming_available()` says whether it can be.
@@ -38,7 +38,7 @@ __all__ = ["HUMMING_PIN", "ACTIVATIONS", "humming_available", "HummingPrepared",
            "humming_linear", "int8_input_quant_config", "humming_quant_config",
            "humming_compute_config", "check_and_fallback_input_schema"]
 
-HUMMING_PIN = "humming-kernels[cu13]==0.1.19"  # vLLM 0.33.0 requirements/cuda.txt
+HUMMING_PIN = "humming-kernels[cu13]==0.1.19"  # the pinned vLLM requirements/cuda.txt
 ACTIVATIONS = ("bf16", "int8")
 # prepare_humming_linear_layer_config pads as vLLM calls it (utils/humming/linear.py:141-142).
 PAD_N, PAD_K = 256, 128

@@ -1,4 +1,4 @@
-"""vLLM 0.33.0's Machete (W4A16 on Hopper) as an execution path, through the library built
+"""the pinned vLLM's Machete (W4A16 on Hopper) as an execution path, through the library built
 from the sdist's own headers (csrc/quantization/machete/) and its ctypes wrapper.
 
 This module only adapts that wrapper to the kernel-path contract. The wrapper is the module

@@ -1,8 +1,9 @@
-"""Humming's activation as vLLM 0.33.0 decides it: `check_and_fallback_input_schema`
+"""Humming's activation as the default rule set's vLLM decides it: `check_and_fallback_input_schema`
 (utils/humming/schema.py:261-400), one test per branch, the traces that carry it, and the
 compatibility test held against the real `humming` package where it is installed."""
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import itertools
 import types
@@ -10,8 +11,11 @@ import types
 import pytest
 
 from workbench import dispatch
-from workbench.dispatch.vllm_0_33 import humming_input as H
-from workbench.dispatch.vllm_0_33.errors import VllmError
+from workbench.dispatch.versions import DEFAULT_VERSION, RULE_SETS
+
+# The rule set under test, as the version registry names it (no version written here).
+H = importlib.import_module(f"{RULE_SETS[DEFAULT_VERSION]}.humming_input")
+VllmError = importlib.import_module(f"{RULE_SETS[DEFAULT_VERSION]}.errors").VllmError
 
 W4_G128 = H.weight_schema(4, 128, False)
 W4_CHANNEL = H.weight_schema(4, -1, False)

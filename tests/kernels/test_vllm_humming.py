@@ -1,4 +1,4 @@
-"""vllm_humming: the layer vLLM 0.33.0 builds for Humming, and what it computes.
+"""vllm_humming: the layer the pinned vLLM builds for Humming, and what it computes.
 
 Without a CUDA GPU and humming only the pieces that need neither run (the configs vLLM builds,
 the checkpoint tensors, the probes); the GPU tests skip with a reason.
