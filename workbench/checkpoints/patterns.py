@@ -64,6 +64,7 @@ _REFUSED = {
     getattr(_c, "POSSESSIVE_REPEAT", object()): "a possessive repeat",
 }
 _ASCII_SPACE = " \t\n\r\f\v"
+_REGEX_AT = 1 << 30  # marks a position test compiled under Dialect.REGEX
 # A set holding a POSIX class is replaced by one of these before `re` parses the pattern.
 _PLACEHOLDER = 0x100000  # Supplementary Private Use Area-B
 _POSIX = re.compile(r"\[:\^?[A-Za-z_]+:\]")
@@ -165,6 +166,7 @@ class _Builder:
     """Programs under construction: the main one and one per lookaround, sharing one budget."""
 
     sets: tuple[str, ...]  # placeholder index -> the POSIX-class set's text
+    regex: bool = False
     size: int = 0
     looks: list | None = None  # key -> (code, ahead, negate)
 
@@ -198,7 +200,7 @@ def _compile_node(b: _Builder, code: list, op, av, flags: int, rev: bool) -> Non
     elif op is _c.IN:
         b.emit(code, ("char", _in_test(av, flags)))
     elif op is _c.AT:
-        b.emit(code, ("at", av, flags))
+        b.emit(code, ("at", av, flags | (_REGEX_AT if b.regex else 0)))
     elif op is _c.SUBPATTERN:
         _group, add, remove, sub = av
         _compile_seq(b, code, sub, (flags | add) & ~remove, rev)
@@ -267,8 +269,8 @@ def _at(kind, flags: int, s: str, i: int) -> bool:
     if kind is _c.AT_END_STRING:
         return i == n
     if kind in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY):
-        if n == 0:
-            return False  # sre: neither \b nor \B holds in an empty string
+        if n == 0:  # sre: neither \b nor \B holds in an empty string; regex: \B does
+            return bool(flags & _REGEX_AT) and kind is _c.AT_NON_BOUNDARY
         before = i > 0 and _is_word(s[i - 1], flags)
         after = i < n and _is_word(s[i], flags)
         return (before != after) == (kind is _c.AT_BOUNDARY)
@@ -493,7 +495,7 @@ def compile_pattern(text: str, where: str = "checkpoint regex",
             f"matches it with) accepts ({exc} in re); the workbench matches the syntax the two "
             "share, plus POSIX classes such as [[:digit:]]") from None
     flags = parsed.state.flags
-    b = _Builder(sets, looks=[])
+    b = _Builder(sets, regex=dialect is Dialect.REGEX, looks=[])
     code: list = []
     try:
         _compile_seq(b, code, parsed, flags, rev=False)
