@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.checkpoints.errors import PatternSyntaxError
-from workbench.checkpoints.patterns import compile_pattern
 from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Trace
 from workbench.dispatch.types import (ST, DType, MPConfig, Runtime, ScalarType, activation_name,
@@ -277,6 +275,10 @@ def _desc_act(desc_act: Any, group: Any, dynamic: dict) -> None:
 def _dynamic_match(pattern: str, name: str) -> bool:
     """`re.match(pattern, layer_name)` with the `regex` package vLLM imports as `re`
     (utils/gptq_utils.py:8), in bounded time; a pattern regex rejects raises its error there."""
+    # The checkpoint package imports this rule set: imported here, not at module load.
+    from workbench.checkpoints.errors import PatternSyntaxError
+    from workbench.checkpoints.patterns import compile_pattern
+
     try:
         return compile_pattern(pattern, "gptq.dynamic").match(name)
     except PatternSyntaxError:

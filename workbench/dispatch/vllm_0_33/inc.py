@@ -19,8 +19,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from workbench.checkpoints.errors import PatternSyntaxError
-from workbench.checkpoints.patterns import compile_pattern
 from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Predicate, Trace
 from workbench.dispatch.types import ST, Runtime, activation_name, dtype
@@ -210,6 +208,10 @@ def _resolve(c: INCConfig, name: str) -> INCLayerConfig:
         return (cfg.get("bits", c.bits), _group_size(cfg.get("group_size", c.group_size),
                                                      "inc.extra_config.group_size"),
                 cfg.get("sym", c.sym))
+
+    # The checkpoint package imports this rule set: imported here, not at module load.
+    from workbench.checkpoints.errors import PatternSyntaxError
+    from workbench.checkpoints.patterns import compile_pattern
 
     raw = None
     if name in c.extra_config:
