@@ -95,7 +95,7 @@ def parse_gptq_config(qc: dict, where: str) -> GPTQFamilyConfig:
     if fmt not in GPTQ_CHECKPOINT_FORMATS:
         raise UnknownFormatError(f"{where}.checkpoint_format: {fmt!r}; accepted: "
                                  f"{', '.join(GPTQ_CHECKPOINT_FORMATS)}")
-    if (bits, sym) not in rules().GPTQ_TYPES:
+    if bits not in {b for b, _ in rules().GPTQ_TYPES}:  # asymmetric 4/8-bit stays readable
         # AutoGPTQConfig.__init__ (auto_gptq.py:151-155) refuses it before any tensor is read.
         raise InvalidConfigError(f"{where}: {VLLM} refuses it at config: ValueError: Unsupported "
                                  f"quantization config: bits={bits}, sym={sym}")
