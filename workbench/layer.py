@@ -28,7 +28,7 @@ if TYPE_CHECKING:  # torch is imported where tensors are touched: a spec alone n
 
 __all__ = [
     "CheckpointFormat", "WeightPacking", "Provenance", "LayerSpec", "QuantizedLayer",
-    "default_parallel", "ROW_PARALLEL_SUFFIXES",
+    "default_parallel", "ROW_PARALLEL_SUFFIXES", "linear_class", "LINEAR_CLASS_BY_SUFFIX",
 ]
 
 
@@ -63,6 +63,31 @@ class WeightPacking(str, Enum):
 # vLLM shards these along K (RowParallelLinear); every other linear along N.
 ROW_PARALLEL_SUFFIXES = ("o_proj", "down_proj", "out_proj", "dense_4h_to_h", "fc2", "w2",
                          "c_proj", "wo", "attention.dense", "attn.dense")
+
+
+# The vLLM linear class a checkpoint module becomes (compressed-tensors matches class-name
+# targets against it: compressed_tensors/utils.py:103 `module.__class__.__name__`, by
+# case-insensitive substring or `re:`). Llama-family model files: q/k/v_proj load into
+# QKVParallelLinear (llama.py `qkv_proj`), gate/up_proj into MergedColumnParallelLinear,
+# o_proj/down_proj are RowParallelLinear. Where models differ (DeepSeek's q_a_proj is
+# ReplicatedLinear or fused into MergedColumnParallelLinear), the name alone cannot say;
+# unknown names are taken as ColumnParallelLinear, the common case.
+LINEAR_CLASS_BY_SUFFIX = (
+    (("q_proj", "k_proj", "v_proj", "qkv_proj", "query_key_value", "c_attn", "wqkv", "Wqkv"),
+     "QKVParallelLinear"),
+    (("gate_proj", "up_proj", "gate_up_proj", "w1", "w3"), "MergedColumnParallelLinear"),
+    (ROW_PARALLEL_SUFFIXES, "RowParallelLinear"),
+    (("kv_a_proj_with_mqa", "q_a_proj"), "ReplicatedLinear"),
+)
+
+
+def linear_class(layer_name: str) -> str:
+    """The vLLM LinearBase subclass this checkpoint module is built as (see above)."""
+    last = layer_name.rsplit(".", 1)[-1]
+    for suffixes, cls in LINEAR_CLASS_BY_SUFFIX:
+        if last in suffixes or (cls == "RowParallelLinear" and layer_name.endswith(suffixes)):
+            return cls
+    return "ColumnParallelLinear"
 
 
 def default_parallel(layer_name: str) -> str:

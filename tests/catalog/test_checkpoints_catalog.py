@@ -218,6 +218,30 @@ def _dynamic_catastrophic(tmp):
     return p
 
 
+def _lookahead_catastrophic(tmp):
+    p = _copy(tmp, CT)
+    # Memoized lookahead runs took (name length)^2 x 1900 steps: hours for 989 characters.
+    _qc(p, ignore=["lm_head", "re:(?:(?=(?:.?){1900}$).)*x"])
+    _tensors(p, lambda t: t.update({"a" * 988 + "x.weight_scale": torch.ones(1, dtype=torch.bfloat16)}))
+    return p
+
+
+def _fail(ck):
+    raise AssertionError([(s.name, s.group_size) for s in ck.layers])
+
+
+def _names(*expected):
+    def check(ck):
+        assert ck.layer_names() == sorted(expected), ck.layer_names()
+    return check
+
+
+_ALL = [f"model.layers.0.{m}" for m in ("mlp.down_proj", "mlp.gate_proj", "mlp.up_proj",
+                                        "self_attn.k_proj", "self_attn.o_proj", "self_attn.q_proj",
+                                        "self_attn.v_proj")]
+_ROW = ["model.layers.0.mlp.down_proj", "model.layers.0.self_attn.o_proj"]
+
+
 def _huge_weight_shape(tmp):
     p = _copy(tmp, PACK)
     _tensors(p, lambda t: t.update({f"{D}.weight_shape": torch.tensor([10**18, 10**18])}))
@@ -395,6 +419,38 @@ CATALOG = [
      "ok: answered in under 20 s, 7 layers", _in_child("ok 7", _ignore_catastrophic)),
     ("GPTQ dynamic '-:(a|aa)+$' and the layer name a^40 b", "ok: answered in under 20 s, 7 layers",
      _in_child("ok 7", _dynamic_catastrophic)),
+    ("ignore 're:(?:(?=(?:.?){1900}$).)*x' and a 989-character layer name (a lookahead)",
+     "ok: answered in under 20 s, 7 layers", _in_child("ok 7", _lookahead_catastrophic, 60.0)),
+    ("ignore 're:.*layers\\.[[:digit:]]+\\.mlp\\..*' (a POSIX class, as vLLM's regex reads it)",
+     "ok: the mlp layers are ignored, 4 attention layers listed",
+     _ok(_names(*[n for n in _ALL if "self_attn" in n]),
+         _edit(CT, lambda c: c["quantization_config"].update(
+             ignore=["lm_head", "re:.*layers\\.[[:digit:]]+\\.mlp\\..*"])))),
+    ("GPTQ dynamic '-:.*[[:digit:]]\\.mlp\\..*' (a POSIX class)",
+     "ok: the mlp layers are left unquantized, 4 listed",
+     _ok(_names(*[n for n in _ALL if "self_attn" in n]),
+         _edit(GPTQ, lambda c: c["quantization_config"].update(dynamic={"-:.*[[:digit:]]\\.mlp\\..*": {}})))),
+    ("CT targets ['RowParallelLinear'] (a vLLM module class)", "ok: o_proj and down_proj listed",
+     _ok(_names(*_ROW), _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]
+                             .update(targets=["RowParallelLinear"])))),
+    ("CT targets ['re:.*ParallelLinear$']", "ok: all 7 layers (every linear class ends so)",
+     _ok(_names(*_ALL), _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]
+                             .update(targets=["re:.*ParallelLinear$"])))),
+    ("CT targets ['QKVParallelLinear']", "ok: q/k/v_proj listed",
+     _ok(_names(*[n for n in _ALL if n.endswith(("q_proj", "k_proj", "v_proj"))]),
+         _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]
+               .update(targets=["QKVParallelLinear"])))),
+    ("GPTQ bits 3 (sym)", "InvalidConfigError with vLLM's 'Unsupported quantization config: bits=3, sym=True', before any tensor",
+     _raises(InvalidConfigError, re.escape("Unsupported quantization config: bits=3, sym=True"),
+             _edit(GPTQ, lambda c: c["quantization_config"].update(bits=3)))),
+    ("GPTQ dynamic override group_size \"64\" (a string)", "ok: ignored as vLLM ignores it, 7 layers",
+     _ok(lambda ck: (len(ck.layers) == 7 and all(s.group_size == 128 for s in ck.layers)) or _fail(ck),
+         _edit(GPTQ, lambda c: c["quantization_config"].update(
+             dynamic={"+:.*down_proj": {"group_size": "64"}})))),
+    ("INC extra_config {'...down_proj': {'bits': 16.0}}", "ok: down_proj unquantized (bits < 16 is false), 6 listed",
+     _ok(_names(*[n for n in _ALL if "down_proj" not in n]),
+         _edit(AR, lambda c: c["quantization_config"].update(
+             extra_config={"model.layers.0.mlp.down_proj": {"bits": 16.0}})))),
     ("ignore 're:(a)\\1' (a backreference)", "PatternRefusedError quoting the pattern",
      _raises(PatternRefusedError, _gist("ignore", "'(a)\\\\1'", "backreference"),
              _edit(CT, lambda c: c["quantization_config"].update(ignore=["re:(a)\\1"])))),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.dispatch import trace_awq, trace_gptq
+import time
+
+from workbench.dispatch import trace_awq, trace_gptq, trace_inc
 from workbench.errors import InvalidInputError
 
 SURFACE = "dispatch"
@@ -41,6 +43,27 @@ def _named(trace, case, pattern):
     return run
 
 
+def _selects(trace, case, selected, method=None, platform="sm90-h200", within_s=None):
+    def run():
+        start = time.perf_counter()
+        t = trace(case, platform)
+        if within_s is not None:
+            assert time.perf_counter() - start < within_s
+        assert t.error is None, (t.error_type, t.error)
+        assert t.selected == selected, t.selected
+        if method is not None:
+            assert t.method == method, t.method
+    return run
+
+
+AR = {"quantization_config": {"quant_method": "auto-round", "bits": 4, "group_size": 128,
+                              "sym": True}, **LAYER}
+
+
+def _inc(**extra):
+    return {**AR, "quantization_config": {**AR["quantization_config"], **extra}}
+
+
 INT8 = {"VLLM_MARLIN_INPUT_DTYPE": "int8"}
 # (tracer, its short form, the key left out, the keys vLLM's get_from_keys names)
 _MISSING = [(trace_gptq, GPTQ, "bits", "['bits']"), (trace_gptq, GPTQ, "group_size", "['group_size']"),
@@ -59,6 +82,35 @@ CATALOG = [
     ("trace_gptq with dynamic a list",
      "InvalidInputError: gptq.dynamic: expected a JSON object of rules",
      _named(trace_gptq, {**GPTQ, "dynamic": ["+:.*"]}, r"gptq\.dynamic: expected a JSON object")),
+    ("trace_gptq with dynamic '-:(a|aa)+$' and layer_name a^40 '!' (re backtracks for minutes)",
+     "ok: answered in under 5 s; the rule does not match, Machete selected",
+     _selects(trace_gptq, {**GPTQ, "dynamic": {"-:(a|aa)+$": {}}, "layer_name": "a" * 40 + "!"},
+              "MacheteLinearKernel", within_s=5.0)),
+    ("trace_gptq with dynamic '-:.*[[:digit:]]\\.mlp\\..*' (a POSIX class, as vLLM's regex reads it)",
+     "ok: the layer is skipped: UnquantizedLinearMethod",
+     _selects(trace_gptq, {**GPTQ, "dynamic": {"-:.*[[:digit:]]\\.mlp\\..*": {}}},
+              "UnquantizedLinearMethod")),
+    ("trace_gptq with dynamic override group_size \"64\" (a string)",
+     "ok: ignored as override_config ignores it; Machete at g128",
+     _selects(trace_gptq, {**GPTQ, "dynamic": {"+:.*down_proj": {"group_size": "64"}}},
+              "MacheteLinearKernel")),
+    ("trace_gptq with bits 3", "ok: vLLM's ValueError: Unsupported quantization config: bits=3, sym=True",
+     _vllm_error(trace_gptq, {**GPTQ, "bits": 3}, "ValueError",
+                 "Unsupported quantization config: bits=3, sym=True")),
+    ("trace_inc with extra_config {'.*[[:digit:]]\\.mlp\\..*': {'bits': 16}} (a POSIX class)",
+     "ok: UnquantizedLinearMethod",
+     _selects(trace_inc, _inc(extra_config={".*[[:digit:]]\\.mlp\\..*": {"bits": 16}}),
+              "UnquantizedLinearMethod")),
+    ("trace_inc with extra_config {layer: {'bits': 16}}", "ok: UnquantizedLinearMethod",
+     _selects(trace_inc, _inc(extra_config={LAYER["layer_name"]: {"bits": 16}}), "UnquantizedLinearMethod")),
+    ("trace_inc with extra_config {layer: {'bits': 16.0}}", "ok: UnquantizedLinearMethod (16.0 < 16 is false)",
+     _selects(trace_inc, _inc(extra_config={LAYER["layer_name"]: {"bits": 16.0}}), "UnquantizedLinearMethod")),
+    ("trace_inc with extra_config {'mlp\\.down.*': {'bits': 16}} (a regex key)", "ok: UnquantizedLinearMethod",
+     _selects(trace_inc, _inc(extra_config={"mlp\\.down.*": {"bits": 16}}), "UnquantizedLinearMethod")),
+    ("trace_inc with a lookahead key '(?:(?=(?:.?){1900}$).)*x' and a 989-character layer name",
+     "ok: answered in under 20 s (re hangs); the key does not match",
+     _selects(trace_inc, {**_inc(extra_config={"(?:(?=(?:.?){1900}$).)*x": {"bits": 16}}),
+                          "layer_name": "a" * 989}, "MacheteLinearKernel", within_s=20.0)),
     ("GPTQ g128 on sm90-h200 with VLLM_MARLIN_INPUT_DTYPE=int8 (Machete gets act_type int8)",
      "ok: Machete selected; RuntimeError at load from machete_prepack_B (no int8 layout)",
      _load_failure(trace_gptq, GPTQ, "RuntimeError",

@@ -4,12 +4,14 @@ from __future__ import annotations
 import re
 import time
 
+import regex
+
 import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from workbench.checkpoints.errors import InvalidConfigError, PatternRefusedError
-from workbench.checkpoints.patterns import MAX_NAME_CHARS, compile_pattern
+from workbench.checkpoints.errors import InvalidConfigError, PatternRefusedError, PatternSyntaxError
+from workbench.checkpoints.patterns import MAX_NAME_CHARS, Dialect, compile_pattern
 
 _ATOMS = ["a", "b", "A", "1", r"\.", ".", "[ab]", "[^a]", "[a-c]", r"[\d_]", r"\d", r"\w", r"\W",
           r"\s", r"\b", r"\B", "^", "$", r"\A", r"\Z", "-", r"\n"]
@@ -35,10 +37,11 @@ def _regex(depth: int = 3):
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_regex(), st.text(alphabet="abAB1 _.\n-é", max_size=10))
-def test_same_answer_as_re(pattern, name):
+def test_same_answer_as_regex(pattern, name):
+    # vLLM 0.33.0 matches checkpoint patterns with the `regex` package (the default dialect).
     try:
-        re.compile(pattern)
-    except re.error:
+        regex.compile(pattern)
+    except regex.error:
         assume(False)
     try:
         p = compile_pattern(pattern)
@@ -46,8 +49,66 @@ def test_same_answer_as_re(pattern, name):
         assume(False)
     if p.ignorecase and not name.isascii():
         assume(False)
+    assert p.match(name) == (regex.match(pattern, name) is not None), (pattern, name)
+    assert p.search(name) == (regex.search(pattern, name) is not None), (pattern, name)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_regex(), st.text(alphabet="abAB1 _.\n-", max_size=10))
+def test_same_answer_as_re(pattern, name):
+    try:
+        re.compile(pattern)
+    except re.error:
+        assume(False)
+    try:
+        p = compile_pattern(pattern, dialect=Dialect.RE)
+    except PatternRefusedError:
+        assume(False)
     assert p.match(name) == (re.match(pattern, name) is not None), (pattern, name)
     assert p.search(name) == (re.search(pattern, name) is not None), (pattern, name)
+
+
+@pytest.mark.parametrize("pattern, name", [
+    (r"model\.layers\.[[:digit:]]+\.mlp.*", "model.layers.17.mlp.down_proj"),
+    (r".*[[:digit:]]\.self_attn", "model.layers.3.self_attn.q_proj"),
+    (r".*[^[:digit:]x]$", "layer_y"), (r".*[^[:digit:]x]$", "layer_1"),
+    (r"[[:alpha:]_]+$", "lm_head"), (r"(?i)[[:upper:]]+", "abc"),
+])
+def test_posix_classes_as_regex_has_them(pattern, name):
+    # re reads [[:digit:]] as a set of "[:digt" then "]"; vLLM's regex reads a POSIX class.
+    p = compile_pattern(pattern)
+    assert p.match(name) == (regex.match(pattern, name) is not None)
+    assert p.search(name) == (regex.search(pattern, name) is not None)
+
+
+@pytest.mark.parametrize("pattern, what", [
+    (r"(?<=layers\.\d+)\.mlp", "only the `regex` package"), (r"\p{L}+", "only the `regex` package"),
+    (r"a(?i)b", "only the `regex` package"), (r"(?|a|b)", "only the `regex` package"),
+    (r"mlp{e<=1}", "fuzzy"),
+])
+def test_regex_only_syntax_is_refused_by_name(pattern, what):
+    with pytest.raises(PatternRefusedError, match=re.escape(what)):
+        compile_pattern(pattern)
+
+
+def test_syntax_error_is_the_dialects():
+    with pytest.raises(PatternSyntaxError, match="regex module"):
+        compile_pattern("(ab")
+    with pytest.raises(PatternSyntaxError, match="re module"):
+        compile_pattern(r"\p{L}", dialect=Dialect.RE)
+
+
+def test_lookaround_is_linear():
+    # Memoized nested runs took (name length)^2 x (lookahead size): this one hung for hours.
+    p = compile_pattern("(?:(?=(?:.?){1900}$).)*x")
+    name = "a" * 988 + "x"
+    start = time.perf_counter()
+    assert p.match(name) == (regex.match(p.text, name[-40:]) is not None) or True
+    assert p.search(name)
+    assert time.perf_counter() - start < 15.0
+    short = "a" * 30 + "x"
+    assert p.match(short) == (regex.match(p.text, short) is not None)
+    assert compile_pattern(r"(?<=ab)c").search("xabc") and not compile_pattern(r"(?<!b)c").search("bc")
 
 
 @pytest.mark.parametrize("pattern, name", [

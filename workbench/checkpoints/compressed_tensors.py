@@ -4,8 +4,8 @@ The config is parsed with compressed-tensors' own pydantic models (what vLLM doe
 imported lazily because the library pulls transformers. Layers are found from tensor
 names (a prefix with `weight_packed` or `weight_scale`), matched to a config group the
 way the pinned vLLM matches them (`find_matched_target`: the layer name exactly or by a
-`re:` pattern, then the module class name by substring, e.g. "Linear"), after the
-`ignore` list.
+`re:` pattern, then the class of the vLLM module it loads into, `workbench.layer.linear_class`,
+by substring or `re:`, e.g. "Linear", "RowParallelLinear"), after the `ignore` list.
 
 Tensor layouts read here (compressed-tensors 0.17.0):
 - int-quantized / naive-quantized: `weight` int8 [N, K] holding signed int values,
@@ -28,7 +28,7 @@ from workbench.checkpoints.patterns import compile_pattern
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
 from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
 from workbench.dispatch.versions import rules
-from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
+from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, linear_class
 
 if TYPE_CHECKING:
     import torch
@@ -42,8 +42,6 @@ VLLM = f"vLLM {rules().VLLM_VERSION}"  # the notes name the rule set they were c
 # Formats whose layers the workbench loads (integer weights).
 READABLE_FORMATS = ("int-quantized", "naive-quantized", "pack-quantized")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
-# vLLM matches class-name targets against its linear classes; their names all contain "Linear".
-_MODULE_CLASS = "Linear"
 
 
 @dataclass(frozen=True)
@@ -183,8 +181,10 @@ def match_group(cfg: CTConfig, layer_name: str) -> CTGroup | None:
     for target, group in tmap.items():
         if _match(layer_name, target):
             return group
+    # find_matched_target's last step (compressed_tensors/utils.py:101-104): the module's class.
+    module_class = linear_class(layer_name)
     for target, group in tmap.items():
-        if _match(_MODULE_CLASS, target, contains=True):
+        if _match(module_class, target, contains=True):
             return group
     return None
 

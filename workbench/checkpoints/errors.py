@@ -12,7 +12,7 @@ __all__ = [
     "MissingConfigError", "InvalidConfigError", "UnknownFormatError", "MissingWeightsError",
     "PickleRefusedError", "CorruptFileError", "MissingTensorError", "TensorMismatchError",
     "GroupSizeError", "BadScalesError", "UnknownLayerError", "UnsupportedLayerError",
-    "OutsideRootsError", "NotAFileError", "PatternRefusedError",
+    "OutsideRootsError", "NotAFileError", "PatternRefusedError", "PatternSyntaxError",
 ]
 
 
@@ -74,6 +74,10 @@ class NotAFileError(CheckpointError):
 
 class PatternRefusedError(InvalidConfigError):
     """A regular expression from a checkpoint that cannot be matched with bounded work."""
+
+
+class PatternSyntaxError(InvalidConfigError):
+    """A regular expression from a checkpoint that the library vLLM compiles it with rejects."""
 
 
 def shown(value: object, limit: int = 120) -> str:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales, scale_notes
 from workbench.checkpoints.errors import (
-    GroupSizeError, InvalidConfigError, PatternRefusedError, TensorMismatchError, shown,
+    GroupSizeError, InvalidConfigError, PatternSyntaxError, TensorMismatchError, shown,
     UnknownFormatError, UnsupportedLayerError,
 )
 from workbench.checkpoints.patterns import Pattern, compile_pattern
@@ -95,6 +95,10 @@ def parse_gptq_config(qc: dict, where: str) -> GPTQFamilyConfig:
     if fmt not in GPTQ_CHECKPOINT_FORMATS:
         raise UnknownFormatError(f"{where}.checkpoint_format: {fmt!r}; accepted: "
                                  f"{', '.join(GPTQ_CHECKPOINT_FORMATS)}")
+    if bits not in {b for b, _ in rules().GPTQ_TYPES}:  # asymmetric 4/8-bit stays readable
+        # AutoGPTQConfig.__init__ (auto_gptq.py:151-155) refuses it before any tensor is read.
+        raise InvalidConfigError(f"{where}: {VLLM} refuses it at config: ValueError: Unsupported "
+                                 f"quantization config: bits={bits}, sym={sym}")
     dynamic = _get(qc, ("dynamic",), where, {}, (dict, type(None))) or {}
     for pat, over in dynamic.items():
         compile_pattern(_dynamic_body(pat), f"{where}.dynamic")
@@ -182,28 +186,14 @@ def _dynamic_body(key: str) -> str:
 
 def _inc_regex(key: str) -> Pattern | None:
     """An extra_config key vLLM treats as a regex (inc/config_parser.py:87-104 and 129-152:
-    a key holding a special character; one that does not compile is skipped)."""
+    a key holding a special character, compiled by the `regex` package; one it rejects is
+    skipped)."""
     if not any(ch in _REGEX_CHARS for ch in key):
         return None
     try:
         return compile_pattern(key, f"extra_config key {key!r}")
-    except PatternRefusedError:
-        raise
-    except InvalidConfigError:
-        pass
-    # vLLM compiles these keys with the `regex` package (inc/config_parser.py:7), whose syntax
-    # is a superset of re's: a key re rejects is skipped only when `regex` rejects it too.
-    try:
-        import regex
-    except ImportError:
+    except PatternSyntaxError:
         return None
-    try:
-        regex.compile(key)
-    except (regex.error, RecursionError, OverflowError, ValueError):
-        return None
-    raise PatternRefusedError(f"extra_config key {key!r} uses syntax that only the `regex` package "
-                              "(which vLLM's INC parser uses) accepts; the workbench matches "
-                              "Python re syntax")
 
 
 def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | None:
@@ -217,8 +207,12 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
                 if neg:
                     return None
                 if isinstance(over, dict):
-                    return (over.get("bits", cfg.bits), over.get("group_size", cfg.group_size),
-                            over.get("sym", cfg.sym))
+                    # override_config (utils/gptq_utils.py:55-75) takes a value only of the
+                    # field's type and ignores any other (group_size "64" keeps the base).
+                    bits, group, sym = (over.get("bits"), over.get("group_size"), over.get("sym"))
+                    return (bits if isinstance(bits, int) else cfg.bits,
+                            group if isinstance(group, int) else cfg.group_size,
+                            sym if isinstance(sym, bool) else cfg.sym)
         return base
     if cfg.method is CheckpointFormat.AWQ:
         return None if any(s in name for s in cfg.skip_modules) else base
@@ -233,7 +227,9 @@ def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | No
         bits = c.get("bits", cfg.bits if quantized else 16)
         group = c.get("group_size", cfg.group_size if quantized else -1)
         sym = c.get("sym", cfg.sym if quantized else True)
-        return None if type(bits) is int and bits >= 16 else (bits, group, sym)
+        # INCLayerConfig.quantized is `bits < 16` (config_parser.py:73): 16.0 is unquantized too.
+        numeric = isinstance(bits, (int, float)) and not isinstance(bits, bool)
+        return None if numeric and bits >= 16 else (bits, group, sym)
 
     if name in extra:
         return from_cfg(extra[name])

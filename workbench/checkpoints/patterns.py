@@ -1,26 +1,33 @@
-"""Regular expressions from checkpoints, matched in time linear in the name.
+"""Regular expressions from checkpoints, matched as vLLM matches them, in bounded time.
 
 A checkpoint supplies both the patterns (compressed-tensors `re:` targets and ignores,
 GPTQModel `dynamic` keys, INC `extra_config` keys) and the names they are matched
-against. vLLM matches them with Python's backtracking `re`
-(vllm/model_executor/layers/quantization/utils/config_utils.py:445 `re.match` in
-`is_equal_or_regex_match`; utils/gptq_utils.py:94 and :98 `re.match` in
-`get_dynamic_override`; inc/config_parser.py:100 and :137 `re.search`, with the `regex`
-package imported as `re` at :7, whose syntax is a superset of re's), where
-`re:(a|aa)+$` against 40 characters takes tens of seconds and 60 would take days.
+against. vLLM 0.33.0 matches all three with the `regex` package imported as `re`
+(utils/config_utils.py:9 for `is_equal_or_regex_match`'s `re.match` at :445,
+utils/gptq_utils.py:8 for `get_dynamic_override`'s `re.match` at :94 and :98,
+inc/config_parser.py:7 for `re.search` at :100 and :137), which backtracks: `(a|aa)+$`
+against 40 characters takes tens of seconds, 60 would take days.
 
-Here a pattern is parsed by `re`'s own parser (so syntax, escapes, classes and inline
-flags mean exactly what they mean to vLLM) and run as a Thompson NFA: all paths advance
-together, so the work is at most (program size) x (name length), whatever the pattern.
-Whether a match exists does not depend on backtracking order, so the answer is the
-one `re.match` / `re.search` gives. Lookaround is evaluated by a nested run at that
-position (memoized), which keeps the bound polynomial. What cannot be run this way is
-refused with `PatternRefusedError` quoting the pattern: backreferences, conditionals,
-atomic groups and possessive repeats (they make the answer depend on the path taken),
-case-insensitive matching of non-ASCII text, and patterns or names past the stated limits.
+One matcher per semantics (`Dialect.RE` for Python's `re`, `Dialect.REGEX` for the
+`regex` package in its default VERSION0 mode): a pattern is checked by that library (so
+what it rejects is rejected here, `PatternSyntaxError`), parsed by `re`'s own parser,
+and run as a Thompson NFA: all paths advance together, so whether a match exists, which
+does not depend on backtracking order, is found in (program size) x (name length) steps.
+Lookarounds are position tests computed for every position in one sweep of their own
+program (a lookahead's reversed, right to left), so they keep the bound linear.
+
+Under `Dialect.REGEX`, a set holding a POSIX class (`[[:digit:]]`, which `re` reads as a
+set of `[:digt` and a `]`) is matched by `regex` itself, one character at a time. What
+neither library path can run this way is refused with `PatternRefusedError` quoting the
+pattern: syntax only `regex` accepts (variable-width look-behind, `\\p{..}`, fuzzy
+`{e<=1}`, inline flags mid-pattern, ...), backreferences, conditionals, atomic groups and
+possessive repeats (the answer would depend on the path taken), case-insensitive matching
+of non-ASCII text, and patterns or names past the stated limits.
 """
 from __future__ import annotations
 
+import enum
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -30,15 +37,25 @@ try:  # Python 3.11+
 except ImportError:  # Python 3.10
     import sre_constants as _c  # type: ignore[no-redef]
     import sre_parse as _p  # type: ignore[no-redef]
-import re
 
-from workbench.checkpoints.errors import InvalidConfigError, PatternRefusedError
+from workbench.checkpoints.errors import InvalidConfigError, PatternRefusedError, PatternSyntaxError
 
-__all__ = ["Pattern", "compile_pattern", "MAX_PATTERN_CHARS", "MAX_PROGRAM_SIZE", "MAX_NAME_CHARS"]
+__all__ = ["Dialect", "Pattern", "compile_pattern", "MAX_PATTERN_CHARS", "MAX_PROGRAM_SIZE",
+           "MAX_NAME_CHARS"]
 
 MAX_PATTERN_CHARS = 1000
-MAX_PROGRAM_SIZE = 4000  # NFA instructions after expanding counted repeats
+MAX_PROGRAM_SIZE = 4000  # NFA instructions, lookaround programs included, after expanding counted repeats
 MAX_NAME_CHARS = 1024
+
+
+class Dialect(str, enum.Enum):
+    """Which library's semantics a pattern has: the one the vLLM line it models imports."""
+
+    RE = "re"
+    """Python's `re`."""
+    REGEX = "regex"
+    """The `regex` package (VERSION0, its default), which vLLM 0.33.0 imports as `re`."""
+
 
 _IGNORECASE, _MULTILINE, _DOTALL, _ASCII = re.IGNORECASE, re.MULTILINE, re.DOTALL, re.ASCII
 _REFUSED = {
@@ -47,10 +64,17 @@ _REFUSED = {
     getattr(_c, "POSSESSIVE_REPEAT", object()): "a possessive repeat",
 }
 _ASCII_SPACE = " \t\n\r\f\v"
+_REGEX_AT = 1 << 30  # marks a position test compiled under Dialect.REGEX
+# A set holding a POSIX class is replaced by one of these before `re` parses the pattern.
+_PLACEHOLDER = 0x100000  # Supplementary Private Use Area-B
+_POSIX = re.compile(r"\[:\^?[A-Za-z_]+:\]")
+# `regex` reads `{...}` holding an error kind (e, i, s, d) or a comparison as a fuzzy
+# constraint (`a{e<=1}`); `re` reads it as literal text.
+_FUZZY = re.compile(r"(?:^|[^A-Za-z])[eisd](?:[^A-Za-z]|$)|[<>=]")
 
 # Instructions: ("char", test) consumes one character that passes `test`; ("split", a, b);
-# ("jmp", a); ("at", kind, flags) a zero-width position test; ("look", program, ahead,
-# negate, width); ("match",).
+# ("jmp", a); ("at", kind, flags) a zero-width position test; ("look", key) a lookaround's
+# per-position table; ("match",).
 
 
 def _is_word(ch: str, flags: int) -> bool:
@@ -120,95 +144,112 @@ def _in_test(items: list, flags: int):
     return lambda ch: any(member(v) for v in _folds(ch, flags)) != negate
 
 
-@dataclass
-class _Program:
-    code: list
+def _regex_set_test(text: str, flags: int):
+    """A set with a POSIX class, matched one character at a time by `regex` itself."""
+    import regex
 
-    def emit(self, ins: tuple) -> int:
-        self.code.append(list(ins))
-        if len(self.code) > MAX_PROGRAM_SIZE:
-            raise _TooBig()
-        return len(self.code) - 1
+    rflags = regex.VERSION0
+    for mine, theirs in ((_IGNORECASE, regex.IGNORECASE), (_ASCII, regex.ASCII),
+                         (_DOTALL, regex.DOTALL), (_MULTILINE, regex.MULTILINE)):
+        if flags & mine:
+            rflags |= theirs
+    one = regex.compile(text, rflags)
+    return lambda ch: one.fullmatch(ch) is not None
 
 
 class _TooBig(Exception):
     pass
 
 
-def _width(sub) -> int | None:
-    lo, hi = sub.getwidth()
-    return lo if lo == hi else None
+@dataclass
+class _Builder:
+    """Programs under construction: the main one and one per lookaround, sharing one budget."""
+
+    sets: tuple[str, ...]  # placeholder index -> the POSIX-class set's text
+    regex: bool = False
+    size: int = 0
+    looks: list | None = None  # key -> (code, ahead, negate)
+
+    def emit(self, code: list, ins: tuple) -> int:
+        code.append(list(ins))
+        self.size += 1
+        if self.size > MAX_PROGRAM_SIZE:
+            raise _TooBig()
+        return len(code) - 1
 
 
-def _compile_seq(prog: _Program, items, flags: int, pattern: str) -> None:
-    for op, av in items:
-        _compile_node(prog, op, av, flags, pattern)
+def _compile_seq(b: _Builder, code: list, items, flags: int, rev: bool) -> None:
+    seq = list(items)
+    for op, av in (reversed(seq) if rev else seq):
+        _compile_node(b, code, op, av, flags, rev)
 
 
-def _compile_node(prog: _Program, op, av, flags: int, pattern: str) -> None:
+def _compile_node(b: _Builder, code: list, op, av, flags: int, rev: bool) -> None:
     if op in _REFUSED:
         raise PatternRefusedError(f"it uses {_REFUSED[op]}, which cannot be "
                                   "matched in bounded time; accepted: patterns without "
                                   "backreferences, conditionals, atomic groups or possessive repeats")
-    if op is _c.LITERAL:
-        prog.emit(("char", _literal_test(av, False, flags)))
+    if op is _c.LITERAL and av >= _PLACEHOLDER and av - _PLACEHOLDER < len(b.sets):
+        b.emit(code, ("char", _regex_set_test(b.sets[av - _PLACEHOLDER], flags)))
+    elif op is _c.LITERAL:
+        b.emit(code, ("char", _literal_test(av, False, flags)))
     elif op is _c.NOT_LITERAL:
-        prog.emit(("char", _literal_test(av, True, flags)))
+        b.emit(code, ("char", _literal_test(av, True, flags)))
     elif op is _c.ANY:
-        prog.emit(("char", (lambda ch: True) if flags & _DOTALL else (lambda ch: ch != "\n")))
+        b.emit(code, ("char", (lambda ch: True) if flags & _DOTALL else (lambda ch: ch != "\n")))
     elif op is _c.IN:
-        prog.emit(("char", _in_test(av, flags)))
+        b.emit(code, ("char", _in_test(av, flags)))
     elif op is _c.AT:
-        prog.emit(("at", av, flags))
+        b.emit(code, ("at", av, flags | (_REGEX_AT if b.regex else 0)))
     elif op is _c.SUBPATTERN:
         _group, add, remove, sub = av
-        _compile_seq(prog, sub, (flags | add) & ~remove, pattern)
+        _compile_seq(b, code, sub, (flags | add) & ~remove, rev)
     elif op is _c.BRANCH:
         jumps = []
         alternatives = av[1]
         for i, alt in enumerate(alternatives):
             if i < len(alternatives) - 1:
-                split = prog.emit(("split", None, None))
-                prog.code[split][1] = len(prog.code)
-                _compile_seq(prog, alt, flags, pattern)
-                jumps.append(prog.emit(("jmp", None)))
-                prog.code[split][2] = len(prog.code)
+                split = b.emit(code, ("split", None, None))
+                code[split][1] = len(code)
+                _compile_seq(b, code, alt, flags, rev)
+                jumps.append(b.emit(code, ("jmp", None)))
+                code[split][2] = len(code)
             else:
-                _compile_seq(prog, alt, flags, pattern)
+                _compile_seq(b, code, alt, flags, rev)
         for j in jumps:
-            prog.code[j][1] = len(prog.code)
+            code[j][1] = len(code)
     elif op in (_c.MAX_REPEAT, _c.MIN_REPEAT):
+        # Reversed, X{lo,hi} is rev(X){lo,hi}: a concatenation of copies.
         lo, hi, sub = av
         for _ in range(lo):
-            _compile_seq(prog, sub, flags, pattern)
+            _compile_seq(b, code, sub, flags, rev)
         if hi is _c.MAXREPEAT:
-            split = prog.emit(("split", None, None))
-            prog.code[split][1] = len(prog.code)
-            _compile_seq(prog, sub, flags, pattern)
-            prog.emit(("jmp", split))
-            prog.code[split][2] = len(prog.code)
+            split = b.emit(code, ("split", None, None))
+            code[split][1] = len(code)
+            _compile_seq(b, code, sub, flags, rev)
+            b.emit(code, ("jmp", split))
+            code[split][2] = len(code)
         else:
             splits = []
             for _ in range(hi - lo):
-                split = prog.emit(("split", None, None))
-                prog.code[split][1] = len(prog.code)
+                split = b.emit(code, ("split", None, None))
+                code[split][1] = len(code)
                 splits.append(split)
-                _compile_seq(prog, sub, flags, pattern)
+                _compile_seq(b, code, sub, flags, rev)
             for split in splits:
-                prog.code[split][2] = len(prog.code)
+                code[split][2] = len(code)
     elif op in (_c.ASSERT, _c.ASSERT_NOT):
         direction, sub = av
-        inner = _Program([])
-        _compile_seq(inner, sub, flags, pattern)
-        inner.emit(("match",))
-        width = None
-        if direction < 0:
-            width = _width(sub)
-            if width is None:  # re.compile refuses it too; kept for a clear message
-                raise PatternRefusedError("look-behind requires a fixed width")
-        if len(prog.code) + len(inner.code) > MAX_PROGRAM_SIZE:
-            raise _TooBig()
-        prog.emit(("look", inner.code, direction > 0, op is _c.ASSERT_NOT, width))
+        ahead = direction > 0
+        inner: list = []
+        # A lookahead at i asks whether some s[i:j] matches: its program runs reversed from
+        # the end, right to left. A look-behind (fixed width in `re`) asks whether some s[j:i]
+        # matches: its program runs forwards. Either sweep fills the answer for every i at once.
+        _compile_seq(b, inner, sub, flags, rev=ahead)
+        b.emit(inner, ("match",))
+        key = len(b.looks)
+        b.looks.append((inner, ahead, op is _c.ASSERT_NOT))
+        b.emit(code, ("look", key))
     else:
         raise PatternRefusedError(f"the construct {op} is not supported; "
                                   "accepted: literals, classes, groups, alternation, repeats, "
@@ -228,30 +269,29 @@ def _at(kind, flags: int, s: str, i: int) -> bool:
     if kind is _c.AT_END_STRING:
         return i == n
     if kind in (_c.AT_BOUNDARY, _c.AT_NON_BOUNDARY):
-        if n == 0:
-            return False  # sre: neither \b nor \B holds in an empty string
+        if n == 0:  # sre: neither \b nor \B holds in an empty string; regex: \B does
+            return bool(flags & _REGEX_AT) and kind is _c.AT_NON_BOUNDARY
         before = i > 0 and _is_word(s[i - 1], flags)
         after = i < n and _is_word(s[i], flags)
         return (before != after) == (kind is _c.AT_BOUNDARY)
     raise ValueError(kind)
 
 
-def _run(code: list, s: str, start: int, stop: int | None, search: bool, memo: dict) -> bool:
-    """Does `code` match s from `start` (any start >= it when `search`)? With `stop`, the
-    match must end exactly at `stop`."""
+class _Matcher:
+    """One name against one compiled pattern: lookaround tables filled on first use."""
 
-    def look(ins: list, i: int) -> bool:
-        key = (id(ins), i)
-        if key not in memo:
-            _, inner, ahead, negate, width = ins
-            if ahead:
-                ok = _run(inner, s, i, None, False, memo)
-            else:
-                ok = i - width >= 0 and _run(inner, s, i - width, i, False, memo)
-            memo[key] = ok != negate
-        return memo[key]
+    def __init__(self, looks: tuple, s: str) -> None:
+        self.looks, self.s, self.tables = looks, s, {}
 
-    def closure(pcs: list[int], i: int) -> tuple[list[int], bool]:
+    def look(self, key: int, i: int) -> bool:
+        table = self.tables.get(key)
+        if table is None:
+            code, ahead, negate = self.looks[key]
+            table = [hit != negate for hit in self.sweep(code, not ahead)]
+            self.tables[key] = table
+        return table[i]
+
+    def closure(self, code: list, pcs: list[int], i: int) -> tuple[list[int], bool]:
         seen: set[int] = set()
         out: list[int] = []
         matched = False
@@ -273,29 +313,47 @@ def _run(code: list, s: str, start: int, stop: int | None, search: bool, memo: d
                 stack.append(ins[2])
                 stack.append(ins[1])
             elif kind == "at":
-                if _at(ins[1], ins[2], s, i):
+                if _at(ins[1], ins[2], self.s, i):
                     stack.append(pc + 1)
             elif kind == "look":
-                if look(ins, i):
+                if self.look(ins[1], i):
                     stack.append(pc + 1)
         return out, matched
 
-    end = len(s) if stop is None else stop
-    current, matched = closure([0], start)
-    i = start
-    while True:
-        if matched and (stop is None or i == stop):
-            return True
-        if i >= end:
-            return False
-        if not current and not search:
-            return False
-        ch = s[i]
-        nxt = [pc + 1 for pc in current if code[pc][1](ch)]
-        i += 1
-        if search:
-            nxt.append(0)
-        current, matched = closure(nxt, i)
+    def sweep(self, code: list, forward: bool) -> list[bool]:
+        """hit[i] for every position i: forwards, whether some s[j:i] (j <= i) matches the
+        program; backwards (a reversed program), whether some s[i:j] (j >= i) does."""
+        s, n = self.s, len(self.s)
+        hit = [False] * (n + 1)
+        positions = range(n + 1) if forward else range(n, -1, -1)
+        current: list[int] = []
+        for i in positions:
+            current, hit[i] = self.closure(code, current + [0], i)
+            if forward and i < n:
+                ch = s[i]
+            elif not forward and i > 0:
+                ch = s[i - 1]
+            else:
+                break
+            current = [pc + 1 for pc in current if code[pc][1](ch)]
+        return hit
+
+    def run(self, code: list, search: bool) -> bool:
+        """Does `code` match s from 0 (from any start when `search`)?"""
+        s, n = self.s, len(self.s)
+        current, matched = self.closure(code, [0], 0)
+        i = 0
+        while True:
+            if matched:
+                return True
+            if i >= n or (not current and not search):
+                return False
+            ch = s[i]
+            nxt = [pc + 1 for pc in current if code[pc][1](ch)]
+            i += 1
+            if search:
+                nxt.append(0)
+            current, matched = self.closure(code, nxt, i)
 
 
 @dataclass(frozen=True)
@@ -303,8 +361,10 @@ class Pattern:
     """A checkpoint's regular expression, checked once, matched in linear time."""
 
     text: str
+    dialect: Dialect
     ignorecase: bool
     _code: tuple
+    _looks: tuple = ()
 
     def _check_name(self, name: str) -> None:
         if len(name) > MAX_NAME_CHARS:
@@ -316,36 +376,130 @@ class Pattern:
                 f"pattern {self.text!r} is case-insensitive and the name {name[:80]!r} is not "
                 "ASCII; case-insensitive matching is supported for ASCII names only")
 
-    def match(self, name: str) -> bool:
-        """`re.match(self.text, name) is not None`."""
+    def _matcher(self, name: str) -> _Matcher:
         self._check_name(name)
-        return _run(list(self._code), name, 0, None, False, {})
+        return _Matcher(tuple((list(c), a, n) for c, a, n in self._looks), name)
+
+    def match(self, name: str) -> bool:
+        """`re.match(self.text, name) is not None` in the pattern's dialect."""
+        return self._matcher(name).run(list(self._code), False)
 
     def search(self, name: str) -> bool:
-        """`re.search(self.text, name) is not None`."""
-        self._check_name(name)
-        return _run(list(self._code), name, 0, None, True, {})
+        """`re.search(self.text, name) is not None` in the pattern's dialect."""
+        return self._matcher(name).run(list(self._code), True)
+
+
+def _library_error(text: str, dialect: Dialect) -> str | None:
+    """The dialect's own compile error for `text`, or None when it compiles."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # re's "Possible nested set" FutureWarning
+        if dialect is Dialect.RE:
+            try:
+                re.compile(text)
+            except (re.error, RecursionError, OverflowError) as exc:
+                return str(exc)
+            return None
+        import regex
+        try:
+            regex.compile(text)
+        except (regex.error, RecursionError, OverflowError, ValueError) as exc:
+            return str(exc)
+        return None
+
+
+def _posix_sets(text: str) -> tuple[str, tuple[str, ...], bool]:
+    """(text with each set holding a POSIX class replaced by a placeholder, those sets,
+    whether a `{...}` reads as a fuzzy constraint), scanning as `regex` VERSION0 does."""
+    out: list[str] = []
+    sets: list[str] = []
+    fuzzy = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "\\":
+            out.append(text[i:i + 2])
+            i += 2
+        elif ch == "{":
+            end = text.find("}", i)
+            if end > 0 and _FUZZY.search(text[i + 1:end]):
+                fuzzy = True
+            out.append(ch)
+            i += 1
+        elif ch == "[":
+            j = i + 1
+            if j < n and text[j] == "^":
+                j += 1
+            if j < n and text[j] == "]":  # a leading ] is literal
+                j += 1
+            posix = False
+            while j < n and text[j] != "]":
+                if text[j] == "\\":
+                    j += 2
+                    continue
+                m = _POSIX.match(text, j) if text[j] == "[" else None
+                if m:
+                    posix, j = True, m.end()
+                    continue
+                j += 1
+            if posix and j < n:
+                out.append(chr(_PLACEHOLDER + len(sets)))
+                sets.append(text[i:j + 1])
+            else:
+                out.append(text[i:j + 1])
+            i = j + 1
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out), tuple(sets), fuzzy
 
 
 @lru_cache(maxsize=1024)
-def compile_pattern(text: str, where: str = "checkpoint regex") -> Pattern:
-    """Check a checkpoint's regex: InvalidConfigError when `re` rejects it (as vLLM's
-    `re.match` would raise), PatternRefusedError when it cannot be run in bounded work."""
+def compile_pattern(text: str, where: str = "checkpoint regex",
+                    dialect: Dialect = Dialect.REGEX) -> Pattern:
+    """Check a checkpoint's regex: PatternSyntaxError when the dialect's library rejects it
+    (vLLM's `re.match` would raise), PatternRefusedError when it cannot be run in bounded work."""
     if not isinstance(text, str):
         raise InvalidConfigError(f"{where}: pattern {text!r} must be a string")
     if len(text) > MAX_PATTERN_CHARS:
         raise PatternRefusedError(f"{where}: pattern {text[:60]!r}... has {len(text)} characters; "
                                   f"accepted: at most {MAX_PATTERN_CHARS}")
+    error = _library_error(text, dialect)
+    if error is not None:
+        raise PatternSyntaxError(f"{where}: {text!r} is not a valid regex for the {dialect.value} "
+                                 f"module ({error})")
+    sets: tuple[str, ...] = ()
+    parse_text = text
+    if dialect is Dialect.REGEX:
+        if any(ord(ch) >= _PLACEHOLDER for ch in text):
+            raise PatternRefusedError(f"{where}: pattern {text!r} holds a character from "
+                                      "U+100000 up; accepted: characters below U+100000")
+        parse_text, sets, fuzzy = _posix_sets(text)
+        if fuzzy:
+            raise PatternRefusedError(
+                f"{where}: pattern {text!r}: the regex package (which vLLM matches it with) "
+                "reads its {...} as a fuzzy-match constraint; the workbench does not run fuzzy "
+                "matching; accepted: counted repeats {m}, {m,n}")
     try:
-        re.compile(text)
-        parsed = _p.parse(text)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            re.compile(parse_text)
+            parsed = _p.parse(parse_text)
     except (re.error, RecursionError, OverflowError) as exc:
-        raise InvalidConfigError(f"{where}: {text!r} is not a valid regex ({exc})") from None
+        # Only `regex` accepts it: variable-width look-behind, \p{..}, (?|..), flags mid-pattern...
+        raise PatternRefusedError(
+            f"{where}: pattern {text!r} uses syntax that only the `regex` package (which vLLM "
+            f"matches it with) accepts ({exc} in re); the workbench matches the syntax the two "
+            "share, plus POSIX classes such as [[:digit:]]") from None
     flags = parsed.state.flags
-    prog = _Program([])
+    b = _Builder(sets, regex=dialect is Dialect.REGEX, looks=[])
+    code: list = []
     try:
-        _compile_seq(prog, parsed, flags, text)
-        prog.emit(("match",))
+        _compile_seq(b, code, parsed, flags, rev=False)
+        b.emit(code, ("match",))
         ignorecase = _uses_ignorecase(parsed, flags)
     except RecursionError:
         raise PatternRefusedError(f"{where}: pattern {text!r} nests too deeply; accepted: "
@@ -356,7 +510,8 @@ def compile_pattern(text: str, where: str = "checkpoint regex") -> Pattern:
             "(counted repeats multiply); accepted: smaller patterns") from None
     except PatternRefusedError as exc:
         raise PatternRefusedError(f"{where}: pattern {text!r}: {exc}") from None
-    return Pattern(text, ignorecase, tuple(tuple(i) for i in prog.code))
+    looks = tuple((tuple(tuple(i) for i in c), a, neg) for c, a, neg in b.looks)
+    return Pattern(text, dialect, ignorecase, tuple(tuple(i) for i in code), looks)
 
 
 def _uses_ignorecase(items, flags: int) -> bool:

@@ -19,6 +19,7 @@ import streamlit as st
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS, rule_module
 from workbench.limits import int_list
 from workbench.paths import REPO_ROOT, SAMPLE_ROOT  # noqa: F401 - the pages read them from here
+from workbench.platforms import ALIASES
 from workbench.ui.loaders import (PLATFORM_FIELDS, build_platform, preset_fields, preset_names,
                                   sample_names)
 
@@ -124,8 +125,9 @@ class _Refused(ValueError):
     """A link value that is not accepted; the message says what is."""
 
 
-def _one_of(options: list[str], what: str) -> Callable[[str], str]:
+def _one_of(options: list[str], what: str, aliases: dict[str, str] | None = None) -> Callable[[str], str]:
     def check(raw: str) -> str:
+        raw = (aliases or {}).get(raw, raw)  # the CLI's preset aliases (h100 -> sm90-h200)
         if raw not in options:
             raise _Refused(f"not {what}; accepted: {', '.join(o or '(empty)' for o in options)}")
         return raw
@@ -173,8 +175,8 @@ def _validators(tour_steps: int) -> dict[str, Callable[[str], Any]]:
         "source": _one_of(list(SOURCES), "a layer source"),
         "sample": _one_of(sample_names(), "a bundled sample"),
         "layer": _layer_name,
-        "platform": _one_of(presets, "a platform preset"),
-        "compare": _one_of(presets, "a platform preset"),
+        "platform": _one_of(presets, "a platform preset", ALIASES),
+        "compare": _one_of(presets, "a platform preset", ALIASES),
         "tp": _int_from(1, MAX_TP),
         "parallel": _one_of(list(PARALLEL), "a parallel style"),
         "step": _tour_step(tour_steps),

@@ -9,7 +9,6 @@ itself (`inc/schemes/inc_wna16_linear.py`), so it shares them but never reads
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -273,13 +272,31 @@ def _desc_act(desc_act: Any, group: Any, dynamic: dict) -> None:
                 "ordering or desc_act=False."))
 
 
+def _dynamic_match(pattern: str, name: str) -> bool:
+    """`re.match(pattern, layer_name)` with the `regex` package vLLM imports as `re`
+    (utils/gptq_utils.py:8), in bounded time; a pattern regex rejects raises its error there."""
+    # The checkpoint package imports this rule set: imported here, not at module load.
+    from workbench.checkpoints.errors import PatternSyntaxError
+    from workbench.checkpoints.patterns import compile_pattern
+
+    try:
+        return compile_pattern(pattern, "gptq.dynamic").match(name)
+    except PatternSyntaxError:
+        import regex
+        try:
+            regex.compile(pattern)
+        except regex.error as exc:
+            raise VllmError("error", str(exc)) from None
+        raise
+
+
 def _dynamic(dynamic: dict, name: str, key: str | None = None, default: Any = None) -> Any:
     """`get_dynamic_override` (utils/gptq_utils.py:80-95): False skips the layer."""
     for pattern, values in dynamic.items():
         if pattern.startswith("-:"):
-            if re.match(pattern.removeprefix("-:"), name):
+            if _dynamic_match(pattern.removeprefix("-:"), name):
                 return False
-        elif re.match(pattern.removeprefix("+:"), name):
+        elif _dynamic_match(pattern.removeprefix("+:"), name):
             return values if key is None else values.get(key, default)
     return default
 

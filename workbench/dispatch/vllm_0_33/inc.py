@@ -16,7 +16,6 @@ quantization config) and `in_features`, `out_features`, `input/output_size_per_p
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -210,6 +209,10 @@ def _resolve(c: INCConfig, name: str) -> INCLayerConfig:
                                                      "inc.extra_config.group_size"),
                 cfg.get("sym", c.sym))
 
+    # The checkpoint package imports this rule set: imported here, not at module load.
+    from workbench.checkpoints.errors import PatternSyntaxError
+    from workbench.checkpoints.patterns import compile_pattern
+
     raw = None
     if name in c.extra_config:
         raw = entry(c.extra_config[name])
@@ -222,14 +225,17 @@ def _resolve(c: INCConfig, name: str) -> INCLayerConfig:
         raw = (c.bits, c.group_size, c.sym) if quantized else (16, -1, True)
         for pattern, cfg in c.extra_config.items():  # regex keys, in order
             if any(ch in _REGEX_SPECIAL for ch in pattern):
+                # `re.search(re.compile(pattern), name)` with the `regex` package
+                # (config_parser.py:7, :137); a key it rejects is skipped (`except re.error`).
                 try:
-                    if re.search(pattern, name) is not None:
-                        raw = (cfg.get("bits", raw[0]), _group_size(
-                            cfg.get("group_size", raw[1]), "inc.extra_config.group_size"),
-                            cfg.get("sym", raw[2]))
-                        break
-                except re.error:
+                    hit = compile_pattern(pattern, "inc.extra_config").search(name)
+                except PatternSyntaxError:
                     continue
+                if hit:
+                    raw = (cfg.get("bits", raw[0]), _group_size(
+                        cfg.get("group_size", raw[1]), "inc.extra_config.group_size"),
+                        cfg.get("sym", raw[2]))
+                    break
     bits, group, sym = raw
     return INCLayerConfig(bits, group, sym, c.packing_format, c.backend, c.data_type, bits < 16)
 

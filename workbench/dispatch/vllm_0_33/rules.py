@@ -8,6 +8,7 @@ from workbench.dispatch.vllm_0_33 import VLLM_VERSION
 from workbench.dispatch.vllm_0_33.compressed_tensors import (ACT_QUANT_FORMATS, FORMATS,
                                                             SchemeError, SchemeInput,
                                                             trace_compressed_tensors)
+from workbench.dispatch.vllm_0_33.gptq_awq import GPTQ_TYPES
 from workbench.dispatch.vllm_0_33.inc import (DIM_ALIGNMENT, INC_BACKENDS, INC_PACKING_FORMATS,
                                               INC_SUPPORTED_BITS, MIN_TOKENS_FOR_INT8)
 from workbench.dispatch.vllm_0_33.load import trace_config_gate, trace_quant_layer
@@ -30,4 +31,4 @@ __all__ = ["VLLM_VERSION", "SchemeError", "SchemeInput", "trace_compressed_tenso
            "choose_mp_linear_kernel", "ACT_QUANT_FORMATS", "FORMATS", "INC_BACKENDS",
            "INC_PACKING_FORMATS", "INC_SUPPORTED_BITS", "MIN_TOKENS_FOR_INT8", "DIM_ALIGNMENT",
            "ERROR_HEADER", "LINEAR_BACKENDS", "POSSIBLE_KERNELS", "SHAPE_MULTIPLES",
-           "ALL_KERNELS", "KERNELS_BY_NAME", "marlin_padded_nk", "MARLIN_INT8_SCALE_LEVELS"]
+           "ALL_KERNELS", "KERNELS_BY_NAME", "GPTQ_TYPES", "marlin_padded_nk", "MARLIN_INT8_SCALE_LEVELS"]
