@@ -11,6 +11,7 @@ prepared once (`prepare_w4a8`) into the chosen engine's layout (`engine=` forces
 from __future__ import annotations
 
 import ctypes
+import math
 import time
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -297,7 +298,24 @@ def w4a8_native_from_quantized(x_q: torch.Tensor, x_scale: torch.Tensor,
                                f"{tuple(x_scale.shape)}")
     if m == 0:
         return torch.empty(0, prepared.n, dtype=torch.float32)
+    # The epilogue computes in float32: a float64 scale beyond its range is finite here and
+    # inf there, so the range is checked in the dtype that computes.
     x_scale = x_scale.to(torch.float32).reshape(m).contiguous()
+    if not bool(torch.isfinite(x_scale).all()):
+        raise KernelInputError(
+            f"x_scale holds a value outside float32's range, in which the kernel computes; "
+            f"accepted: |x_scale| <= {torch.finfo(torch.float32).max:.6g}")
+    out = _from_quantized(x_q, x_scale, prepared)
+    if out.numel() and not math.isfinite(float(out.abs().amax())):
+        raise KernelInputError(
+            "x_scale times the weight scales times the integer sums overflows float32, in which "
+            f"the kernel computes (largest |x_scale| {float(x_scale.abs().amax()):.6g}); accepted: "
+            "scales whose products stay below 3.40282e+38")
+    return out
+
+
+def _from_quantized(x_q, x_scale, prepared: W4A8Prepared) -> torch.Tensor:
+    m = x_q.shape[0]
     if prepared.amx:
         g, gp, groups = prepared.group_size, prepared.amx["gp"], prepared.n_groups
         codes = x_q.reshape(m, groups, g)

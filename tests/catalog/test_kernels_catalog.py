@@ -89,6 +89,14 @@ def _avx2_ok():
     return engine_available(Int8Engine.AVX2_U8S8)[0]
 
 
+
+def _x_scale_beyond_float32():
+    x_q = torch.randint(-127, 128, (3, 64), generator=_GEN, dtype=torch.int8)
+    p = prepare_w4a8(W, S, -1)
+    for value, gist in ((1e39, "outside float32's range"), (3e38, "overflows float32")):
+        with pytest.raises(KernelInputError, match=re.escape(gist)):
+            w4a8_native_from_quantized(x_q, torch.full((3, 1), value, dtype=torch.float64), p)
+
 CATALOG = [
     ("x on the meta device (W4A8 native)",
      "KernelInputError: x is on the meta device, the kernels need real values",
@@ -196,6 +204,9 @@ CATALOG = [
     ("N = 15 for tinygemm",
      "KernelUnavailableError: N % 16 == 0, got N = 15; the fallback runs dequant and is right",
      _tinygemm_refuses_n),
+    ("float64 x_scale of 1e39 (beyond float32), or 3e38 whose product overflows float32",
+     "KernelInputError: outside float32's range / overflows float32, with the accepted bound",
+     _x_scale_beyond_float32),
 ]
 
 
