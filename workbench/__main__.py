@@ -16,6 +16,7 @@ import sys
 
 from workbench.dispatch.versions import DEFAULT_VERSION
 from workbench.errors import USER_ERRORS
+from workbench.text import printable
 
 
 class UsageError(Exception):
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _error(message: object) -> None:
     # One line, whatever the message holds; runs of spaces are kept as vLLM wrote them.
-    text = " ".join(str(message).splitlines()) or "(no message)"
+    text = " ".join(printable(message, keep_newlines=True).splitlines()) or "(no message)"
     print(f"error: {text}", file=sys.stderr, flush=True)
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from workbench.errors import InvalidInputError
+from workbench.text import csv_cell
 
 __all__ = ["SCHEMA", "ResultRecord", "Results", "load_results", "parse_results", "results_document",
            "write_results", "LEGACY_H200_PATHS"]
@@ -219,5 +220,6 @@ def rows_csv(rows: Iterable[Mapping]) -> str:
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=list(rows[0]))
     w.writeheader()
-    w.writerows(rows)
+    # Names come from checkpoints: no control characters, no cell read as a formula.
+    w.writerows({k: csv_cell(v) for k, v in r.items()} for r in rows)
     return buf.getvalue()

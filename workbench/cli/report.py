@@ -8,6 +8,7 @@ import json
 from workbench.cli.inputs import int_in
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.limits import MAX_M
+from workbench.text import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     head = ["layer", "x", "K", "N", "g", "kernel", "computes", f"M={rep.decode_m}", f"M={rep.prefill_m}",
             "basis", "native W4A8"]
-    rows = [[r.layer, str(r.count), str(r.k), str(r.n), str(r.group_size), r.kernel or "-", r.computes,
+    rows = [[printable(r.layer), str(r.count), str(r.k), str(r.n), str(r.group_size), r.kernel or "-", r.computes,
              _us(r.decode_us), _us(r.prefill_us), r.basis,
              f"{_us(r.native_decode_us)} / {_us(r.native_prefill_us)}"] for r in rep.layers]
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
@@ -59,6 +60,6 @@ def run(args: argparse.Namespace) -> int:
           f"{t['native_prefill_us']:.1f} us")
     for r in rep.layers:
         if r.error:  # vLLM's reason list is multi-line: one line per layer here, all of it in --json
-            text = " ".join(r.error.split())
-            print(f"{r.layer}: {text[:300]}{'...' if len(text) > 300 else ''}")
+            text = " ".join(printable(r.error, keep_newlines=True).split())
+            print(f"{printable(r.layer)}: {text[:300]}{'...' if len(text) > 300 else ''}")
     return 0
