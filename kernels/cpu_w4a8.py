@@ -22,7 +22,7 @@ from w4a8_kernels import _native_lib
 from w4a8_kernels._checks import (check_activations, check_device, check_weight, memory_guard,
                                   scale_notes)
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
-from w4a8_kernels.int8_gemm import (FP32_EXACT_MAX_TERMS, Int8Engine,
+from w4a8_kernels.int8_gemm import (FP32_EXACT_MAX_TERMS, Int8Engine, int_mm,
                                     check_accumulator_range, engine_available, fbgemm_pack)
 from w4a8_kernels.quant import center_int4, quantize_per_token_int8, quantize_per_token_int8_codes
 
@@ -264,7 +264,7 @@ def _group_sums(x_qf: torch.Tensor, x_q: torch.Tensor, prepared: W4A8Prepared, j
         a = x_qf[:, cols].contiguous()
         return torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(a, 1.0, 128, block)
     if prepared.engine is Int8Engine.INT_MM:
-        return torch._int_mm(x_q[:, cols].contiguous(), block.t()).to(torch.float32)
+        return int_mm(x_q[:, cols], block).to(torch.float32)
     a = x_qf[:, cols]
     if g <= FP32_EXACT_MAX_TERMS:
         return a @ block.t()

@@ -30,7 +30,7 @@ from w4a8_kernels import _native_lib
 from w4a8_kernels.errors import KernelInputError
 
 __all__ = ["Int8Engine", "engine_available", "fbgemm_pack", "check_accumulator_range", "C_ENGINES",
-           "FP32_EXACT_MAX_TERMS", "INT32_MAX"]
+           "FP32_EXACT_MAX_TERMS", "INT32_MAX", "int_mm"]
 
 
 class Int8Engine(str, Enum):
@@ -131,3 +131,21 @@ def fbgemm_pack(block: torch.Tensor, scales: torch.Tensor | None = None):
         return torch.ops.quantized.linear_prepack(qw, None)
     finally:
         torch.backends.quantized.engine = prev
+
+
+# torch._int_mm's documented envelope (its CUDA checks) is K >= 16 and a multiple of 8; on CPU
+# its oneDNN route (VNNI/AMX hosts) returned unset memory at K = 1. Zero columns add nothing
+# to a dot product, so shorter or ragged K is padded up to the envelope: exact, and normal
+# shapes (K a multiple of 8, >= 16) are passed through untouched.
+INT_MM_MIN_K = 16
+INT_MM_K_MULTIPLE = 8
+
+
+def int_mm(a: torch.Tensor, w_rows: torch.Tensor) -> torch.Tensor:
+    """Exact int32 a [M, K] @ w_rows [N, K]^T through torch._int_mm, K padded to its envelope."""
+    k = a.shape[1]
+    kp = max(INT_MM_MIN_K, -(-k // INT_MM_K_MULTIPLE) * INT_MM_K_MULTIPLE)
+    if kp != k:
+        a = torch.nn.functional.pad(a, (0, kp - k))
+        w_rows = torch.nn.functional.pad(w_rows, (0, kp - k))
+    return torch._int_mm(a.contiguous(), w_rows.contiguous().t())

@@ -23,7 +23,7 @@ from w4a8_kernels import cpu_dense, cpu_w4a8, cpu_w4a16, engine_paths
 from w4a8_kernels._checks import check_weight
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.cpu_w4a8 import rank_engines
-from w4a8_kernels.int8_gemm import Int8Engine, engine_available, fbgemm_pack
+from w4a8_kernels.int8_gemm import Int8Engine, engine_available, fbgemm_pack, int_mm
 from w4a8_kernels.quant import (center_int4, dequantize_groupwise, quantize_per_token_int8,
                                 quantize_per_token_int8_codes)
 
@@ -163,7 +163,7 @@ def _quantized_input_f32(x: torch.Tensor, prepared: Any):
 
 
 def _run_int8_mm(inputs, prepared: _Int8Alone) -> torch.Tensor:
-    return torch._int_mm(inputs[0], prepared.w.t())
+    return int_mm(inputs[0], prepared.w)
 
 
 def _run_int8_fbgemm(inputs, prepared: _Int8Alone) -> torch.Tensor:

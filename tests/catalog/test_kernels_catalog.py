@@ -97,6 +97,20 @@ def _x_scale_beyond_float32():
         with pytest.raises(KernelInputError, match=re.escape(gist)):
             w4a8_native_from_quantized(x_q, torch.full((3, 1), value, dtype=torch.float64), p)
 
+
+def _int_mm_short_k_exact():
+    seen = []
+    real = torch._int_mm
+    try:
+        torch._int_mm = lambda a, b: seen.append(a.shape[1]) or real(a, b)
+        for k, g in ((1, -1), (7, -1), (9, 1)):
+            w, x = W[:, :k], X[:, :k]
+            s = S if g == -1 else S.expand(16, k).contiguous()
+            _close(_w4a8(x, w, s, g, engine="int_mm"), w4a8_reference(x, w, s, g))
+    finally:
+        torch._int_mm = real
+    assert seen and all(kk >= 16 and kk % 8 == 0 for kk in seen), seen
+
 CATALOG = [
     ("x on the meta device (W4A8 native)",
      "KernelInputError: x is on the meta device, the kernels need real values",
@@ -207,6 +221,9 @@ CATALOG = [
     ("float64 x_scale of 1e39 (beyond float32), or 3e38 whose product overflows float32",
      "KernelInputError: outside float32's range / overflows float32, with the accepted bound",
      _x_scale_beyond_float32),
+    ("int_mm engine at K = 1, 7 and with a group of 1 (torch._int_mm's unset memory at K = 1)",
+     "ok: matches the float64 reference; torch._int_mm only sees K >= 16, a multiple of 8 (zero-padded)",
+     _int_mm_short_k_exact),
 ]
 
 
