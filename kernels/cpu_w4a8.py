@@ -267,7 +267,7 @@ def _group_sums(x_qf: torch.Tensor, x_q: torch.Tensor, prepared: W4A8Prepared, j
         a = x_qf[:, cols].contiguous()
         return torch.ops.quantized.linear_with_input_q_dq_qweight_dq_output_fp32(a, 1.0, 128, block)
     if prepared.engine is Int8Engine.INT_MM:
-        return int_mm(x_q[:, cols].contiguous(), block.t()).to(torch.float32)
+        return int_mm(x_q[:, cols], block).to(torch.float32)
     a = x_qf[:, cols]
     if g <= FP32_EXACT_MAX_TERMS:
         return a @ block.t()

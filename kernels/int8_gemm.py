@@ -90,21 +90,6 @@ def engine_available(engine: Int8Engine | str) -> tuple[bool, str]:
     return True, ""
 
 
-# torch._int_mm's oneDNN kernels returned uninitialised memory for K = 1 on a Xeon with AMX
-# (errors of 1e3-1e7, no exception); the row length it was seen exact at is a multiple of this.
-INT_MM_K_MULTIPLE = 8
-
-
-def int_mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """torch._int_mm(a [M, K], b [K, N]) -> int32 [M, N], exact for every K: a K that is not a
-    multiple of INT_MM_K_MULTIPLE is padded with zero columns and rows, which add nothing."""
-    pad = -a.shape[1] % INT_MM_K_MULTIPLE
-    if pad:
-        a = torch.nn.functional.pad(a, (0, pad))
-        b = torch.nn.functional.pad(b, (0, 0, 0, pad))
-    return torch._int_mm(a, b)
-
-
 def check_accumulator_range(engine: Int8Engine | str, terms: int, w_absmax: int) -> None:
     """Refuse a layer whose int32 dot could overflow in `engine`.
 
@@ -146,3 +131,21 @@ def fbgemm_pack(block: torch.Tensor, scales: torch.Tensor | None = None):
         return torch.ops.quantized.linear_prepack(qw, None)
     finally:
         torch.backends.quantized.engine = prev
+
+
+# torch._int_mm's documented envelope (its CUDA checks) is K >= 16 and a multiple of 8; on CPU
+# its oneDNN route (VNNI/AMX hosts) returned unset memory at K = 1. Zero columns add nothing
+# to a dot product, so shorter or ragged K is padded up to the envelope: exact, and normal
+# shapes (K a multiple of 8, >= 16) are passed through untouched.
+INT_MM_MIN_K = 16
+INT_MM_K_MULTIPLE = 8
+
+
+def int_mm(a: torch.Tensor, w_rows: torch.Tensor) -> torch.Tensor:
+    """Exact int32 a [M, K] @ w_rows [N, K]^T through torch._int_mm, K padded to its envelope."""
+    k = a.shape[1]
+    kp = max(INT_MM_MIN_K, -(-k // INT_MM_K_MULTIPLE) * INT_MM_K_MULTIPLE)
+    if kp != k:
+        a = torch.nn.functional.pad(a, (0, kp - k))
+        w_rows = torch.nn.functional.pad(w_rows, (0, kp - k))
+    return torch._int_mm(a.contiguous(), w_rows.contiguous().t())

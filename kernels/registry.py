@@ -164,7 +164,7 @@ def _quantized_input_f32(x: torch.Tensor, prepared: Any):
 
 
 def _run_int8_mm(inputs, prepared: _Int8Alone) -> torch.Tensor:
-    return int_mm(inputs[0], prepared.w.t())
+    return int_mm(inputs[0], prepared.w)
 
 
 def _run_int8_fbgemm(inputs, prepared: _Int8Alone) -> torch.Tensor:

@@ -16,7 +16,7 @@ import sys
 
 from workbench.dispatch.versions import DEFAULT_VERSION
 from workbench.errors import USER_ERRORS
-from workbench.untrusted import terminal
+from workbench.text import printable
 
 
 class UsageError(Exception):
@@ -67,14 +67,14 @@ def _escape_unencodable_output() -> None:
 
 
 class _TerminalSafe:
-    """A text stream that escapes every control character but line breaks and tabs: names from a
+    """A text stream that escapes every control character but line breaks: names from a
     checkpoint reach every command's output, and none may act on the terminal."""
 
     def __init__(self, stream):
         self._stream = stream
 
     def write(self, text: str) -> int:
-        return self._stream.write(terminal(text))
+        return self._stream.write(printable(text, keep_newlines=True))
 
     def __getattr__(self, name):
         return getattr(self._stream, name)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from workbench.errors import InvalidInputError
-from workbench.untrusted import csv_cell, one_line
+from workbench.text import csv_cell
 
 __all__ = ["SCHEMA", "ResultRecord", "Results", "load_results", "parse_results", "results_document",
            "write_results", "LEGACY_H200_PATHS"]
@@ -218,9 +218,8 @@ def rows_csv(rows: Iterable[Mapping]) -> str:
     if not rows:
         return ""
     buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=[csv_cell(one_line(c)) for c in rows[0]], lineterminator="\n")
+    w = csv.DictWriter(buf, fieldnames=[csv_cell(c) for c in rows[0]], lineterminator="\n")
     w.writeheader()
     # Names come from checkpoints: no cell may start a formula or break a row.
-    w.writerows({csv_cell(one_line(c)): csv_cell(one_line(v) if isinstance(v, str) else v)
-                 for c, v in r.items()} for r in rows)
+    w.writerows({csv_cell(c): csv_cell(v) for c, v in r.items()} for r in rows)
     return buf.getvalue()

@@ -169,7 +169,7 @@ def _hostile_names():
 
     from safetensors.torch import load_file, save_file
 
-    from workbench.untrusted import csv_cell
+    from workbench.text import csv_cell
 
     root = Path(tempfile.mkdtemp()) / "ck"
     shutil.copytree(SAMPLE, root)
@@ -183,14 +183,14 @@ def _hostile_names():
         assert rc == 0, (argv, err)
         assert not set(out + err) & {"\x1b", "\x07", "\r"}, argv
         assert not [line for line in out.splitlines() if line.startswith("forged")], argv
-        assert "o\\x1b]0;pwned\\x07_proj\\x0aforged" in out, argv
-    assert [csv_cell(v) for v in ("=HYPERLINK(1)", "+1+2", "@SUM(A1)", "-2+3", "-1.5", "-", 3)] == [
-        "'=HYPERLINK(1)", "'+1+2", "'@SUM(A1)", "'-2+3", "-1.5", "-", 3]
+        assert "o\\x1b]0;pwned\\x07_proj\\nforged" in out, argv
+    assert [csv_cell(v) for v in ("=HYPERLINK(1)", "+1+2", "@SUM(A1)", "-2+3", "-", 3, -1.5)] == [
+        "'=HYPERLINK(1)", "'+1+2", "'@SUM(A1)", "'-2+3", "-", 3, -1.5]
 
 
 CATALOG = [
     ("tensor names with terminal escapes, a line break and a formula (inspect, report, --csv)",
-     "escaped as \\x1b / \\x07 / \\x0a; CSV cells cannot start a formula", _hostile_names),
+     "escaped as \\x1b / \\x07 / \\n; CSV cells cannot start a formula", _hostile_names),
     ("trace --scheme '\"str\"'", "exit 2: error: --scheme: expected a JSON object {...}, got a string",
      _error(["trace", "--scheme", '"str"'], r"--scheme: expected a JSON object .*got a string")),
     ("trace --scheme 5", "exit 2: error: --scheme: expected a JSON object, got a number",

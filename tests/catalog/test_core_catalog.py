@@ -41,6 +41,20 @@ def _ok(check):
     return run
 
 
+
+def _hostile_names_escaped():
+    import csv
+    import io
+
+    from workbench.results import rows_csv
+    from workbench.text import printable
+
+    for name in ("a\x1b]0;owned\x07b", "x\x1b[2Jy", "row\nforged", "\u202eevil", "c1\x9b"):
+        assert printable(name).isprintable(), name
+    text = rows_csv([{"layer": '=HYPERLINK("http://x","y")'}, {"layer": "+1"}, {"layer": "a\x1b[2J"}])
+    cells = [r["layer"] for r in csv.DictReader(io.StringIO(text))]
+    assert cells[0].startswith("'=") and cells[1] == "'+1" and "\x1b" not in text, cells
+
 CATALOG = [
     ("SyntheticSpec(out_features=2**20, in_features=2**20)",
      "InvalidInputError: size: a synthetic 1048576 x 1048576 layer needs about N GiB; the limit here is M GiB",
@@ -175,6 +189,9 @@ CATALOG = [
      _raises(r"out_features: 0; accepted", lambda: sweeps.sweep_m(0, 128, 64, ms=[1]))),
     ("sweeps.sweep_alignment(ns=(64.0,))", "InvalidInputError: out_features: 64.0; accepted: an integer",
      _raises(r"out_features: 64.0; accepted", lambda: sweeps.sweep_alignment((64.0,), 128, ms=[1]))),
+    ("layer names holding ESC]0;...BEL, ESC[2J, a newline, U+202E, C1 0x9b; a CSV cell =HYPERLINK(...) or +1",
+     "escaped as visible \\x1b / \\n / \\u202e; CSV cells prefixed with ' (OWASP), no ESC byte in the CSV",
+     _hostile_names_escaped),
 ]
 
 

@@ -10,7 +10,7 @@ from w4a8_kernels.cpu_dense import dense, prepare_dense
 from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native, w4a8_native_from_quantized
 from w4a8_kernels.cpu_w4a16 import prepare_w4a16, w4a16_dequant, w4a16_fallback, w4a16_tinygemm
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
-from w4a8_kernels.int8_gemm import Int8Engine, engine_available, int_mm
+from w4a8_kernels.int8_gemm import Int8Engine, engine_available
 from w4a8_kernels.quant import quantize_per_token_int8
 from w4a8_kernels.reference import w4a8_reference, w4a16_reference
 
@@ -85,20 +85,6 @@ def _huge_k_int32():
     prepare_w4a8(w, torch.ones(8, 1), -1, engine="avx2_u8s8")
 
 
-def _tiny_k_int_mm():
-    """K = 1, 2, 7, 9 and groups of 1 through torch._int_mm: exact integer sums, whatever
-    oneDNN does with short rows on this CPU (on an AMX Xeon K = 1 read uninitialised memory)."""
-    if not engine_available(Int8Engine.INT_MM)[0]:
-        pytest.skip(engine_available(Int8Engine.INT_MM)[1])
-    for k, g in ((1, -1), (2, -1), (7, -1), (9, -1), (8, 1), (6, 2)):
-        w, x = W[:, :k], X[:, :k]
-        s = S if g == -1 else torch.rand(16, k // g, generator=_GEN) + 0.1
-        _close(_w4a8(x, w, s, g, engine="int_mm"), w4a8_reference(x, w, s, g))
-    for k in (1, 2, 7, 9):  # the int8_mm bound's own call
-        a, b = quantize_per_token_int8(X[:, :k])[0], W[:, :k]
-        assert torch.equal(int_mm(a, b.t()), a.int() @ b.int().t()), k
-
-
 def _x_scale_range(value, dtype, pattern):
     x_q = quantize_per_token_int8(X)[0]
     scale = torch.full((3, 1), value, dtype=dtype)
@@ -109,6 +95,20 @@ def _x_scale_range(value, dtype, pattern):
 def _avx2_ok():
     return engine_available(Int8Engine.AVX2_U8S8)[0]
 
+
+
+def _int_mm_short_k_exact():
+    seen = []
+    real = torch._int_mm
+    try:
+        torch._int_mm = lambda a, b: seen.append(a.shape[1]) or real(a, b)
+        for k, g in ((1, -1), (7, -1), (9, 1)):
+            w, x = W[:, :k], X[:, :k]
+            s = S if g == -1 else S.expand(16, k).contiguous()
+            _close(_w4a8(x, w, s, g, engine="int_mm"), w4a8_reference(x, w, s, g))
+    finally:
+        torch._int_mm = real
+    assert seen and all(kk >= 16 and kk % 8 == 0 for kk in seen), seen
 
 CATALOG = [
     ("x on the meta device (W4A8 native)",
@@ -214,8 +214,6 @@ CATALOG = [
     ("a W4A16 prepared weight handed to the dense baseline",
      "KernelInputError: prepared must come from prepare_dense",
      _raises(KernelInputError, "prepare_dense", lambda: dense(X, prepare_w4a16(W, S, -1)))),
-    ("K = 1, 2, 7, 9 and groups of 1-2 through torch._int_mm (int_mm engine forced)",
-     "exact: the float64 reference's result (K padded to a multiple of 8 with zeros)", _tiny_k_int_mm),
     ("float64 x_scale of 1e39 (finite in float64, Inf in float32)",
      "KernelInputError: x_scale holds values up to 1e+39, outside float32's finite range",
      _x_scale_range(1e39, torch.float64, "outside float32's finite range")),
@@ -225,6 +223,9 @@ CATALOG = [
     ("N = 15 for tinygemm",
      "KernelUnavailableError: N % 16 == 0, got N = 15; the fallback runs dequant and is right",
      _tinygemm_refuses_n),
+    ("int_mm engine at K = 1, 7 and with a group of 1 (torch._int_mm's unset memory at K = 1)",
+     "ok: matches the float64 reference; torch._int_mm only sees K >= 16, a multiple of 8 (zero-padded)",
+     _int_mm_short_k_exact),
 ]
 
 

@@ -231,3 +231,11 @@ def test_is_compatible_agrees_with_the_real_package():
                         i, w, H.PARAM_DTYPES[p], sm), (sm, w, i, p)
     finally:
         hd.current_device._value = saved
+
+
+def test_no_device_capability_is_vllms_assertion():
+    """schema.py:269-270 asserts the capability before anything else: a CUDA platform that
+    reports none fails the layer's load with that AssertionError, not with a wrong answer."""
+    with pytest.raises(VllmError) as exc:
+        H.check_and_fallback_input_schema(W4_G128, INT8_TOKEN, "bfloat16", None)
+    assert exc.value.error_type == "AssertionError"

@@ -242,3 +242,33 @@ def test_native_out_of_memory_is_named_with_the_shapes():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.startswith("named: out of memory running W4A8 on x (100000, 64) x a 8192 x 64"), proc.stdout
+
+
+@pytest.mark.parametrize("k,g", [(1, -1), (2, -1), (7, -1), (9, -1), (16, 1), (9, 1)])
+def test_int_mm_held_to_its_envelope_and_exact(monkeypatch, k, g):
+    """torch._int_mm returned unset memory at K = 1 on oneDNN hosts: it only ever sees K >= 16,
+    a multiple of 8 (zero-padded), and the int_mm engine and int8_mm path match float64."""
+    import torch as _torch
+
+    from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native
+    from w4a8_kernels.reference import w4a8_reference
+    from w4a8_kernels.registry import Int4Weight, get_path
+
+    seen = []
+    real = _torch._int_mm
+    monkeypatch.setattr(_torch, "_int_mm", lambda a, b: seen.append(a.shape[1]) or real(a, b))
+    gen = _torch.Generator().manual_seed(3)
+    w = _torch.randint(-8, 8, (32, k), generator=gen, dtype=_torch.int8)
+    gs = k if g == -1 else g
+    s = _torch.rand(32, k // gs, generator=gen) + 0.1
+    x = _torch.randn(5, k, generator=gen)
+    ref = w4a8_reference(x, w, s, g)
+    out = w4a8_native(x, prepare_w4a8(w, s, g, engine="int_mm"))
+    assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-6
+    if g == -1:
+        path = get_path("int8_mm")
+        prep = path.prepare(Int4Weight(w, s, g))
+        inp = path.make_input(x, prep)
+        out = path.finish(path.run(inp, prep), inp, prep)
+        assert ((out.double() - ref).norm() / ref.norm()).item() < 1e-6
+    assert seen and all(kk >= 16 and kk % 8 == 0 for kk in seen), seen

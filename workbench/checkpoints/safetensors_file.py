@@ -191,7 +191,9 @@ def read_header(path: str | os.PathLike, roots: tuple[Path, ...] | None = None,
         raise CorruptFileError(f"{path}: header is not UTF-8 JSON ({exc})") from None
     if not isinstance(header, dict):
         raise CorruptFileError(f"{path}: header must be a JSON object, got {type(header).__name__}")
-    metadata = header.pop("__metadata__", None) or {}
+    # null is no metadata (the library's Option); [] or "" are refused as the library refuses them
+    metadata = header.pop("__metadata__", None)
+    metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise CorruptFileError(f"{path}: __metadata__ must map strings to strings")

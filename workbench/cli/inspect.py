@@ -7,7 +7,7 @@ import textwrap
 
 from workbench.cli.inputs import checkpoint_path, int_in, platform_arg
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
-from workbench.untrusted import one_line
+from workbench.text import printable
 
 ERROR_WIDTH = 100  # the footnotes under the table wrap vLLM's messages at this width
 
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _table(rows: list[dict], columns: list[str], headers: dict[str, str]) -> str:
-    cells = [[one_line(r.get(c, "")) if r.get(c) is not None else "-" for c in columns] for r in rows]
+    cells = [[printable(r.get(c, "")) if r.get(c) is not None else "-" for c in columns] for r in rows]
     names = [headers.get(c, c) for c in columns]
     widths = [max([len(n)] + [len(row[i]) for row in cells]) for i, n in enumerate(names)]
     lines = ["  ".join(n.ljust(w) for n, w in zip(names, widths)).rstrip()]
@@ -82,11 +82,11 @@ def run(args: argparse.Namespace) -> int:
             layer["resolved"] = {k: row.get(k) for k in ("scheme", "kernel", "error")}
         print(json.dumps(out, indent=2))
         return 0
-    files = ", ".join(one_line(f.name) for f in ck.files.weight_files)
-    print(f"{one_line(ck.path)}: {ck.format.value} ({ck.quant_config.get('quant_method')}), model dtype "
+    files = ", ".join(printable(f.name) for f in ck.files.weight_files)
+    print(f"{printable(ck.path)}: {ck.format.value} ({ck.quant_config.get('quant_method')}), model dtype "
           f"{ck.params_dtype}, {len(ck.layers)} quantized layer(s) in {files}")
     for note in ck.notes:
-        print(f"note: {one_line(note)}")
+        print(f"note: {printable(note)}")
     columns = ["layer", "K", "N", "weights", "group_size", "input", "ct_format", "scale_dtype"]
     headers = {}
     if args.tp > 1:

@@ -8,7 +8,7 @@ import json
 from workbench.cli.inputs import int_in
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.limits import MAX_M
-from workbench.untrusted import one_line
+from workbench.text import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,13 +47,13 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         print(rep.to_csv(), end="")
         return status
-    print(f"{one_line(rep.source)} on {rep.platform} (vLLM {rep.vllm_version} rules), TP {rep.tp}: decode M = {rep.decode_m}, prefill M = {rep.prefill_m} "
+    print(f"{printable(rep.source)} on {rep.platform} (vLLM {rep.vllm_version} rules), TP {rep.tp}: decode M = {rep.decode_m}, prefill M = {rep.prefill_m} "
           "(per rank, µs per call)")
     for note in rep.notes:
-        print(f"note: {one_line(note)}")
+        print(f"note: {printable(note)}")
     head = ["layer", "x", "K", "N", "g", "kernel", "computes", f"M={rep.decode_m}", f"M={rep.prefill_m}",
             "basis", "native W4A8"]
-    rows = [[one_line(r.layer), str(r.count), str(r.k), str(r.n), str(r.group_size), r.kernel or "refused", r.computes,
+    rows = [[printable(r.layer), str(r.count), str(r.k), str(r.n), str(r.group_size), r.kernel or "refused", r.computes,
              _us(r.decode_us, r.basis), _us(r.prefill_us, r.basis), r.basis,
              f"{_us(r.native_decode_us)} / {_us(r.native_prefill_us)}"] for r in rep.layers]
     widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
@@ -63,10 +63,10 @@ def run(args: argparse.Namespace) -> int:
     for r in rep.layers:
         if r.error:  # vLLM's reason list is multi-line: one line per layer here, all of it in --json
             text = " ".join(r.error.split())
-            print(f"{one_line(r.layer)}: {text[:300]}{'...' if len(text) > 300 else ''}")
+            print(f"{printable(r.layer)}: {text[:300]}{'...' if len(text) > 300 else ''}")
     if refused:
         print(f"no total: vLLM refuses {len(refused)} of {len(rep.layers)} layers here "
-              f"({', '.join(one_line(r.layer) for r in refused)}), so the model does not load")
+              f"({', '.join(printable(r.layer) for r in refused)}), so the model does not load")
     t = rep.totals(loaded_only=args.total_loaded)
     if t is not None:
         bound = any(r.basis == "roofline" for r in rep.layers if r.kernel is not None)

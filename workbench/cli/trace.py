@@ -11,6 +11,7 @@ from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, check_path, chec
                                   platform_arg, shown)
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
 from workbench.errors import USER_ERRORS, InvalidInputError
+from workbench.text import printable
 
 # The keys of one --batch line; exactly one of CASE_KINDS.
 CASE_KINDS = ("mp_config", "scheme", "inc", "gptq", "awq", "config_gate")
@@ -127,9 +128,9 @@ def _print(trace, args) -> None:
     if args.json:
         print(json.dumps(trace.to_json()))
     elif args.markdown:
-        print(trace.to_markdown())
+        print(printable(trace.to_markdown(), keep_newlines=True))
     else:
-        print(format_text(trace))
+        print(printable(format_text(trace), keep_newlines=True))
 
 
 def format_text(trace) -> str:

@@ -45,6 +45,7 @@ class LayerCost:
     native_decode_us: float | None  # this project's native W4A8 at the same shapes
     native_prefill_us: float | None
     error: str | None = None
+    fails_at: str | None = None  # "load" / "forward": vLLM selects a kernel and then fails
 
 
 @dataclass(frozen=True)
@@ -59,8 +60,9 @@ class ModelReport:
     vllm_version: str = ""  # the rule set every layer was traced with
 
     def refused(self) -> tuple[LayerCost, ...]:
-        """The layers vLLM selects no kernel for here: the model does not load."""
-        return tuple(r for r in self.layers if r.kernel is None)
+        """The layers vLLM selects no kernel for here, or whose kernel fails at load or at the
+        first forward: the model does not run."""
+        return tuple(r for r in self.layers if r.kernel is None or r.fails_at)
 
     def totals(self, loaded_only: bool = False) -> dict | None:
         """Sum over layers x count (per rank, one forward). None where a layer is refused (a
@@ -72,9 +74,9 @@ class ModelReport:
         out = {}
         for key in ("decode_us", "decode_low_us", "decode_high_us", "prefill_us", "prefill_low_us",
                     "prefill_high_us", "native_decode_us", "native_prefill_us"):
-            vals = [(getattr(r, key), r.count) for r in self.layers if r.kernel is not None]
+            vals = [(getattr(r, key), r.count) for r in self.layers if r not in refused]
             out[key] = round(sum(v * c for v, c in vals if v is not None), 3)
-        out["unpredicted_layers"] = sum(1 for r in self.layers if r.kernel is not None and r.decode_us is None)
+        out["unpredicted_layers"] = sum(1 for r in self.layers if r not in refused and r.decode_us is None)
         out["over"] = (f"the {len(self.layers) - len(refused)} of {len(self.layers)} layers that load "
                        f"(refused, left out: {', '.join(r.layer for r in refused)}; the model does not load)"
                        ) if refused else "every layer"
@@ -111,10 +113,12 @@ def _row(name: str, count: int, k: int, n: int, g: int, parallel: str, trace, pl
          m_decode: int, m_prefill: int) -> LayerCost:
     d, p, nd, npf = _cost(platform, trace, m_decode, m_prefill, n, k, g)
     rt = trace.runtime_detail
+    fails_at = rt.fails_at if rt is not None and trace.selected else None
+    error = trace.error or (rt.error if fails_at else None) or (d.note if d.predicted_us is None else None)
     return LayerCost(name, count, k, n, g, parallel, trace.scheme, trace.selected, trace.runtime or "",
                      rt.computes if rt is not None else "none", d.predicted_us, d.low_us, d.high_us,
-                     p.predicted_us, p.low_us, p.high_us, d.basis, nd, npf,
-                     trace.error or (d.note if d.predicted_us is None else None))
+                     p.predicted_us, p.low_us, p.high_us, d.basis, nd, npf, error,
+                     str(fails_at) if fails_at else None)
 
 
 def _w4a8_scheme(k: int, n: int, g: int) -> dict:

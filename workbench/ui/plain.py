@@ -13,6 +13,8 @@ from __future__ import annotations
 import re
 import string
 
+from workbench.text import printable
+
 __all__ = ["plain"]
 
 _ESCAPES = {ord(c): "\\" + c for c in string.punctuation}
@@ -29,7 +31,8 @@ _WWW = re.compile(r"(?i)\b(www)(?=\.)")
 
 def plain(value: object) -> str:
     """`value` as Markdown source that renders exactly its characters, on one line."""
-    text = str(value).translate(_BREAKS)
+    # Control and bidi characters first (the face-wide rule); line breaks stay spaces here.
+    text = printable(str(value).translate(_BREAKS))
     text = _WWW.sub(r"\1" + _JOINER, text.replace("://", ":" + _JOINER + "//").replace("@", "@" + _JOINER))
     return text.translate(_ESCAPES)
 

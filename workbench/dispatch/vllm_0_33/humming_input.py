@@ -335,11 +335,15 @@ def cubin_patch_enabled(env_raw: dict | None = None) -> bool:
     return env.get("HUMMING_DISABLE_PATCH_CUBIN", "0") != "1"
 
 
-def check_and_fallback_input_schema(w: WeightSchema, i: InputSchema, param_dtype: str, sm: int,
+def check_and_fallback_input_schema(w: WeightSchema, i: InputSchema, param_dtype: str,
+                                    sm: int | None,
                                     allow_fallback: bool = True,
                                     cubin_patch: bool = True) -> InputDecision:
-    """schema.py:261-400. `param_dtype` is the layer's params dtype ("bfloat16", ...)."""
-    if param_dtype not in PARAM_DTYPES:  # :276 asserts before anything else
+    """schema.py:261-400. `param_dtype` is the layer's params dtype ("bfloat16", ...); `sm` the
+    device capability, None where the platform reports none."""
+    if sm is None:  # :269-270: `assert capability is not None`, before anything else
+        raise VllmError("AssertionError", "")
+    if param_dtype not in PARAM_DTYPES:  # :276 asserts next
         raise VllmError("AssertionError", "")
     param = PARAM_DTYPES[param_dtype]
     if i.a_dtype in (E2M3, E3M2):  # :316-318
@@ -391,7 +395,7 @@ def zero_point_check(w: WeightSchema, i: InputSchema) -> None:
 
 
 def humming_layer_input(bits: int, group_size: int, zero_points: bool, act_type: str,
-                        input_config: InputConfig | None, param_dtype: str, sm: int,
+                        input_config: InputConfig | None, param_dtype: str, sm: int | None,
                         cubin_patch: bool = True) -> InputDecision:
     """What `HummingLinearKernel.process_weights_after_loading` settles on (humming.py:47-73,
     linear.py:75-128): an 8-bit act_type wins over the scheme's input config, which wins over

@@ -392,7 +392,7 @@ class HummingLinearKernel(MPKernel):
                 input_schema, param.name, p.capability)
         except VllmError as exc:
             where = (humming_input.VLLM_LINEAR + ":108" if "zero_point" in exc.message
-                     else humming_input.VLLM_SCHEMA + ":396")
+                     else humming_input.VLLM_SCHEMA + (":270" if p.capability is None else ":396"))
             return replace(base, fails_at="load", error=exc.message, error_type=exc.error_type,
                            source=where, caveat=caveat)
         # A 16-bit a_dtype (the fallback's last step names the params dtype) quantizes nothing.
