@@ -29,7 +29,8 @@ _CSRC = Path(__file__).parent / "csrc"
 _COMMON = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread"]
 # variant: (source, compiler flags, /proc/cpuinfo flags it needs)
 VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    # -fopenmp: the engines split N over torch's own OpenMP threads (same libgomp)
+    # -fopenmp: the thread count torch set (omp_get_max_threads, same libgomp) for the
+    # standalone quantizer; the work itself is shared by w4a8_sched.h's pool
     "avx2_u8s8": ("w4a8_avx2.c", ("-mavx2", "-mfma", "-fopenmp"), ("avx2", "fma")),
     "u4_avx2": ("w4a8_u4.c", ("-mavx2", "-mfma", "-fopenmp"), ("avx2", "fma")),
     "u4_vnni512": ("w4a8_u4.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni",
@@ -117,7 +118,8 @@ def _build(variant: str) -> ctypes.CDLL:
     if not cc:
         raise OSError(f"no C compiler (cc or gcc) on PATH to build the {variant} W4A8 kernel")
     flags = [*_COMMON, *isa_flags]
-    src = path.read_bytes()
+    # the sources and the headers they include (the scheduler): any change rebuilds
+    src = path.read_bytes() + b"".join(h.read_bytes() for h in sorted(_CSRC.glob("*.h")))
     tag = hashlib.sha256(src + " ".join(flags).encode()).hexdigest()[:16]
     out = cache_dir() / f"{variant}-{tag}.so"
     out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -21,10 +21,10 @@
  * Each group's integer sum is scaled in float32 and summed in group order, then
  * multiplied by xs: the order of the float64 reference (no fused multiply-add).
  *
- * Threads split the N tiles; rows are blocked so one block's activations stay in L2
- * while a thread streams its weight tiles past them. w4a8_u4_linear quantizes the rows
- * and runs the GEMM in one call (a decode call is ~0.2 ms: per-call work outside the
- * weight stream shows). Each thread's tiles are one contiguous stream, prefetched to L1
+ * Threads share the N tiles in chunks taken dynamically (w4a8_sched.h); rows are blocked
+ * so one block's activations stay in L2 while the threads stream weight tiles past them.
+ * w4a8_u4_linear quantizes the rows and runs the GEMM in one call (a decode call is ~0.2 ms: per-call work outside the
+ * weight stream shows). Each chunk of tiles is one contiguous stream, prefetched to L1
  * PF_DIST bytes ahead: the hardware prefetchers alone fell behind when the weight came
  * from the last-level cache or DRAM (M = 1, N = K = 4096, 2 threads, a 64 MiB fp32 GEMM
  * in the same rounds evicting it, same-process A/B: AVX2 1.53 -> 0.91x the plain read
@@ -33,10 +33,14 @@
  * weights out of the last-level cache, 1.3-1.6x slower).
  */
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+#include "w4a8_sched.h"
 
 #if defined(W4A8_VNNI512)
 #define VW 16 /* columns per vector */
@@ -193,12 +197,15 @@ static inline __attribute__((always_inline)) void tile(
 
 typedef struct {
   const u4_weight_t* w; const int8_t* A; int64_t lda, M; const int32_t* asum; const float* xs;
-  float* C; int64_t ldc, tile_begin, tile_end;
+  float* C; int64_t ldc;
+  int64_t mc, chunk, nchunks; /* rows per block; tiles per item, items per row block */
 } job_t;
 
 #define TILE(rows) tile(A, j->lda, rows, as, w->G, Bt, w->g8, zt, sct, xs, C, j->ldc, ncols, sym)
 
-static inline __attribute__((always_inline)) void run_tiles(const job_t* j, int sym) {
+/* Rows [m0, m1) against tiles [t0, t1). */
+static inline __attribute__((always_inline)) void run_tiles(const job_t* j, int64_t m0, int64_t m1,
+                                                            int64_t t0, int64_t t1, int sym) {
   const u4_weight_t* w = j->w;
   const int64_t K8 = w->G * w->g8;
 #if defined(MR_FEW)
@@ -206,164 +213,85 @@ static inline __attribute__((always_inline)) void run_tiles(const job_t* j, int 
 #else
   const int mr = MR;
 #endif
-  int64_t mc = A_BLOCK_BYTES / (K8 * 8) / MR * MR; /* a multiple of mr too */
-  if (mc < MR) mc = MR;
-  for (int64_t m0 = 0; m0 < j->M; m0 += mc) {
-    const int64_t m1 = (m0 + mc) < j->M ? (m0 + mc) : j->M;
-    for (int64_t t = j->tile_begin; t < j->tile_end; ++t) {
-      const uint8_t* Bt = w->Bp + t * K8 * NR * 4;
-      const int32_t* zt = w->zs + t * w->G * NR;
-      const float* sct = w->sc + t * w->G * NR;
-      const int64_t n0 = t * NR;
-      const int64_t ncols = (w->N - n0) < NR ? (w->N - n0) : NR;
-      for (int64_t m = m0; m < m1; m += mr) {
-        const int rows = (m1 - m) < mr ? (int)(m1 - m) : mr;
-        const int8_t* A = j->A + m * j->lda;
-        const int32_t* as = j->asum + m * w->G;
-        float* C = j->C + m * j->ldc + n0;
-        const float* xs = j->xs + m;
-        switch (rows) { /* constant row counts let the compiler unroll each case */
+  for (int64_t t = t0; t < t1; ++t) {
+    const uint8_t* Bt = w->Bp + t * K8 * NR * 4;
+    const int32_t* zt = w->zs + t * w->G * NR;
+    const float* sct = w->sc + t * w->G * NR;
+    const int64_t n0 = t * NR;
+    const int64_t ncols = (w->N - n0) < NR ? (w->N - n0) : NR;
+    for (int64_t m = m0; m < m1; m += mr) {
+      const int rows = (m1 - m) < mr ? (int)(m1 - m) : mr;
+      const int8_t* A = j->A + m * j->lda;
+      const int32_t* as = j->asum + m * w->G;
+      float* C = j->C + m * j->ldc + n0;
+      const float* xs = j->xs + m;
+      switch (rows) { /* constant row counts let the compiler unroll each case */
 #if MR >= 8
-          case 8: TILE(8); break;
-          case 7: TILE(7); break;
+        case 8: TILE(8); break;
+        case 7: TILE(7); break;
 #endif
 #if MR >= 6
-          case 6: TILE(6); break;
-          case 5: TILE(5); break;
+        case 6: TILE(6); break;
+        case 5: TILE(5); break;
 #endif
-          case 4: TILE(4); break;
-          case 3: TILE(3); break;
-          case 2: TILE(2); break;
-          default: TILE(1); break;
-        }
+        case 4: TILE(4); break;
+        case 3: TILE(3); break;
+        case 2: TILE(2); break;
+        default: TILE(1); break;
       }
     }
   }
 }
 
-/* the symmetric case compiled on its own: no zero-point loads, no vpmulld */
-static void run_job(const job_t* j) {
-  if (j->w->symmetric) run_tiles(j, 1);
-  else run_tiles(j, 0);
+/* Item i: row block i / nchunks against its chunk of tiles. Items go row block first, so the
+   threads share one block's activations at a time, each streaming its tiles past them; the
+   symmetric case is compiled on its own (no zero-point loads, no vpmulld). */
+static void run_item(void* ctx, int slot, int64_t i) {
+  (void)slot;
+  const job_t* j = (const job_t*)ctx;
+  const int64_t tiles = (j->w->N + NR - 1) / NR;
+  const int64_t m0 = i / j->nchunks * j->mc, t0 = i % j->nchunks * j->chunk;
+  const int64_t m1 = m0 + j->mc < j->M ? m0 + j->mc : j->M, t1 = t0 + j->chunk < tiles ? t0 + j->chunk : tiles;
+  if (j->w->symmetric) run_tiles(j, m0, m1, t0, t1, 1);
+  else run_tiles(j, m0, m1, t0, t1, 0);
 }
 
-/*
- * A pool of worker threads kept across calls. Starting and joining threads per call cost
- * about 65 us here (a woken vCPU is slow to run its first thread), a quarter of a decode
- * call at N = K = 4096, so the second thread gained nothing. Workers spin a short while on
- * the call counter after each call (back-to-back layers find them awake), then sleep on a
- * condition variable. One call at a time uses the pool; a concurrent call (another
- * Python thread) starts its own threads as before. Used where the compiler has no OpenMP.
- */
-#define POOL_MAX 63
-#define POOL_SPINS (1 << 12) /* _mm_pause rounds (about 0.1-0.5 ms) before a worker sleeps: enough
-                              for back-to-back calls, short enough to leave torch its cores */
-static struct {
-  pthread_mutex_t call, mu;
-  pthread_cond_t cv;
-  int nworkers;
-  int64_t seq;
-  /* (seq << 8) | parties: read in one load, so a worker never pairs one call's counter
-     with another call's thread count */
-  _Atomic int64_t word;
-  _Atomic int pending;
-  const job_t* jobs;
-  int64_t born[POOL_MAX + 1]; /* the word when worker i started: its first call is the next */
-} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
-
-static void* worker_main(void* arg) {
-  const int id = (int)(intptr_t)arg; /* 1.. : runs jobs[id] */
-  int64_t seen = pool.born[id];
-  for (;;) {
-    int64_t w;
-    int spins = 0;
-    while ((w = __atomic_load_n(&pool.word, __ATOMIC_ACQUIRE)) == seen) {
-      if (++spins < POOL_SPINS) { _mm_pause(); continue; }
-      pthread_mutex_lock(&pool.mu);
-      while ((w = __atomic_load_n(&pool.word, __ATOMIC_ACQUIRE)) == seen)
-        pthread_cond_wait(&pool.cv, &pool.mu);
-      pthread_mutex_unlock(&pool.mu);
-      break;
-    }
-    seen = w;
-    if (id < (int)(w & 0xFF)) {
-      run_job(&pool.jobs[id]);
-      __atomic_fetch_sub(&pool.pending, 1, __ATOMIC_RELEASE);
-    }
-  }
-  return NULL;
-}
-
-/* a forked child has none of the parent's workers */
-static void pool_after_fork(void) {
-  pthread_mutex_init(&pool.call, NULL);
-  pthread_mutex_init(&pool.mu, NULL);
-  pthread_cond_init(&pool.cv, NULL);
-  pool.nworkers = 0;
-}
-
-/* Runs jobs[0..n) with jobs[0] on this thread; 0, or -1 when the pool is busy. */
-static int pool_run(const job_t* jobs, int n) {
-  if (pthread_mutex_trylock(&pool.call) != 0) return -1;
-  if (pool.nworkers == 0 && pool.seq == 0) pthread_atfork(NULL, NULL, pool_after_fork);
-  while (pool.nworkers < n - 1) {
-    pthread_t t;
-    pool.born[pool.nworkers + 1] = pool.word;
-    if (pthread_create(&t, NULL, worker_main, (void*)(intptr_t)(pool.nworkers + 1)) != 0) break;
-    pthread_detach(t);
-    ++pool.nworkers;
-  }
-  const int parties = n - 1 < pool.nworkers ? n - 1 : pool.nworkers;
-  pool.jobs = jobs;
-  __atomic_store_n(&pool.pending, parties, __ATOMIC_RELAXED);
-  pthread_mutex_lock(&pool.mu);
-  ++pool.seq;
-  __atomic_store_n(&pool.word, (pool.seq << 8) | (parties + 1), __ATOMIC_RELEASE);
-  pthread_cond_broadcast(&pool.cv);
-  pthread_mutex_unlock(&pool.mu);
-  run_job(&jobs[0]);
-  for (int i = parties + 1; i < n; ++i) run_job(&jobs[i]); /* no worker to spare */
-  while (__atomic_load_n(&pool.pending, __ATOMIC_ACQUIRE) > 0) _mm_pause();
-  pthread_mutex_unlock(&pool.call);
-  return 0;
-}
-
-static void* thread_main(void* arg) { run_job((const job_t*)arg); return NULL; }
+#ifndef ITEMS_PER_THREAD
+#define ITEMS_PER_THREAD 16
+#endif
+/* per row block: a thread stalled holding one delays the call by 1/16 of its share */
+#define MIN_ITEM_TILES 2
 
 /* C [M, N] (rows ldc apart) from codes A [M, lda], their group sums asum [M, G] and
    scales xs [M]; 0 (it cannot fail: the caller checked the shapes). */
 int NAME(w4a8_u4_gemm)(const u4_weight_t* w, const int8_t* A, int64_t lda, int64_t M,
                        const int32_t* asum, const float* xs, float* C, int64_t ldc,
                        int nthreads) {
-  const int64_t tiles = (w->N + NR - 1) / NR;
+  const int64_t tiles = (w->N + NR - 1) / NR, K8 = w->G * w->g8;
   if (nthreads < 1) nthreads = 1;
-  if (nthreads > POOL_MAX + 1) nthreads = POOL_MAX + 1;
-  if (nthreads > tiles) nthreads = (int)tiles;
-  job_t jobs[POOL_MAX + 1];
-  pthread_t th[POOL_MAX + 1];
-  int started[POOL_MAX + 1] = {0};
-  for (int i = 0; i < nthreads; ++i) {
-    job_t j = {w, A, lda, M, asum, xs, C, ldc, tiles * i / nthreads, tiles * (i + 1) / nthreads};
-    jobs[i] = j;
+  if (M <= 0) return 0;
+  int64_t mc = A_BLOCK_BYTES / (K8 * 8) / MR * MR; /* a multiple of mr too */
+  if (mc < MR) mc = MR;
+  int64_t chunk = tiles; /* one thread: one item per row block */
+  if (nthreads > 1) {
+    chunk = (tiles + (int64_t)nthreads * ITEMS_PER_THREAD - 1) / ((int64_t)nthreads * ITEMS_PER_THREAD);
+    if (chunk < MIN_ITEM_TILES) chunk = MIN_ITEM_TILES;
   }
-  if (nthreads == 1) { run_job(&jobs[0]); return 0; }
-#if defined(_OPENMP)
-  /* torch's own OpenMP threads (its libgomp is the one loaded): no second pool competing
-     with them for the cores; 0.157 ms against the pool's 0.23 at M = 1 after a torch op */
-#pragma omp parallel for num_threads(nthreads) schedule(static, 1)
-  for (int i = 0; i < nthreads; ++i) run_job(&jobs[i]);
-  return 0;
-#endif
-  if (pool_run(jobs, nthreads) == 0) return 0;
-  for (int i = 1; i < nthreads; ++i)
-    started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
-  run_job(&jobs[0]);
-  for (int i = 1; i < nthreads; ++i) {
-    if (started[i]) pthread_join(th[i], NULL);
-    else run_job(&jobs[i]); /* no thread to spare: do its share here */
+  job_t j = {w, A, lda, M, asum, xs, C, ldc, mc, chunk, (tiles + chunk - 1) / chunk};
+  while ((M + j.mc - 1) / j.mc * j.nchunks > SCHED_MAX_ITEMS) { /* a huge M: longer items */
+    if (j.nchunks > 1) {
+      j.chunk *= 2;
+      j.nchunks = (tiles + j.chunk - 1) / j.chunk;
+    } else {
+      j.mc *= 2;
+    }
   }
+  const sched_work_t work = {run_item, NULL, NULL, &j};
+  sched_run(&work, (M + j.mc - 1) / j.mc * j.nchunks, nthreads);
   return 0;
 }
+
+int NAME(w4a8_sched_test_stall)(int us) { sched_set_stall(us); return 0; }
 
 int NAME(w4a8_u4_nr)(void) { return NR; }
 
@@ -471,32 +399,60 @@ static int quantize_row(const float* xr, int64_t K, int64_t g, int64_t gp, int8_
   return 0;
 }
 
+typedef struct {
+  const void* x; int is_bf16; int64_t M, K, ldx, g, gp; int8_t* codes; int64_t ld_out;
+  int32_t* asum; float* scale; int64_t rows; /* per item */
+  _Atomic int64_t first_bad; _Atomic int oom;
+} quant_job_t;
+
+static void quantize_item(void* ctx, int slot, int64_t i) {
+  (void)slot;
+  quant_job_t* q = (quant_job_t*)ctx;
+  const int64_t G = q->K / q->g, m1 = (i + 1) * q->rows < q->M ? (i + 1) * q->rows : q->M;
+  for (int64_t m = i * q->rows; m < m1; ++m) {
+    float stack[4096];
+    float* tmp = (q->is_bf16 && q->K > 4096) ? (float*)malloc((size_t)q->K * sizeof(float)) : stack;
+    if (tmp == NULL) {
+      __atomic_store_n(&q->oom, 1, __ATOMIC_RELAXED);
+      continue;
+    }
+    if (quantize_row(row_f32(q->x, q->is_bf16, m * q->ldx, q->K, tmp), q->K, q->g, q->gp,
+                     q->codes + m * q->ld_out, q->asum ? q->asum + m * G : NULL, q->scale + m)) {
+      int64_t seen = __atomic_load_n(&q->first_bad, __ATOMIC_RELAXED);
+      while (m < seen && !__atomic_compare_exchange_n(&q->first_bad, &seen, m, 0, __ATOMIC_RELAXED,
+                                                      __ATOMIC_RELAXED)) {
+      }
+    }
+    if (tmp != stack) free(tmp);
+  }
+}
+
+/* Rows shared among nthreads where there is enough work to pay for waking them: about
+   1 ms on one thread at M = 128, K = 4096. */
+static int quantize_rows_threads(const void* x, int is_bf16, int64_t M, int64_t K, int64_t ldx,
+                                 int64_t g, int64_t gp, int8_t* codes, int64_t ld_out,
+                                 int32_t* asum, float* scale, int nthreads) {
+  if (M <= 1 || M * K < (1 << 16)) nthreads = 1;
+  int64_t rows = nthreads > 1 ? (M + 8 * (int64_t)nthreads - 1) / (8 * (int64_t)nthreads) : M;
+  if (rows < 1) rows = 1;
+  while ((M + rows - 1) / rows > SCHED_MAX_ITEMS) rows *= 2;
+  quant_job_t q = {x, is_bf16, M, K, ldx, g, gp, codes, ld_out, asum, scale, rows, M, 0};
+  const sched_work_t work = {quantize_item, NULL, NULL, &q};
+  sched_run(&work, M > 0 ? (M + rows - 1) / rows : 0, nthreads);
+  if (q.first_bad < M) return (int)(-1 - q.first_bad);
+  return q.oom; /* 1: no memory for a bf16 row's float32 copy */
+}
+
+/* as quantize_rows_threads, on the thread count torch set (its OpenMP runtime's) */
 int NAME(quantize_rows_grouped)(const void* x, int is_bf16, int64_t M, int64_t K, int64_t ldx,
                                 int64_t g, int64_t gp, int8_t* codes, int64_t ld_out,
                                 int32_t* asum, float* scale) {
-  const int64_t G = K / g;
-  int64_t first_bad = M;
-  int oom = 0;
-  /* rows split over torch's OpenMP threads (the count torch set) where there is enough
-     work to pay for the fork: about 1 ms on one thread at M = 128, K = 4096 */
 #if defined(_OPENMP)
-#pragma omp parallel for schedule(static) reduction(min : first_bad) reduction(| : oom) \
-    if (M > 1 && M * K >= (1 << 16))
+  const int nthreads = omp_get_max_threads();
+#else
+  const int nthreads = 1;
 #endif
-  for (int64_t m = 0; m < M; ++m) {
-    float stack[4096];
-    float* tmp = (is_bf16 && K > 4096) ? (float*)malloc((size_t)K * sizeof(float)) : stack;
-    if (tmp == NULL) {
-      oom = 1;
-      continue;
-    }
-    if (quantize_row(row_f32(x, is_bf16, m * ldx, K, tmp), K, g, gp, codes + m * ld_out,
-                     asum ? asum + m * G : NULL, scale + m))
-      first_bad = m < first_bad ? m : first_bad;
-    if (tmp != stack) free(tmp);
-  }
-  if (first_bad < M) return (int)(-1 - first_bad);
-  return oom; /* 1: no memory for a bf16 row's float32 copy */
+  return quantize_rows_threads(x, is_bf16, M, K, ldx, g, gp, codes, ld_out, asum, scale, nthreads);
 }
 
 /*
@@ -517,7 +473,7 @@ int NAME(w4a8_u4_linear)(const u4_weight_t* w, const void* x, int is_bf16, int64
   int32_t* asum = (int32_t*)(a + codes); /* lda is a multiple of 4 */
   float* xs = (float*)(a + codes + sums);
   if (w->gp != w->g) memset(a, 0, codes); /* the zero codes padding each group */
-  int rc = NAME(quantize_rows_grouped)(x, is_bf16, M, w->K, ldx, w->g, w->gp, a, lda, asum, xs);
+  int rc = quantize_rows_threads(x, is_bf16, M, w->K, ldx, w->g, w->gp, a, lda, asum, xs, nthreads);
   if (rc == 0) rc = NAME(w4a8_u4_gemm)(w, a, lda, M, asum, xs, C, ldc, nthreads);
   free(a);
   return rc;

@@ -1,0 +1,47 @@
+"""The C engines' work sharing: a worker that is not scheduled does not hold the call.
+
+The u4 engine's items are taken from one atomic counter by whoever runs (the caller and the
+pool's workers). The library's test hook makes every worker sleep before it takes an item,
+as a descheduled thread would; the call must then finish on the caller alone, long before
+the sleep ends, with the same bits as an undisturbed call.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from w4a8_kernels import _native_lib
+from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native
+from w4a8_kernels.int8_gemm import Int8Engine, engine_available
+
+STALL_S = 2.0
+
+
+@pytest.mark.parametrize("m,g", [(1, 128), (16, -1), (9, 32)])
+def test_a_stalled_worker_does_not_stall_the_call(m, g):
+    ok, why = engine_available(Int8Engine.U4_AVX2)
+    if not ok:
+        pytest.skip(why)
+    lib = _native_lib.load("u4_avx2")
+    gen = torch.Generator().manual_seed(5)
+    n, k = 512, 1024
+    w = torch.randint(-8, 8, (n, k), generator=gen, dtype=torch.int8)
+    s = torch.rand(n, 1 if g == -1 else k // g, generator=gen) + 0.1
+    x = torch.randn(m, k, generator=gen)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    try:
+        p = prepare_w4a8(w, s, g, engine="u4_avx2")
+        quiet = w4a8_native(x, p)
+        lib.w4a8_sched_test_stall_avx2(int(STALL_S * 1e6))
+        t0 = time.perf_counter()
+        stalled = w4a8_native(x, p)
+        took = time.perf_counter() - t0
+    finally:
+        lib.w4a8_sched_test_stall_avx2(0)
+        torch.set_num_threads(threads)
+    assert torch.equal(quiet, stalled)
+    # The call waited for no worker: a static split would have taken the whole sleep.
+    assert took < STALL_S / 4, f"the call took {took:.3f} s beside a worker asleep for {STALL_S} s"
