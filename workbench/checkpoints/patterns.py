@@ -2,7 +2,7 @@
 
 A checkpoint supplies both the patterns (compressed-tensors `re:` targets and ignores,
 GPTQModel `dynamic` keys, INC `extra_config` keys) and the names they are matched
-against. vLLM 0.33.0 matches all three with the `regex` package imported as `re`
+against. the pinned vLLM matches all three with the `regex` package imported as `re`
 (utils/config_utils.py:9 for `is_equal_or_regex_match`'s `re.match` at :445,
 utils/gptq_utils.py:8 for `get_dynamic_override`'s `re.match` at :94 and :98,
 inc/config_parser.py:7 for `re.search` at :100 and :137), which backtracks: `(a|aa)+$`
@@ -54,7 +54,7 @@ class Dialect(str, enum.Enum):
     RE = "re"
     """Python's `re`."""
     REGEX = "regex"
-    """The `regex` package (VERSION0, its default), which vLLM 0.33.0 imports as `re`."""
+    """The `regex` package (VERSION0, its default), which the pinned vLLM imports as `re`."""
 
 
 _IGNORECASE, _MULTILINE, _DOTALL, _ASCII = re.IGNORECASE, re.MULTILINE, re.DOTALL, re.ASCII
