@@ -567,7 +567,7 @@ PATHS = {
     "peer_w4a16": "gemlite_a16w4", "peer_w8a8": "gemlite_a8w8", "peer_w4a8": "gemlite_a8w4",
 }
 PEERS = ("peer_w4a16", "peer_w8a8", "peer_w4a8")
-# What vLLM itself runs (kernels/vllm_humming.py, kernels/vllm_machete.py), built as vLLM builds
+# What vLLM itself runs (kernels/w4a8_kernels/vllm_humming.py, kernels/w4a8_kernels/vllm_machete.py), built as vLLM builds
 # the layer: Humming W4A16; Humming handed int8 activations where vLLM runs them (per-channel:
 # vLLM's input-schema check turns grouped int8 into bf16, schema.py:354-357); Humming int8
 # forced at the grouped sizes (allow_fallback=False, not a vLLM path); Machete.

@@ -5,7 +5,7 @@ args, format, provenance). `QuantizedLayer` adds the tensors, kept as stored on 
 (packed int32 stays packed), and converts on request to the forms the kernels take:
 
 - `int4_weight()`: int8 [N, K] holding int4 values, signed [-8, 7] when `zeros` is None,
-  unsigned [0, 15] when it is not (the project convention of `kernels/quant.py`);
+  unsigned [0, 15] when it is not (the project convention of `kernels/w4a8_kernels/quant.py`);
 - `packed(fmt)`: compressed-tensors int32 [N, K/8], GPTQ `qweight` [K/8, N], AWQ
   `qweight` [K, N/8], or plain int8;
 - `dequantize()`: (w_q - zeros) * scales, exact (int4 times a 16-bit scale is exact in

@@ -10,12 +10,12 @@ error) on the paths' own timings from `workbench.bench`:
 
 The model follows what the kernels run:
 - W4A8 native: one fit per int8 engine, and per M the engine the prepared weight's
-  `engine_for(m)` names (kernels/cpu_w4a8.py; read from the kernels at calibration as
+  `engine_for(m)` names (kernels/w4a8_kernels/cpu_w4a8.py; read from the kernels at calibration as
   the M from which each engine runs, so a new threshold needs no edit here);
 - the W4A16 fallback: the fastest for the M of its variants (tinygemm, dequant + fp32,
-  dequant + bf16 where bf16 is native: kernels/cpu_w4a16.py fallback_candidates), each
+  dequant + bf16 where bf16 is native: kernels/w4a8_kernels/cpu_w4a16.py fallback_candidates), each
   fitted on its own;
-- `dense`: the fastest float GEMM per M (kernels/cpu_dense.py), fitted as it runs.
+- `dense`: the fastest float GEMM per M (kernels/w4a8_kernels/cpu_dense.py), fitted as it runs.
 """
 from __future__ import annotations
 

@@ -62,7 +62,7 @@ _RATES = {CpuClass.AVX2: _Rates(32, None, 64), CpuClass.AVX512: _Rates(32, 64, 1
 _PRESET_CLASS = {"x86-avx2": CpuClass.AVX2, "x86-avx512": CpuClass.AVX512, "zen4-zentorch": CpuClass.AVX512,
                  "x86-spr-amx": CpuClass.AMX, "arm-kleidiai": CpuClass.ARM_SVE,
                  "arm-no-dyn-quant": CpuClass.ARM_SVE, "riscv": CpuClass.RVV, "powerpc": CpuClass.POWER_MMA}
-# The W4A8 engine's first M on AMX tiles (kernels/cpu_w4a8.py engine_for: AMX from 24 tokens).
+# The W4A8 engine's first M on AMX tiles (kernels/w4a8_kernels/cpu_w4a8.py engine_for: AMX from 24 tokens).
 AMX_FROM_M = 24
 # path -> the bench record names of cpu_bounds_*.json that time it
 _BOUNDS_NAMES = {"w4a8_native": ("w4a8_per_channel", "w4a8_g128"), "w4a16_fallback": ("w4a16_fallback",),
@@ -76,7 +76,7 @@ def class_of_preset(preset: str) -> CpuClass:
 
 def host_class(flags: frozenset[str], cap: str | None) -> CpuClass:
     """This machine's class from its /proc/cpuinfo flags and the ISA cap in force
-    ($W4A8_KERNELS_MAX_ISA: kernels/_native_lib.py)."""
+    ($W4A8_KERNELS_MAX_ISA: kernels/w4a8_kernels/_native_lib.py)."""
     amx = "amx_int8" in flags and cap is None
     avx512 = {"avx512_vnni", "avx512_bf16"} <= flags and cap in (None, "avx512")
     return CpuClass.AMX if amx else CpuClass.AVX512 if avx512 else CpuClass.AVX2

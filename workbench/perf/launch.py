@@ -1,7 +1,7 @@
 """Launch geometry of this project's Triton GEMMs: the config they pick, programs, K steps.
 
-The configs and the split-K rule are the kernels' own (`kernels/triton_w4a8.py` w4a8_config,
-`kernels/triton_w4a16.py` w4a16_config, `kernels/triton_runtime.py` resolve_split_k): a
+The configs and the split-K rule are the kernels' own (`kernels/w4a8_kernels/triton_w4a8.py` w4a8_config,
+`kernels/w4a8_kernels/triton_w4a16.py` w4a16_config, `kernels/w4a8_kernels/triton_runtime.py` resolve_split_k): a
 re-tuned table changes the prediction without an edit here. The weight is described by a
 `HalfSplitInt4` on the meta device (its shape, no data), so the config functions run as they
 do at a real launch.
@@ -47,7 +47,7 @@ def _packed(n: int, k: int, g: int):
 
 
 def _split(cfg, m: int, n: int, k_steps: int, sms: int) -> int:
-    # kernels/triton_runtime.py resolve_split_k, with the multiprocessor count as a value
+    # kernels/w4a8_kernels/triton_runtime.py resolve_split_k, with the multiprocessor count as a value
     # (the kernel reads it from the device); tests/perf check the two agree.
     if cfg.split_k:
         return max(1, min(cfg.split_k, k_steps))

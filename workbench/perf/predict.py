@@ -3,10 +3,10 @@
 Paths (as `python -m workbench predict --paths` names them):
 
 - `w4a8_native`: this project's native W4A8 (int8 x int4), its activation quantizer included;
-  on GPUs the Triton kernel (`kernels/triton_w4a8.py`), on CPUs the int8 engine.
+  on GPUs the Triton kernel (`kernels/w4a8_kernels/triton_w4a8.py`), on CPUs the int8 engine.
 - `w4a16_fallback`: this project's W4A16 (Triton on GPUs; on CPUs the fastest for M of tinygemm,
   dequantize + fp32 GEMM and dequantize + bf16 GEMM where bf16 is native).
-- `dense` (CPUs only): the fastest dense float GEMM per M (`kernels/cpu_dense.py`).
+- `dense` (CPUs only): the fastest dense float GEMM per M (`kernels/w4a8_kernels/cpu_dense.py`).
 - `bf16_dense`: the dense bf16 GEMM (cuBLAS `x @ w.t()` on NVIDIA GPUs).
 - `int8_mm`: int8 x int8 on pre-quantized inputs (cuBLAS `torch._int_mm`).
 - `quantizer`, `w4a8_prequant`: the per-token int8 quantizer alone, W4A8 on quantized input.
@@ -37,7 +37,7 @@ __all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicte
 
 PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
          "selected")
-# The fastest dense float GEMM per M (kernels/cpu_dense.py): a CPU path only.
+# The fastest dense float GEMM per M (kernels/w4a8_kernels/cpu_dense.py): a CPU path only.
 CPU_ONLY_PATHS = ("dense",)
 BASES = ("measured", "scaled", "scaled across CPU classes", "published", "roofline")
 _DTYPE = {"w4a8_native": "int8", "w4a8_prequant": "int8", "int8_mm": "int8", "fp8_mm": "fp8",

@@ -4,13 +4,13 @@ Every engine returns, for one weight block, the exact integer sums of int8 activ
 codes times int4 weights (as float32 values, exact below 2**24 like an int32 -> float32
 epilogue, or int32). They differ only in speed, which depends on the CPU:
 
-- `avx2_u8s8`: our C kernel (kernels/csrc/w4a8_avx2.c), vpmaddubsw + vpmaddwd with
+- `avx2_u8s8`: our C kernel (kernels/w4a8_kernels/csrc/w4a8_avx2.c), vpmaddubsw + vpmaddwd with
   int32 accumulation per group and the group scales folded in registers.
-- `u4_avx2`, `u4_vnni512`: our C kernel on packed int4 weights (kernels/csrc/w4a8_u4.c,
+- `u4_avx2`, `u4_vnni512`: our C kernel on packed int4 weights (kernels/w4a8_kernels/csrc/w4a8_u4.c,
   half the weight bytes: decode streams 4 bits a weight), unsigned nibbles times int8
   codes with the zero point removed through the activations' group sums; built for
   AVX2 (vpmaddubsw) or AVX-512 VNNI (vpdpbusd) where the CPU has it. Any group size.
-- `u4_amx`: the same arithmetic on AMX-INT8 tiles (kernels/csrc/w4a8_amx.c), where the CPU
+- `u4_amx`: the same arithmetic on AMX-INT8 tiles (kernels/w4a8_kernels/csrc/w4a8_amx.c), where the CPU
   has AMX and the kernel grants the process its tile state.
 - `fbgemm`: torch's quantized linear (FBGEMM's u8 x s8 kernels, AVX2/AVX-512) run with
   unit scales and zero point 128, so its float output is the exact integer sum.

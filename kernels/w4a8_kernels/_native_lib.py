@@ -1,4 +1,4 @@
-"""Build and load the C W4A8 GEMMs (kernels/csrc/) at first use, one library per ISA variant.
+"""Build and load the C W4A8 GEMMs (kernels/w4a8_kernels/csrc/) at first use, one library per ISA variant.
 
 Plain C shared libraries called through ctypes: they need only a C compiler (no torch
 headers, so each builds in about a second) and ctypes releases the GIL during the call.

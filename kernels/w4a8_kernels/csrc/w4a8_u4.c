@@ -102,7 +102,7 @@ typedef __m256 vf;
 
 static inline int32_t load4(const int8_t* p) { int32_t v; memcpy(&v, p, 4); return v; }
 
-/* A weight as the caller laid it out once (kernels/cpu_w4a8.py, _prepare_u4). */
+/* A weight as the caller laid it out once (kernels/w4a8_kernels/cpu_w4a8.py, _prepare_u4). */
 typedef struct {
   const uint8_t* Bp; const int32_t* zs; const float* sc;
   int64_t N, K, g, gp, G, g8;
