@@ -773,6 +773,7 @@ def measure(path, prob, m, cfg=None, samples=25) -> dict:
 
 NO_GRAPH_PEERS = False
 ENGINE_PATHS: tuple[str, ...] = ENGINES  # --engines narrows it; the ones that cannot run log why
+ONLY_PATHS: frozenset[str] = frozenset()  # --paths: time only these (empty: every planned path)
 
 
 # %% sweep phase
@@ -948,7 +949,7 @@ def bench_plan(shape, m, probs, peers: bool):
         plan.append(("peer_w8a8", -1, base))
         if 128 in probs:
             plan += [("peer_w4a16", 128, probs[128]), ("peer_w4a8", 128, probs[128])]
-    return plan
+    return [step for step in plan if not ONLY_PATHS or step[0] in ONLY_PATHS]
 
 
 def run_bench(shapes, ms, deadline, out_dir, meta, peers=True, name="h200_bench") -> list[dict]:
@@ -1153,7 +1154,7 @@ def engines_that_run(names: list[str]) -> tuple[str, ...]:
 
 
 def main() -> None:
-    global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS
+    global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS, ONLY_PATHS
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--commit", default="unknown")
@@ -1168,6 +1169,7 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--gemlite-config", type=Path, default=None)
     ap.add_argument("--peer-events", action="store_true", help="time gemlite without CUDA graphs")
+    ap.add_argument("--paths", default="", help="time only these paths, e.g. vllm_humming,bf16_dense")
     ap.add_argument("--engines", default=",".join(ENGINES),
                     help="vLLM's own kernels to time beside ours ('' for none)")
     args = ap.parse_args()
@@ -1180,6 +1182,7 @@ def main() -> None:
     ms = M_LIST if args.ms == "all" else [int(v) for v in args.ms.split(",")]
     NO_GRAPH_PEERS = args.peer_events
     ENGINE_PATHS = engines_that_run([e for e in args.engines.split(",") if e])
+    ONLY_PATHS = frozenset(p for p in args.paths.split(",") if p)
     TABLES = module_tables()
     if args.tables:
         TABLES = tables_from_doc(json.loads(args.tables.read_text())["tables_after"])
