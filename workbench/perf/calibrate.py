@@ -19,15 +19,21 @@ from workbench.perf.fit import Point, WaveFit, fit_waves
 from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_launch
 from workbench.results import ResultRecord, load_results
 
-__all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "GpuCalibration", "calibrate_gpu", "point_for", "key_for",
-           "bytes_moved", "H200_RESULTS"]
+__all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "ENGINE_PATHS", "GpuCalibration", "calibrate_gpu", "point_for",
+           "key_for", "bytes_moved", "H200_RESULTS", "ENGINE_RESULTS", "results_for"]
 
 H200_RESULTS = RESULTS_DIR / "h200_bench.json"
+# The kernels vLLM itself runs on the H200 (Humming, benchmarks/h200_engines.sh), beside ours.
+ENGINE_RESULTS = RESULTS_DIR / "h200_engines_bench.json"
 
 # path -> the Triton kernel it launches (w4a8_native includes its activation quantizer).
 TRITON_PATHS = {"w4a8_native": "w4a8", "w4a8_prequant": "w4a8", "w4a16_fallback": "w4a16"}
 # Library paths: one tile shape each, fitted from these candidates.
 LIBRARY_PATHS = ("bf16_dense", "int8_mm", "triton_int8_mm")
+# vLLM's own kernels: no tiling we can read either (Humming's heuristics pick it per shape and
+# M), so they are fitted as the library paths are, apart per weight kind (grouped scales cost
+# per step). vllm_humming_int8 quantizes its bf16 input itself, per token.
+ENGINE_PATHS = ("vllm_humming", "vllm_humming_int8")
 # None: no tile term at all, the call is latency plus bytes streamed (cuBLAS at small M).
 _LIB_TILES = (None, (64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 
@@ -48,6 +54,9 @@ def bytes_moved(path: str, m: int, n: int, k: int, g: int, split: int = 1) -> fl
         return n * k * 2 + m * k * 2 + out
     if path in ("int8_mm", "triton_int8_mm"):
         return n * k + m * k + m * n * (4 if path == "int8_mm" else 2)
+    if path in ENGINE_PATHS:  # int4 weights, bf16 scales (per group or per channel), bf16 in/out
+        groups = 1 if g in (-1, k) else -(-k // g)
+        return n * k / 2 + 2 * n * groups + m * k * 2 + out
     if path == "quantizer":
         return m * k * 3 + 4 * m
     raise KeyError(path)
@@ -61,6 +70,9 @@ def key_for(path: str, m: int, n: int, k: int, g: int, config: dict | None = Non
         cfg = config if config is not None else asdict(triton_config(TRITON_PATHS[path], m, n, k, g))
         ident = tuple((f, v) for f, v in sorted(cfg.items()) if f != "block_k")
         return (path, "channel" if g in (-1, k) else "group", ident)
+    if path in ENGINE_PATHS:  # Humming's heuristic changes kernel past decode sizes (M 64: 1.6x M 1)
+        size = "decode" if m <= 16 else "small" if m <= 128 else "large"
+        return (path, ("channel-" if g in (-1, k) else "group-") + size)
     return (path, "small" if m <= 128 else "large")
 
 
@@ -145,7 +157,12 @@ def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple
     return fits, tiles
 
 
-_FITTED = tuple(TRITON_PATHS) + LIBRARY_PATHS + ("quantizer",)
+_FITTED = tuple(TRITON_PATHS) + LIBRARY_PATHS + ENGINE_PATHS + ("quantizer",)
+
+
+def results_for(path: str) -> Path:
+    """The committed results file a path is calibrated on."""
+    return ENGINE_RESULTS if path in ENGINE_PATHS else H200_RESULTS
 
 
 def _cache_dir() -> Path | None:
@@ -187,30 +204,34 @@ def _tables_digest() -> str:
 _FIT_VERSION = "8"  # bump when the fit changes: cached calibrations of older fits are ignored
 
 
-# The calibration of the committed results file, written by benchmarks/validate_perf.py:
+# The calibrations of the committed results files, written by benchmarks/validate_perf.py:
 # derived data, used only while its name (results digest, tables digest, SMs, fit version)
 # matches; anything else is fitted afresh.
 COMMITTED_CALIBRATION = H200_RESULTS.with_name("perf_calibration.json")
+COMMITTED_CALIBRATIONS = {H200_RESULTS.name: COMMITTED_CALIBRATION,
+                          ENGINE_RESULTS.name: ENGINE_RESULTS.with_name("perf_calibration_engines.json")}
 
 
 def calibration_name(digest: str, sms: int) -> str:
     return f"gpu-{digest}-{_tables_digest()}-{sms}-{_FIT_VERSION}"
 
 
-def _read_committed(name: str) -> GpuCalibration | None:
+def _read_committed(name: str, results: str | Path = H200_RESULTS) -> GpuCalibration | None:
+    target = COMMITTED_CALIBRATIONS.get(Path(results).name)
     try:
-        doc = json.loads(COMMITTED_CALIBRATION.read_text())
+        doc = json.loads(target.read_text())
         return _from_json(doc["calibration"]) if doc.get("name") == name else None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (AttributeError, OSError, ValueError, KeyError, TypeError):
         return None
 
 
 def write_committed_calibration(path: str | Path = H200_RESULTS) -> Path:
+    target = COMMITTED_CALIBRATIONS[Path(path).name]
     cal = calibrate_gpu(path)
     name = calibration_name(cal.digest, cal.sms)
-    COMMITTED_CALIBRATION.write_text(json.dumps({"name": name, "results": cal.source,
-                                                 "calibration": _to_json(cal)}) + "\n")
-    return COMMITTED_CALIBRATION
+    target.write_text(json.dumps({"name": name, "results": cal.source,
+                                  "calibration": _to_json(cal)}) + "\n")
+    return target
 
 
 @lru_cache(maxsize=8)
@@ -222,11 +243,13 @@ def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCa
             return _from_json(json.loads((cache / name).read_text()))
         except (ValueError, KeyError, TypeError):
             pass  # a damaged cache entry: fit again
-    committed = _read_committed(name[:-5])
+    committed = _read_committed(name[:-5], path)
     if committed is not None:
         return committed
     res = load_results(path)
-    fits, tiles = fit_records(_records(res, _FITTED), sms, peak_bw)
+    # The engines' file is fitted for the engines alone (its other paths repeat h200_bench.json's).
+    fitted = ENGINE_PATHS if Path(path).name == ENGINE_RESULTS.name else _FITTED
+    fits, tiles = fit_records(_records(res, fitted), sms, peak_bw)
     cal = GpuCalibration(res.platform or "sm90-h200", sms, Path(path).name, digest, fits, tiles, {})
     if cache is not None:
         try:

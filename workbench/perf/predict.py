@@ -29,7 +29,7 @@ from typing import Sequence
 
 from workbench.errors import InvalidInputError
 from workbench.limits import MAX_DIM, MAX_M
-from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved
+from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved, results_for
 from workbench.perf.hardware import Hardware, hardware_for
 
 __all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicted_crossover", "sweep_ms",
@@ -41,7 +41,8 @@ PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", 
 CPU_ONLY_PATHS = ("dense",)
 BASES = ("measured", "scaled", "scaled across CPU classes", "published", "roofline")
 _DTYPE = {"w4a8_native": "int8", "w4a8_prequant": "int8", "int8_mm": "int8", "fp8_mm": "fp8",
-          "w4a16_fallback": "bf16", "bf16_dense": "bf16", "quantizer": "bf16"}
+          "w4a16_fallback": "bf16", "bf16_dense": "bf16", "quantizer": "bf16",
+          "vllm_humming": "bf16", "vllm_humming_int8": "int8"}
 # Extra log-width of a band per basis: a scaled or published model carries more than its
 # fit's own held-out error (another part, another kernel build).
 _WIDEN = {"measured": 0.05, "scaled": 0.35, "scaled across CPU classes": 0.35, "published": 0.35,
@@ -111,12 +112,15 @@ def _nearest_fit(cal, key: tuple):
 
 _GPU_KERNELS = {"w4a8_native": "triton_w4a8 + triton quantizer", "w4a8_prequant": "triton_w4a8",
                 "w4a16_fallback": "triton_w4a16", "bf16_dense": "cublas_bf16", "int8_mm": "cublas_int8",
-                "fp8_mm": "cublas_fp8", "quantizer": "triton_quant"}
+                "fp8_mm": "cublas_fp8", "quantizer": "triton_quant", "vllm_humming": "humming",
+                "vllm_humming_int8": "humming (int8 activations)"}
+# A selected kernel's family -> the path of its own measured records (calibrate.ENGINE_PATHS).
+_ENGINE_OF_FAMILY = {"humming": "vllm_humming", "humming_int8": "vllm_humming_int8"}
 
 
 def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int):
     """(fit, point, basis, note) of a GPU path on a part, or (None, None, "roofline", why)."""
-    cal = calibrate_gpu()
+    cal = calibrate_gpu(results_for(path))
     src = hardware_for(cal.platform)
     scaled = hw.preset != src.preset
     if scaled and not _is_cuda_sm80(hw):
@@ -387,6 +391,13 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
         return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
                           f"XPU: the {path} roofline")
     fam = family_of(rt.method, rt.activation)
+    engine = _ENGINE_OF_FAMILY.get(fam)
+    if engine is not None:  # the kernel itself was timed: its own fit, measured or scaled
+        p = _gpu(hw, engine, m, n, k, g)
+        if p.basis != "roofline":
+            how = ("fitted on this part's timings of it" if p.basis == "measured" else p.note)
+            return replace(p, path="selected", kernel=runs,
+                           note=f"{engine}: {how} (benchmarks/results/h200_engines_bench.json)")
     roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
     got = _family(hw, fam, m, n, k, g) if fam else None
     if got is None:
