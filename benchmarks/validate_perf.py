@@ -177,20 +177,46 @@ def _coverage(points: list) -> float:
     return round(sum(p["in_band"] for p in points) / max(len(points), 1), 4)
 
 
-def published_table() -> dict:
-    from workbench.perf.families import FAMILIES, published_points
-    from workbench.perf.predict import _eta_of_point, _family, _gpu
+def _held_out_rates(hw, source: str):
+    """The part with every sustained rate that was read from `source` itself left out, so a
+    published point never checks a rate taken from its own table."""
+    from dataclasses import replace
 
-    rows = []
+    own = {t for t, link in (hw.sustained.get("links") or {}).items() if link == source}
+    if not own:
+        return hw, ()
+    return replace(hw, sustained={t: v for t, v in hw.sustained.items() if t not in own}), tuple(sorted(own))
+
+
+def _l2_resident(p: dict, hw) -> bool:
+    """The source re-reads one weight copy every timed call and that weight fits in the
+    part's L2: the call can be served from the L2, which a model forward never is."""
+    from workbench.perf.families import FAMILIES
+
+    nbytes = p["n"] * p["k"] * FAMILIES[p["family"]].weight_bits / 8
+    return bool(p.get("weight_reused")) and nbytes <= hw.llc_mb * 1e6
+
+
+def published_table() -> dict:
+    from workbench.perf.families import FAMILIES, point_us, published_points
+    from workbench.perf.predict import _eta_of_point, _family, _gpu, calibrate_gpu
+
+    rows, bounds = [], []
     for p in published_points():
         hw = hardware_for(p["part"])
-        from workbench.perf.families import point_us
-
         meas = point_us(p, lambda part, n, k, m: _gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
         fam = p["family"]
+        held = ()
         if fam.startswith("dense"):
             act = FAMILIES[fam].act
-            got = _gpu(hw, act, p["m"], p["n"], p["k"], -1)
+            hw_eval, held = _held_out_rates(hw, p["source"])
+            src_eval, held_src = _held_out_rates(hardware_for(calibrate_gpu().platform), p["source"])
+            held = tuple(sorted({*(f"{hw.preset} {t}" for t in held), *(f"{src_eval.preset} {t}" for t in held_src)}))
+            got = _gpu(hw_eval, act, p["m"], p["n"], p["k"], -1, src=src_eval)
+            if got.basis == "roofline":  # a bound, not a cost: checked as one
+                bounds.append({**p, "measured_us": round(meas, 2), "roofline_us": round(got.predicted_us, 2),
+                               "holds": bool(meas >= got.predicted_us), "why": got.note})
+                continue
             pred, band = got.predicted_us, (got.low_us, got.high_us)
             how = f"{act} model ({got.basis} from the H200 results)"
         else:
@@ -200,6 +226,7 @@ def published_table() -> dict:
             how = f"family {fam}, this point left out of its calibration"
         rows.append({**p, "measured_us": round(meas, 2), "predicted_us": None if pred is None else round(pred, 2),
                      "err": None if pred is None else round(pred / meas - 1, 4), "model": how,
+                     "sustained_held_out": list(held), "l2_resident": _l2_resident(p, hw),
                      "in_band": None if band is None else bool(band[0] <= meas <= band[1]),
                      "implied_eta": None if fam.startswith("dense") else _eta_of_point(p)})
     done = [r for r in rows if r["err"] is not None]
@@ -208,12 +235,18 @@ def published_table() -> dict:
         return {**error_stats([r["err"] for r in rs]),
                 "band_coverage": round(sum(bool(r["in_band"]) for r in rs) / max(len(rs), 1), 4)}
 
-    return {"n_points": len(rows), "n_sources": len({r["source"] for r in rows}),
-            "parts": sorted({r["part"] for r in rows}), **summary(done),
-            "by_family": {f: summary([r for r in done if r["family"] == f])
-                          for f in sorted({r["family"] for r in done})},
-            "by_source": {s: summary([r for r in done if r["source"] == s])
-                          for s in sorted({r["source"] for r in done})}, "rows": rows}
+    def by(key):
+        return {v: summary([r for r in done if r[key] == v]) for v in sorted({r[key] for r in done})}
+
+    every = rows + bounds
+    return {"n_points": len(every), "n_sources": len({r["source"] for r in every}),
+            "parts": sorted({r["part"] for r in every}), "n_costed": len(done), **summary(done),
+            "without_l2_resident": summary([r for r in done if not r["l2_resident"]]),
+            "l2_resident": summary([r for r in done if r["l2_resident"]]),
+            "by_part": by("part"), "by_family": by("family"), "by_source": by("source"),
+            "roofline_bounds": {"n": len(bounds), "measured_at_or_above": sum(b["holds"] for b in bounds),
+                                "parts": sorted({b["part"] for b in bounds})},
+            "rows": rows, "bound_rows": bounds}
 
 
 def _commit() -> str:
@@ -262,12 +295,19 @@ def main() -> None:
     for name, s in h["by_path"].items():
         print(f"  {name}: {json.dumps(s)}")
     pub = doc["published"]
-    print(f"published: {pub['n_points']} points, {pub['n_sources']} sources, {len(pub['parts'])} parts, "
-          f"median {pub.get('median_abs_err')} p90 {pub.get('p90_abs_err')} band {pub.get('band_coverage')}")
-    for name, st in pub["by_family"].items():
-        print(f"  {name}: {json.dumps(st)}")
+    _print_published(pub)
     if "host" in doc:
         _print_host(doc["host"])
+
+
+def _print_published(pub: dict) -> None:
+    print(f"published: {pub['n_points']} points, {pub['n_sources']} sources, {len(pub['parts'])} parts; "
+          f"{pub['n_costed']} costed: median {pub.get('median_abs_err')} p90 {pub.get('p90_abs_err')} "
+          f"band {pub.get('band_coverage')}; without L2-resident: {json.dumps(pub['without_l2_resident'])}; "
+          f"roofline bounds {json.dumps(pub['roofline_bounds'])}")
+    for group in ("by_part", "by_family", "by_source"):
+        for name, st in pub[group].items():
+            print(f"  {name}: {json.dumps(st)}")
 
 
 def _print_host(h: dict) -> None:
