@@ -71,10 +71,10 @@ def _here(cal, rounds: int) -> tuple[list, dict]:
     thr = _throughputs()
     samples = measure_host(plan_for(HERE_SHAPES, HERE_MS, ["w4a8_native", "w4a16_fallback"]), rounds=rounds,
                            on_round=lambda r, s: load.append(round(os.getloadavg()[0], 2)))
+    hw = replace(hardware_for(preset), units=1, clock_mhz=mhz or hardware_for(preset).clock_mhz,
+                 mem_gbs=thr["stream_gbs"])
     points = []
     for smp in samples:
-        hw = replace(hardware_for(preset), units=1, clock_mhz=mhz or hardware_for(preset).clock_mhz,
-                     mem_gbs=thr["stream_gbs"])
         p = _cpu(hw, smp.path, smp.m, smp.n, smp.k, 128, preset, cal=cal)
         points.append({"run": run, "class_as": preset, "isa_cap": cap, "threads": 1, "record": smp.path,
                        "path": smp.path, "m": smp.m, "n": smp.n, "k": smp.k, "measured_us": round(smp.us, 1),
