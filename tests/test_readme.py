@@ -46,3 +46,31 @@ def test_readme_lists_the_apps_pages_and_says_what_a_newcomer_needs():
 
     assert layer in open_checkpoint(ROOT / sample).layer_names()
     assert "TP (tensor-parallel size) is `--tp`" in text and "**Alignment** page" in text
+
+
+def _row(text: str, marker: str) -> list[str]:
+    line = next(ln for ln in text.splitlines() if ln.startswith("|") and marker in ln)
+    return [c.strip().strip("*") for c in line.strip("|").split("|")][1:]
+
+
+def test_readme_validation_table_shows_the_committed_figures():
+    # The table's figures are the committed validation file's, not typed apart from it.
+    import json
+
+    text = (ROOT / "README.md").read_text()
+    doc = json.loads((ROOT / "benchmarks" / "results" / "perf_validation.json").read_text())
+    h200 = doc["h200_leave_one_shape_out"]["all"]
+    assert _row(text, "H200, leave one of 6 shapes out") == [
+        str(h200["n"]), f"{h200['median_abs_err']:.3f}", f"{h200['p90_abs_err']:.3f}",
+        f"{round(100 * h200['band_coverage'])}%"]
+    pub = doc["published"]
+    for marker, got in (("every costed point", pub), ("weight streamed from DRAM", pub["without_l2_resident"]),
+                        ("weight re-read from the L2", pub["l2_resident"])):
+        n, med, p90, band = _row(text, marker)
+        assert n == str(got["n"]), marker
+        assert float(med) == round(got["median_abs_err"], 3 if got["median_abs_err"] < 1 else 2), marker
+        assert float(p90) == round(got["p90_abs_err"], 2), marker
+        assert band == f"{round(100 * got['band_coverage'])}%", marker
+    bounds = pub["roofline_bounds"]
+    assert _row(text, "roofline-only parts, checked as bounds")[-1] == (
+        f"{bounds['measured_at_or_above']} of {bounds['n']}")

@@ -107,3 +107,79 @@ def test_predict_cli_takes_the_scheme():
     assert selected("w4a16")["kernel"].startswith("MacheteLinearKernel")
     assert selected("w4a8-fp8")["kernel"].startswith("CutlassW4A8LinearKernel")
     assert selected("w4a8-int")["platform"] == "sm90-h100"
+
+
+def _validate_perf():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_perf.py"
+    spec = importlib.util.spec_from_file_location("validate_perf", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_points_span_five_parts_and_say_whether_one_weight_is_reread():
+    pts = published_points()
+    assert len(pts) >= 40 and len({p["part"] for p in pts}) >= 5
+    for p in pts:
+        assert p.get("weight_reused") in (None, True, False), p
+
+
+def test_a_point_never_checks_a_sustained_rate_read_from_its_own_table():
+    from workbench.perf.hardware import hardware_for
+
+    v = _validate_perf()
+    a100 = hardware_for("sm80-a100")
+    assert a100.sustained_link("int8") == "https://github.com/sgl-project/sglang/pull/2752"
+    held, which = v._held_out_rates(a100, "https://github.com/sgl-project/sglang/pull/2752")
+    assert which == ("int8",) and held.sustained_rate("int8") is None
+    assert held.sustained_rate("bf16") == a100.sustained_rate("bf16")
+    same, none = v._held_out_rates(a100, "https://github.com/vllm-project/vllm/pull/5275")
+    assert none == () and same is a100
+
+
+def test_every_sustained_rate_names_where_it_was_published_or_measured():
+    from workbench.perf.hardware import HARDWARE_FILE
+
+    for preset, d in json.loads(HARDWARE_FILE.read_text())["parts"].items():
+        rates = {t for t, v in d.get("sustained", {}).items() if isinstance(v, (int, float))}
+        if not rates:
+            continue
+        src = d["sustained"]["source"]
+        links = d["sustained"].get("links", {})
+        for t in rates:
+            assert f"{t}:" in src or "measured here" in src, (preset, t)
+            assert t in links or "measured here" in src, (preset, t)
+
+
+def test_fp8_on_the_h200_runs_at_its_own_rate_not_int_mms():
+    from dataclasses import replace
+
+    from workbench.perf.hardware import hardware_for
+    from workbench.perf.predict import _gpu
+
+    h200 = hardware_for("sm90-h200")
+    fp8 = _gpu(h200, "fp8_mm", 8192, 8192, 8192, -1).predicted_us
+    int8 = _gpu(h200, "int8_mm", 8192, 8192, 8192, -1).predicted_us
+    assert fp8 < 0.8 * int8  # compute-bound: the fp8 matmul's 1453 TFLOP/s against _int_mm's 895
+    plain = replace(h200, sustained={t: v for t, v in h200.sustained.items() if t != "fp8"})
+    assert _gpu(h200, "fp8_mm", 8192, 8192, 8192, -1, src=plain).predicted_us == pytest.approx(int8, rel=0.02)
+
+
+def test_a_weight_reread_from_the_l2_is_flagged_and_beats_the_dram_roofline():
+    from workbench.perf.hardware import hardware_for
+    from workbench.perf.predict import roofline_us
+
+    v = _validate_perf()
+    l40s = hardware_for("sm89-l40s")
+    p = next(p for p in published_points() if p["source"].endswith("/pull/6848") and p["m"] == 1
+             and (p["n"], p["k"]) == (12288, 4096))
+    assert v._l2_resident(p, l40s, point_us(p, None))
+    assert point_us(p, None) < roofline_us(l40s, "int8_mm", 1, 12288, 4096, -1)
+    big = next(p for p in published_points() if p["source"].endswith("/pull/2752") and p["n"] == 8192)
+    assert not v._l2_resident(big, hardware_for("sm80-a100"), point_us(big, None))  # 178 MB against 40 MB
+    # compute-bound: the weight's DRAM time is a small part of the call, wherever it is read from
+    mamf = next(p for p in published_points() if p["part"] == "sm90-h200" and "ml-engineering" in p["source"])
+    assert not v._l2_resident(mamf, hardware_for("sm90-h200"), point_us(mamf, None))

@@ -37,6 +37,10 @@ class Hardware:
         v = self.sustained.get(dtype)
         return float(v) if isinstance(v, (int, float)) else None
 
+    def sustained_link(self, dtype: str) -> str | None:
+        """Where the sustained rate of a datatype was published (None: not known)."""
+        return (self.sustained.get("links") or {}).get(dtype)
+
     def peak(self, dtype: str) -> float | None:
         """Dense peak in TOP/s for a datatype; bf16 falls back to fp16, then fp32."""
         for d in ((dtype, "fp16", "fp32") if dtype == "bf16" else (dtype,)):
@@ -72,5 +76,5 @@ def hardware_table() -> list[dict]:
     return [{"preset": k, **{f: v for f, v in d.items() if f not in ("peaks", "sustained")},
              **{f"peak_{t}": v for t, v in d["peaks"].items()},
              **{f"sustained_{t}" if t != "source" else "sustained_source": v
-                for t, v in d.get("sustained", {}).items()}}
+                for t, v in d.get("sustained", {}).items() if t != "links"}}
             for k, d in _doc()["parts"].items()]

@@ -118,10 +118,11 @@ _GPU_KERNELS = {"w4a8_native": "triton_w4a8 + triton quantizer", "w4a8_prequant"
 _ENGINE_OF_FAMILY = {"humming": "vllm_humming", "humming_int8": "vllm_humming_int8"}
 
 
-def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int):
-    """(fit, point, basis, note) of a GPU path on a part, or (None, None, "roofline", why)."""
+def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None):
+    """(fit, point, basis, note) of a GPU path on a part, or (None, None, "roofline", why).
+    src: the fitted part's figures to use instead of its preset's (validation holds rates out)."""
     cal = calibrate_gpu(results_for(path))
-    src = hardware_for(cal.platform)
+    src = src or hardware_for(cal.platform)
     scaled = hw.preset != src.preset
     if scaled and not _is_cuda_sm80(hw):
         return None, None, "roofline", "no measured part of this kind: bytes and operations against the datasheet"
@@ -132,6 +133,12 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int):
     if fit is None:
         return None, None, "roofline", f"no calibrated record of {base} on {src.preset}"
     note = ""
+    if path == "fp8_mm":
+        # The fit is torch._int_mm's; an fp8 GEMM on the fitted part runs at its own rate
+        # (the H200: _int_mm about 895 TOP/s, fp8 matmul about 1450).
+        si, sf = src.sustained_rate("int8"), src.sustained_rate("fp8")
+        r = si / sf if si and sf else (src.peak("int8") or 1) / (src.peak("fp8") or src.peak("int8") or 1)
+        fit = replace(fit, a=fit.a * r, b=fit.b * r, d=fit.d * r)
     if scaled:
         dtype = _DTYPE[path]
         ps, pt = src.peak(dtype) or src.peak("bf16"), hw.peak(dtype) or hw.peak("bf16")
@@ -144,9 +151,6 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int):
         fit = replace(fit, sms=hw.units, a=fit.a * r, b=fit.b * r, d=fit.d * r,
                       bw=fit.bw * hw.mem_gbs / src.mem_gbs)
         note = f"fitted on {src.preset}, scaled by {dtype} peak per SM and bandwidth"
-    elif path == "fp8_mm":
-        r = (src.peak("int8") or 1) / (src.peak("fp8") or src.peak("int8") or 1)
-        fit = replace(fit, a=fit.a * r, b=fit.b * r, d=fit.d * r)
     if approx:
         fit = replace(fit, err_lo=fit.err_lo - 0.1, err_hi=fit.err_hi + 0.1)
         note = (note + "; " if note else "") + "config not in the results: nearest calibrated tile"
@@ -154,11 +158,11 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int):
     return fit, point, "scaled" if scaled else "measured", note
 
 
-def _gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int) -> Prediction:
+def _gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None) -> Prediction:
     """This project's Triton kernels and the cuBLAS baselines on a GPU part."""
     roof = roofline_us(hw, path, m, n, k, g)
     kernel = _GPU_KERNELS[path]
-    fit, point, basis, note = _gpu_fit(hw, path, m, n, k, g)
+    fit, point, basis, note = _gpu_fit(hw, path, m, n, k, g, src)
     if fit is None:
         return Prediction(hw.preset, path, m, n, k, g, roof, roof, 3 * roof, "roofline", kernel, roof, note)
     us = fit.predict(point)
