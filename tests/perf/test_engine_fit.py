@@ -11,7 +11,8 @@ import statistics
 import pytest
 
 from workbench.perf.calibrate import ENGINE_PATHS, ENGINE_RESULTS, calibrate_gpu
-from workbench.perf.predict import predict
+from workbench.perf.hardware import hardware_for
+from workbench.perf.predict import predict, predict_gpu
 from workbench.results import load_results
 
 RECORDS = [r for r in load_results(ENGINE_RESULTS).records if r.path in ENGINE_PATHS]
@@ -25,11 +26,11 @@ def test_the_engine_records_cover_decode_to_prefill_on_many_shapes():
 
 def test_the_fit_follows_humming_on_every_record():
     cal = calibrate_gpu(ENGINE_RESULTS)
+    hw = hardware_for("sm90-h200")
     errs, inside = [], 0
     for r in RECORDS:
-        p = predict("sm90-h200", "selected", r.m, r.n, r.k, r.group_size,
-                    scheme="w4a8-int" if r.path == "vllm_humming_int8" else "w4a16")
-        assert p.basis == "measured" and "Humming" in p.kernel, p
+        p = predict_gpu(hw, r.path, r.m, r.n, r.k, r.group_size)
+        assert p.basis == "measured", p
         assert p.predicted_us == pytest.approx(cal.predict(r.path, r.m, r.n, r.k, r.group_size), rel=1e-9)
         errs.append(abs(p.predicted_us / r.median_us - 1))
         inside += p.low_us <= r.median_us <= p.high_us
@@ -37,18 +38,22 @@ def test_the_fit_follows_humming_on_every_record():
     assert inside / len(RECORDS) >= 0.9
 
 
-def test_vllm_runs_grouped_w4a8_as_w4a16_and_the_cost_says_so():
-    # schema.py:354-357: int8 input with a groupwise weight falls back to bf16 activations,
-    # so a g128 W4A8 layer costs what the W4A16 layer costs; per-channel keeps int8.
-    g128 = [predict("sm90-h200", "selected", 256, 8192, 8192, 128, scheme=s) for s in ("w4a8-int", "w4a16")]
-    assert g128[0].predicted_us == pytest.approx(g128[1].predicted_us)
-    chan = [predict("sm90-h200", "selected", 1024, 8192, 8192, -1, scheme=s) for s in ("w4a8-int", "w4a16")]
-    assert chan[0].predicted_us < 0.8 * chan[1].predicted_us  # measured 0.57 at M = 1024
+def test_selected_humming_is_costed_from_its_fit():
+    # A g128 W4A8-int layer on the H200: vLLM's input-schema check runs it with bf16
+    # activations (schema.py:354-357), so it costs the Humming W4A16 fit, measured.
+    hw = hardware_for("sm90-h200")
+    for m in (1, 64, 1024):
+        sel = predict("sm90-h200", "selected", m, 8192, 8192, 128, scheme="w4a8-int")
+        assert "HummingLinearKernel" in sel.kernel and sel.basis == "measured", sel
+        assert sel.predicted_us == pytest.approx(predict_gpu(hw, "vllm_humming", m, 8192, 8192, 128).predicted_us)
+    # int8 activations (per-channel weights) are faster than bf16 once compute-bound: 0.57 at M = 1024
+    i8, bf = (predict_gpu(hw, p, 1024, 8192, 8192, -1).predicted_us for p in ENGINE_PATHS[::-1])
+    assert i8 < 0.8 * bf
 
 
 def test_another_hopper_part_scales_the_fit_by_its_bandwidth():
-    h200 = predict("sm90-h200", "selected", 1, 28672, 8192, 128, scheme="w4a16")
-    h100 = predict("sm90-h100", "selected", 1, 28672, 8192, 128, scheme="w4a16")
-    assert h100.basis == "scaled" and "Humming" in h100.kernel
+    h200 = predict("sm90-h200", "selected", 1, 28672, 8192, 128, scheme="w4a8-int")
+    h100 = predict("sm90-h100", "selected", 1, 28672, 8192, 128, scheme="w4a8-int")
+    assert h100.basis == "scaled" and "Humming" in h100.kernel, h100
     # decode streams the weight: the H100's 3.35 TB/s against the H200's 4.8
     assert 1.2 < h100.predicted_us / h200.predicted_us < math.ceil(4.8 / 3.35 * 10) / 10
