@@ -96,7 +96,17 @@ def test_wna16_types_follow_bits_and_symmetry():
 def test_batch_invariant_skips_the_kernel_loop():
     t = trace_scheme(layer("pack-quantized", inputs=None), "sm90-h200", {"VLLM_BATCH_INVARIANT": "1"})
     assert t.scheme == "CompressedTensorsWNA16" and t.selected is None and t.error is None
-    assert t.steps == [] and any("batch-invariant" in n for n in t.notes)
+    assert t.steps == () and any("batch-invariant" in n for n in t.notes)
+
+
+def test_batch_invariant_still_verifies_whole_groups():
+    """Skipping the loop does not skip create_weights' group check (wNa16.py)."""
+    t = trace_scheme(layer("pack-quantized", inputs=None, in_features=14784,
+                           input_size_per_partition=1848), "sm90-h200",
+                     {"VLLM_BATCH_INVARIANT": "1"})
+    assert t.error_type == "ValueError" and "input_size_per_partition=1848" in t.error
+    assert t.to_json()["kernel"] == {"mp_config": None, "selected": None, "reasons": [],
+                                     "error": t.error, "error_type": "ValueError"}
 
 
 def test_quant_args_repr_matches_compressed_tensors():

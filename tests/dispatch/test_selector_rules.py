@@ -19,8 +19,8 @@ def test_sm90_moves_humming_before_marlin_only_on_sm90():
 
 def test_disabled_kernels_are_exact_names_without_stripping():
     t = trace_mp(GPTQ, "sm90-h200", {"VLLM_DISABLED_KERNELS": "MacheteLinearKernel,HummingLinearKernel"})
-    assert t.reasons[1:3] == [" MacheteLinearKernel disabled by environment variable",
-                              " HummingLinearKernel disabled by environment variable"]
+    assert t.reasons[1:3] == (" MacheteLinearKernel disabled by environment variable",
+                              " HummingLinearKernel disabled by environment variable")
     assert t.selected == "MarlinLinearKernel"
     spaced = trace_mp(GPTQ, "sm90-h200", {"VLLM_DISABLED_KERNELS": "CutlassW4A8LinearKernel, MacheteLinearKernel"})
     assert spaced.selected == "MacheteLinearKernel"  # " MacheteLinearKernel" matches nothing
@@ -28,13 +28,13 @@ def test_disabled_kernels_are_exact_names_without_stripping():
 
 def test_linear_backend_filters_and_falls_back():
     t = trace_mp(GPTQ, "sm90-h200", {"linear_backend": "Marlin"})
-    assert t.candidates == ["MarlinLinearKernel"] and t.selected == "MarlinLinearKernel"
+    assert t.candidates == ("MarlinLinearKernel",) and t.selected == "MarlinLinearKernel"
     fb = trace_mp(GPTQ, "x86-avx512", {"linear_backend": "marlin"})
     assert fb.candidates[0] == "Dynamic4bitLinearKernel"
     assert any("has no kernel for this linear layer type" in n for n in fb.notes)
     per = trace_mp(GPTQ, "sm90-h200", {"linear_backend": "marlin",
                                        "linear_backend_per_quant": {"mixed_precision": "triton"}})
-    assert per.candidates == ["TritonW4A16LinearKernel"]
+    assert per.candidates == ("TritonW4A16LinearKernel",)
 
 
 def test_disabled_comes_before_capability():

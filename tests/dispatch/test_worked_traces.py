@@ -29,7 +29,7 @@ def test_9_1_h200_with_humming_selects_humming_weight_only():
     assert [s.kernel for s in t.steps] == ["CutlassW4A8LinearKernel", "MacheteLinearKernel",
                                           "HummingLinearKernel"]
     assert t.selected == "HummingLinearKernel"
-    assert t.reasons == [CUTLASS_ACT, MACHETE_INT4]
+    assert t.reasons == (CUTLASS_ACT, MACHETE_INT4)
     assert t.runtime_detail.activation == "bf16" and t.runtime_detail.computes == "w4a16"
     assert "Using HummingLinearKernel for mixed-precision linear" in t.notes
 
@@ -39,7 +39,7 @@ def test_9_1_h200_without_humming_raises_vllms_exact_error():
     reasons = [CUTLASS_ACT, MACHETE_INT4,
                " HummingLinearKernel cannot implement due to: Humming is not installed",
                MARLIN_INT4, CONCH_INT4, EXLLAMA_ACT, TRITON_INT4]
-    assert t.reasons == reasons
+    assert t.reasons == tuple(reasons)
     assert t.error == ERROR_HEADER + "\n".join(reasons)
     assert t.error.startswith("Failed to find a kernel that can implement the WNA16 linear layer. Reasons: \n ")
     assert t.error_type == "ValueError" and t.selected is None
@@ -53,9 +53,9 @@ def test_9_1_fp16_model_exllama_rejects_on_weight_type():
 
 def test_9_2_a100_capability_skips_then_humming_last():
     t = trace_mp(C1, "sm80-a100")
-    assert t.reasons[:2] == [
+    assert t.reasons[:2] == (
         "CutlassW4A8LinearKernel requires capability 90, current compute  capability is 80",
-        "MacheteLinearKernel requires capability 90, current compute  capability is 80"]
+        "MacheteLinearKernel requires capability 90, current compute  capability is 80")
     assert [s.outcome for s in t.steps[:2]] == ["capability", "capability"]
     assert t.steps[-1].kernel == "HummingLinearKernel" and t.selected == "HummingLinearKernel"
     assert trace_mp(C1, {"preset": "sm89-l40s", "packages": []}).error_type == "ValueError"
@@ -63,9 +63,9 @@ def test_9_2_a100_capability_skips_then_humming_last():
 
 def test_9_3_sm100_passes_capability_but_not_exact_hopper():
     t = trace_mp(C1, {"preset": "sm100-b200", "packages": []})
-    assert t.reasons[:2] == [
+    assert t.reasons[:2] == (
         " CutlassW4A8LinearKernel cannot implement due to: CUTLASS W4A8 requires compute capability of 90 (Hopper)",
-        " MacheteLinearKernel cannot implement due to: Machete requires compute capability of 90 (Hopper)"]
+        " MacheteLinearKernel cannot implement due to: Machete requires compute capability of 90 (Hopper)")
     assert t.error_type == "ValueError"
 
 
@@ -73,18 +73,18 @@ def test_9_4_x86_selects_dynamic4bit_first():
     for preset in ("x86-avx2", "x86-avx512", "x86-spr-amx", "zen4-zentorch"):
         for act in ("bfloat16", "float16"):
             t = trace_mp({**C1, "act_type": act}, preset)
-            assert t.selected == "Dynamic4bitLinearKernel" and t.reasons == []
+            assert t.selected == "Dynamic4bitLinearKernel" and t.reasons == ()
 
 
 def test_9_5_arm_with_and_without_the_aten_op():
     assert trace_mp(C1, "arm-kleidiai").selected == "Dynamic4bitLinearKernel"
     t = trace_mp(C1, "arm-no-dyn-quant")
-    assert t.reasons == [
+    assert t.reasons == (
         " Dynamic4bitLinearKernel cannot implement due to: PyTorch 2.13.0+cpu does not support "
         "_dyn_quant_matmul_4bit. Install a newer version",
         " ZentorchWNA16LinearKernel cannot implement due to: ZentorchWNA16 requires an AMD Zen CPU.",
         " CPUWNA16LinearKernel cannot implement due to: Quant type (int4) not supported by CPUWNA16, "
-        "supported types are: (ScalarType.uint4, ScalarType.uint4b8)"]
+        "supported types are: (ScalarType.uint4, ScalarType.uint4b8)")
     assert t.error_type == "ValueError"
 
 
@@ -122,7 +122,7 @@ def test_9_8_int8_act_humming_accepts():
 
 def test_9_8_gptq_with_int8_marlin_input_machete_accepts():
     t = trace_mp({**C1, "weight_type": "uint4b8", "act_type": "int8"}, "sm90-h200")
-    assert t.selected == "MacheteLinearKernel" and t.reasons == [CUTLASS_ACT]
+    assert t.selected == "MacheteLinearKernel" and t.reasons == (CUTLASS_ACT,)
 
 
 def _scheme(fmt, weights, inputs, **extra):

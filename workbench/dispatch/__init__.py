@@ -15,26 +15,27 @@ version it was traced with.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable, Mapping
 
 from workbench.dispatch.env import Env, KernelConfigValidationError, parse_env
 from workbench.dispatch.runtime_text import describe_runtime
-from workbench.dispatch.trace import Predicate, Step, Trace
+from workbench.dispatch.trace import Level, Outcome, Predicate, Stage, Step, Trace
 from workbench.dispatch.types import MPConfig, Runtime
 from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS, rules
 from workbench.platforms import Platform, resolve_platform
 
 __all__ = ["trace_mp", "trace_scheme", "trace_inc", "trace_gptq", "trace_awq", "trace_config_gate",
-           "Trace", "Step", "Predicate", "MPConfig",
+           "Trace", "Step", "Predicate", "Level", "Outcome", "Stage", "MPConfig",
            "Env", "parse_env", "Runtime", "describe_runtime", "VERSIONS", "DEFAULT_VERSION",
            "VLLM_VERSION"]
 
 VLLM_VERSION = DEFAULT_VERSION  # the version traced when none is asked for
 
 
-def _run(level: str, platform: Any, env: Any, version: str | None,
+def _run(level: Level, platform: Any, env: Any, version: str | None,
          body: Callable[[Any, Platform, Env], Trace]) -> Trace:
-    """Resolve platform and env, run one trace, add what the chosen kernel computes there.
+    """Resolve platform and env, run one trace, stamp the rule set that produced it.
 
     An env that vLLM's `KernelConfig` refuses fails before any layer is built, as in vLLM.
     """
@@ -45,18 +46,17 @@ def _run(level: str, platform: Any, env: Any, version: str | None,
     except KernelConfigValidationError as exc:
         return Trace(level=level, error=str(exc), error_type=exc.error_type,
                      vllm_version=r.VLLM_VERSION)
-    trace = body(r, p, e)
-    trace.vllm_version = r.VLLM_VERSION
-    if trace.selected and trace.runtime_detail is None and trace.mp_config is not None:
-        trace.runtime_detail = r.kernel_runtime(trace.selected, trace.mp_config, p, e)
-    return trace
+    # The rule set's body builds the whole trace; only the caller knows which rule set it
+    # resolved, so the trace's provenance is stamped here, once.
+    return replace(body(r, p, e), vllm_version=r.VLLM_VERSION)
 
 
 def trace_mp(config: MPConfig | Mapping[str, Any], platform: Any = "sm90-h200",
              env: Env | Mapping[str, Any] | None = None, version: str | None = None) -> Trace:
     """`choose_mp_linear_kernel(config)` on `platform`, step by step."""
     cfg = config if isinstance(config, MPConfig) else MPConfig.from_json(config)
-    return _run("mp", platform, env, version, lambda r, p, e: r.choose_mp_linear_kernel(cfg, p, e))
+    return _run(Level.MP, platform, env, version,
+                lambda r, p, e: r.choose_mp_linear_kernel(cfg, p, e))
 
 
 def trace_scheme(scheme: Any, platform: Any = "sm90-h200",
@@ -67,17 +67,17 @@ def trace_scheme(scheme: Any, platform: Any = "sm90-h200",
             s = (scheme if isinstance(scheme, r.SchemeInput)
                  else r.SchemeInput.from_json(dict(scheme)))
         except r.SchemeError as exc:  # vLLM refused the config while parsing it
-            return Trace(level="scheme", error=exc.message, error_type=exc.error_type)
+            return Trace(level=Level.SCHEME, error=exc.message, error_type=exc.error_type)
         return r.trace_compressed_tensors(s, p, e)
 
-    return _run("scheme", platform, env, version, body)
+    return _run(Level.SCHEME, platform, env, version, body)
 
 
 def trace_inc(layer: Mapping[str, Any], platform: Any = "xpu",
               env: Env | Mapping[str, Any] | None = None, version: str | None = None,
               gate: bool = True) -> Trace:
     """INC / AutoRound layer resolution (`gate=False`: without the VllmConfig gate)."""
-    return _run("inc", platform, env, version,
+    return _run(Level.INC, platform, env, version,
                 lambda r, p, e: r.trace_quant_layer("inc", layer, p, e, gate))
 
 
@@ -85,7 +85,7 @@ def trace_gptq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
                env: Env | Mapping[str, Any] | None = None, version: str | None = None,
                gate: bool = True) -> Trace:
     """A GPTQ checkpoint's Linear layer, loaded as vLLM's `auto_gptq`."""
-    return _run("gptq", platform, env, version,
+    return _run(Level.GPTQ, platform, env, version,
                 lambda r, p, e: r.trace_quant_layer("gptq", layer, p, e, gate))
 
 
@@ -93,7 +93,7 @@ def trace_awq(layer: Mapping[str, Any], platform: Any = "sm90-h200",
               env: Env | Mapping[str, Any] | None = None, version: str | None = None,
               gate: bool = True) -> Trace:
     """An AWQ checkpoint's Linear layer, loaded as vLLM's `auto_awq` (`awq` on CPU)."""
-    return _run("awq", platform, env, version,
+    return _run(Level.AWQ, platform, env, version,
                 lambda r, p, e: r.trace_quant_layer("awq", layer, p, e, gate))
 
 
@@ -101,7 +101,7 @@ def trace_config_gate(config: Mapping[str, Any], platform: Any = "sm90-h200",
                       env: Env | Mapping[str, Any] | None = None,
                       version: str | None = None) -> Trace:
     """`{"quantization", "quantization_config", "dtype"}`: the model-wide config and gate."""
-    return _run("config-gate", platform, env, version,
+    return _run(Level.CONFIG_GATE, platform, env, version,
                 lambda r, p, e: r.trace_config_gate(config, p))
 
 

@@ -1,10 +1,15 @@
 """The record of one dispatch: scheme resolution, every candidate kernel, the outcome.
 
+A `Trace` is a value: the selection loop builds one and returns it, as vLLM's loop returns its
+kernel, and each stage of the load returns a new one (`dataclasses.replace`, `noted`, `gated`,
+`failed`). A stage that raises vLLM's error does so before it has added to the trace; once it
+has, it returns the trace with the error (`failed`), so a refusal keeps how far the load got.
 `Trace.to_json()` is the workbench's trace JSON, read by other tools: keep its keys.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
+from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING
 
 from workbench.dispatch.runtime_text import describe_runtime
@@ -12,7 +17,48 @@ from workbench.dispatch.runtime_text import describe_runtime
 if TYPE_CHECKING:
     from workbench.dispatch.types import MPConfig, Runtime
 
-OUTCOMES = ("selected", "rejected", "disabled", "capability", "crashed")
+
+class Level(StrEnum):
+    """Where in vLLM's load a trace starts: one member per public `trace_*` entry point."""
+
+    MP = "mp"
+    """`choose_mp_linear_kernel` alone, on an `MPLinearLayerConfig`."""
+    SCHEME = "scheme"
+    """A compressed-tensors layer: scheme predicates, capability gate, then its kernel loop."""
+    INC = "inc"
+    """An INC / AutoRound layer: its scheme, then the per-platform linear method."""
+    GPTQ = "gptq"
+    """A GPTQ checkpoint's layer, loaded as `auto_gptq` (Marlin-checked, then the loop)."""
+    AWQ = "awq"
+    """An AWQ checkpoint's layer, loaded as `auto_awq` (or `awq` on CPU)."""
+    CONFIG_GATE = "config-gate"
+    """The model-wide config: the method vLLM resolves and its capability / dtype gate."""
+
+
+class Outcome(StrEnum):
+    """How one candidate kernel left `choose_mp_linear_kernel`."""
+
+    SELECTED = "selected"
+    """`can_implement` said yes: the loop returns this kernel."""
+    REJECTED = "rejected"
+    """`can_implement` said no; the step's reason is its text."""
+    DISABLED = "disabled"
+    """Named in `VLLM_DISABLED_KERNELS`: skipped before any check."""
+    CAPABILITY = "capability"
+    """`get_min_capability()` is above the platform's compute capability."""
+    CRASHED = "crashed"
+    """`can_implement` raised: the loop, and the layer's load, stop there."""
+
+
+class Stage(IntEnum):
+    """How far the layer's load got, in order: each stage implies the ones before it."""
+
+    RESOLVE = 0
+    """Config, scheme or method resolution and its gates only: no weights were created."""
+    CREATE_WEIGHTS = 1
+    """The linear method's `create_weights` ran: vLLM's recorder holds a `kernel` record."""
+    KERNEL_LOOP = 2
+    """`choose_mp_linear_kernel` ran: its candidates, steps and reasons are the trace's."""
 
 
 @dataclass(frozen=True)
@@ -20,11 +66,14 @@ class Step:
     """One candidate kernel as the loop met it; `reason` is vLLM's text (None if selected)."""
 
     kernel: str
-    outcome: str
+    outcome: Outcome
     reason: str | None
 
+    def __post_init__(self):
+        object.__setattr__(self, "outcome", Outcome(self.outcome))
+
     def to_json(self) -> dict:
-        return {"kernel": self.kernel, "outcome": self.outcome, "reason": self.reason}
+        return {"kernel": self.kernel, "outcome": self.outcome.value, "reason": self.reason}
 
 
 @dataclass(frozen=True)
@@ -41,29 +90,41 @@ class Predicate:
                 "detail": self.detail}
 
 
-@dataclass
-class Trace:
-    """A kernel selection (and, for scheme traces, the scheme resolution before it)."""
+_TUPLES = ("predicates", "gates", "inner", "candidates", "steps", "reasons", "notes")
 
-    steps: list[Step] = field(default_factory=list)
-    selected: str | None = None
-    reasons: list[str] = field(default_factory=list)
-    error: str | None = None
-    error_type: str | None = None
-    mp_config: "MPConfig | None" = None
-    candidates: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # vLLM's log lines and runtime facts
-    scheme: str | None = None
-    predicates: list[Predicate] = field(default_factory=list)
-    gates: list[str] = field(default_factory=list)
-    level: str = "mp"  # "mp", "scheme" or "inc"
-    runtime_detail: "Runtime | None" = None  # what the chosen kernel computes on this platform
-    kernel_stage: bool = False  # a scheme's weight creation ran (the oracle's `kernel` object)
-    selection_ran: bool = False  # choose_mp_linear_kernel was called
-    vllm_version: str | None = None  # the rule set that produced it
-    method: str | None = None  # the linear method `get_quant_method` returned (gptq/awq/inc)
-    inner: list[str] = field(default_factory=list)  # what that method delegates to
+
+@dataclass(frozen=True, kw_only=True)
+class Trace:
+    """A kernel selection (and, for the other levels, the resolution before it)."""
+
+    level: Level = Level.MP
+    reached: Stage = Stage.RESOLVE
+    # How vLLM resolved the layer before any kernel loop.
     quantization: str | None = None  # the method name vLLM resolved from the checkpoint
+    predicates: tuple[Predicate, ...] = ()  # the scheme predicates tried, in vLLM's order
+    scheme: str | None = None  # the scheme (or quant method class) the layer resolved to
+    gates: tuple[str, ...] = ()  # the gates it passed, in words
+    method: str | None = None  # the linear method `get_quant_method` returned (gptq/awq/inc)
+    inner: tuple[str, ...] = ()  # what that method delegates to
+    # The mixed-precision loop (filled once `reached` is KERNEL_LOOP; mp_config may come first).
+    mp_config: "MPConfig | None" = None
+    candidates: tuple[str, ...] = ()  # the loop's candidates, in the order it walks them
+    steps: tuple[Step, ...] = ()
+    reasons: tuple[str, ...] = ()  # the loop's collected reasons, as its ValueError lists them
+    # The outcome.
+    selected: str | None = None  # the kernel the loop returned, or the linear method that runs
+    error: str | None = None  # what vLLM raised, byte for byte; None when the layer loads
+    error_type: str | None = None
+    runtime_detail: "Runtime | None" = None  # what the selected kernel computes on this platform
+    notes: tuple[str, ...] = ()  # vLLM's log lines and runtime facts
+    # Provenance: the rule set that produced it, stamped by the caller that resolved it.
+    vllm_version: str | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "level", Level(self.level))
+        object.__setattr__(self, "reached", Stage(self.reached))
+        for name in _TUPLES:  # a list handed in is copied: nothing outside can change the trace
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     @property
     def ok(self) -> bool:
@@ -74,16 +135,29 @@ class Trace:
         """The runtime sentence, rendered from `runtime_detail`."""
         return describe_runtime(self.runtime_detail)
 
+    def noted(self, *notes: str) -> Trace:
+        """This trace with `notes` logged after its own."""
+        return replace(self, notes=self.notes + notes)
+
+    def gated(self, *gates: str) -> Trace:
+        """This trace with `gates` passed after its own."""
+        return replace(self, gates=self.gates + gates)
+
+    def failed(self, error_type: str, message: str) -> Trace:
+        """This trace, stopped where vLLM raised `error_type` with `message`."""
+        return replace(self, error=message, error_type=error_type)
+
     def kernel_json(self) -> dict:
         """The kernel selection alone, in the oracle's `kernel` shape."""
+        looped = self.reached >= Stage.KERNEL_LOOP
         out = {
-            "mp_config": self.mp_config.to_json() if self.selection_ran else None,
-            "selected": self.selected if self.selection_ran else None,
+            "mp_config": self.mp_config.to_json() if looped else None,
+            "selected": self.selected if looped else None,
             "reasons": list(self.reasons),
             "error": self.error,
             "error_type": self.error_type,
         }
-        if self.selection_ran:  # vLLM's recorder has no candidate list when the loop never ran
+        if looped:  # vLLM's recorder has no candidate list when the loop never ran
             out["candidates"] = list(self.candidates)
         return out
 
@@ -96,15 +170,14 @@ class Trace:
             "reasons": list(self.reasons),
             "error_type": self.error_type,
         }
-        if self.level != "mp":
-            out["kernel"] = self.kernel_json() if self.kernel_stage else None
+        if self.level is not Level.MP:
+            # the oracle's `kernel` record exists once the linear method's create_weights ran
+            out["kernel"] = self.kernel_json() if self.reached >= Stage.CREATE_WEIGHTS else None
             out["predicates"] = [p.to_json() for p in self.predicates]
             out["gates"] = list(self.gates)
-            if self.level in ("gptq", "awq", "inc"):
-                # create_weights runs, and the oracle's `kernel` exists, once a method does
-                out["kernel"] = self.kernel_json() if self.method is not None else None
+            if self.level in (Level.GPTQ, Level.AWQ, Level.INC):
                 out.update(method=self.method, inner=list(self.inner))
-            if self.level in ("gptq", "awq", "inc", "config-gate"):
+            if self.level in (Level.GPTQ, Level.AWQ, Level.INC, Level.CONFIG_GATE):
                 out["quantization"] = self.quantization
         else:
             out["mp_config"] = None if self.mp_config is None else self.mp_config.to_json()

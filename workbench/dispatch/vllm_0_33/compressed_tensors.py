@@ -16,14 +16,14 @@ from typing import Any, Callable
 from workbench.dispatch.env import Env
 from workbench.dispatch.env import EnvChoiceError
 from workbench.dispatch.quant_args import QuantArgs, QuantArgsNotImplemented, parse_quant_args
-from workbench.dispatch.trace import Predicate, Trace
+from workbench.dispatch.trace import Level, Predicate, Stage, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.humming_input import InputConfig
 from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
-from workbench.dispatch.vllm_0_33.selector import select_into
+from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
 from workbench.errors import InvalidInputError
 from workbench.platforms import Platform
 
@@ -288,7 +288,8 @@ def _dynamic_token_w4a8_int(w, i) -> Check:
 @dataclass
 class Resolved:
     scheme: str
-    build: Callable[["SchemeInput", Platform, Env, Trace], None] | None = None
+    # create_weights: the trace so far -> the trace with the kernel it builds, or its error
+    build: Callable[["SchemeInput", Platform, Env, Trace], Trace] | None = None
 
 
 def _not_found(s: SchemeInput) -> SchemeError:
@@ -387,6 +388,15 @@ def _verify_groups(k_part: int, group: int, layer_name: str | None) -> None:
         "a whole number of quant groups. Consider reducing tensor_parallel_size."))
 
 
+def _verified(t: Trace, k_part: int, group: int, layer_name: str | None) -> Trace:
+    """`t` once create_weights has verified whole groups, or stopped with vLLM's error."""
+    try:
+        _verify_groups(k_part, group, layer_name)
+    except SchemeError as exc:
+        return t.failed(exc.error_type, exc.message)
+    return t
+
+
 def _mp_config(s: SchemeInput, weight_type: str, act, group: int, zp: bool, out=None) -> MPConfig:
     return MPConfig(full_weight_shape=(s.in_features, s.out_features),
                     partition_weight_shape=(s.input_size_per_partition, s.output_size_per_partition),
@@ -402,25 +412,26 @@ def _row_parallel(s: SchemeInput) -> bool:
     return s.in_features != s.input_size_per_partition
 
 
-def _build_w4a8_int(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+def _build_w4a8_int(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_w4a8_int.py: effective group, verify, then select."""
     group = _group(s.weights)
     if group == -1:
         group = s.input_size_per_partition if _row_parallel(s) else s.in_features
     _verify_groups(s.input_size_per_partition, group, None)
-    t.mp_config = _mp_config(s, "int4", dtype(s.params_dtype), group, False)
-    if select_into(t, t.mp_config, p, env):
-        t.notes.append(f"Using {t.selected} for CompressedTensorsW4A8Int")
+    t = choose_mp_linear_kernel(_mp_config(s, "int4", dtype(s.params_dtype), group, False), p,
+                                env, t)
+    return t.noted(f"Using {t.selected} for CompressedTensorsW4A8Int") if t.ok else t
 
 
-def _build_w4a8_fp8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+def _build_w4a8_fp8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_w4a8_fp8.py: select, then verify (the group is 128)."""
     group = _group(s.weights)
-    t.mp_config = _mp_config(s, "int4", FP8_E4M3, group, not s.weights.symmetric,
-                             dtype(s.params_dtype))
-    if select_into(t, t.mp_config, p, env):
-        t.notes.append(f"Using {t.selected} for CompressedTensorsW4A8Fp8")
-        _verify_groups(s.input_size_per_partition, group, None)
+    t = choose_mp_linear_kernel(_mp_config(s, "int4", FP8_E4M3, group, not s.weights.symmetric,
+                                           dtype(s.params_dtype)), p, env, t)
+    if not t.ok:
+        return t
+    return _verified(t.noted(f"Using {t.selected} for CompressedTensorsW4A8Fp8"),
+                     s.input_size_per_partition, group, None)
 
 
 def _check_bits(a: QuantArgs, message: str) -> None:
@@ -434,64 +445,75 @@ def _quant_type(a: QuantArgs) -> str:
     return WNA16_ZP_TYPES[a.num_bits] if not a.symmetric else WNA16_TYPES[a.num_bits]
 
 
-def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_wNa16.py: select (unless batch-invariant), then verify."""
     w = s.weights
     group = _group(w)
-    wt = _quant_type(w)
-    t.mp_config = _mp_config(s, wt, dtype(s.params_dtype), group, not w.symmetric)
+    t = replace(t, mp_config=_mp_config(s, _quant_type(w), dtype(s.params_dtype), group,
+                                        not w.symmetric))
     if env.batch_invariant:
-        t.notes.append("Using dequantize + batch-invariant matmul for CompressedTensorsWNA16 "
-                       "(VLLM_BATCH_INVARIANT=1 skips choose_mp_linear_kernel)")
-    elif select_into(t, t.mp_config, p, env):
-        t.notes.append(f"Using {t.selected} for CompressedTensorsWNA16")
-        try:
-            marlin_input = (marlin_input_act_type(env, p) if t.selected == "MarlinLinearKernel"
-                            else None)
-        except EnvChoiceError as exc:  # env_with_choices validates on first read, here
-            raise SchemeError("ValueError", str(exc)) from None
-        except MarlinInputError as exc:
-            raise SchemeError("ValueError", str(exc)) from None
-        # wNa16.py:156-159: the config, already selected with, now carries the input dtype.
-        run_with = t.mp_config if marlin_input is None else replace(t.mp_config, act_type=marlin_input)
-        t.runtime_detail = kernel_runtime(t.selected, run_with, p, env,
-                                          model_dtype=dtype(s.params_dtype))
+        t = t.noted("Using dequantize + batch-invariant matmul for CompressedTensorsWNA16 "
+                    "(VLLM_BATCH_INVARIANT=1 skips choose_mp_linear_kernel)")
     else:
-        return
-    if not (group == -1 and _row_parallel(s)):
-        _verify_groups(s.input_size_per_partition, group if group != -1 else s.in_features,
-                       s.layer_name)
+        t = _select_wna16(s, p, env, t)
+        if not t.ok:
+            return t
+    if group == -1 and _row_parallel(s):
+        return t
+    return _verified(t, s.input_size_per_partition, group if group != -1 else s.in_features,
+                     s.layer_name)
+
+
+def _select_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
+    """The wNa16 scheme's kernel, and what it computes with the input dtype Marlin is given."""
+    t = choose_mp_linear_kernel(t.mp_config, p, env, t)
+    if not t.ok:
+        return t
+    t = t.noted(f"Using {t.selected} for CompressedTensorsWNA16")
+    try:
+        marlin_input = (marlin_input_act_type(env, p) if t.selected == "MarlinLinearKernel"
+                        else None)
+    except (EnvChoiceError, MarlinInputError) as exc:  # env_with_choices validates on first read
+        return t.failed("ValueError", str(exc))
+    # wNa16.py:156-159: the config, already selected with, now carries the input dtype.
+    run_with = t.mp_config if marlin_input is None else replace(t.mp_config, act_type=marlin_input)
+    return replace(t, runtime_detail=kernel_runtime(t.selected, run_with, p, env,
+                                                    model_dtype=dtype(s.params_dtype)))
 
 
 def _build_wnam(short: str) -> Callable:
     """schemes/compressed_tensors_wNa8.py and wNa4.py: select, then assert whole groups."""
-    def build(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+    def build(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
         w, i = s.weights, s.input_activations
         group = _group(w)
-        t.mp_config = _mp_config(s, _quant_type(w), dtype(s.params_dtype), group, not w.symmetric)
-        if select_into(t, t.mp_config, p, env):
-            t.notes.append(f"Using {t.selected} for CompressedTensors{short}")
-            # Only Humming reads the `_humming_input_quant_config` the scheme attaches
-            # (compressed_tensors_wNa8.py:114-132, 168-170; wNa4.py the same).
-            config = InputConfig(i.num_bits, i.type, i.group_size or 0, i.dynamic, i.symmetric)
-            t.runtime_detail = kernel_runtime(t.selected, t.mp_config, p, env,
-                                              input_schema=config,
-                                              model_dtype=dtype(s.params_dtype))
-            g = group if group != -1 else s.in_features
-            if not (group == -1 and _row_parallel(s)) and s.input_size_per_partition % g:
-                raise SchemeError("AssertionError", "")
+        t = choose_mp_linear_kernel(_mp_config(s, _quant_type(w), dtype(s.params_dtype), group,
+                                               not w.symmetric), p, env, t)
+        if not t.ok:
+            return t
+        t = t.noted(f"Using {t.selected} for CompressedTensors{short}")
+        # Only Humming reads the `_humming_input_quant_config` the scheme attaches
+        # (compressed_tensors_wNa8.py:114-132, 168-170; wNa4.py the same).
+        config = InputConfig(i.num_bits, i.type, i.group_size or 0, i.dynamic, i.symmetric)
+        t = replace(t, runtime_detail=kernel_runtime(t.selected, t.mp_config, p, env,
+                                                     input_schema=config,
+                                                     model_dtype=dtype(s.params_dtype)))
+        g = group if group != -1 else s.in_features
+        if not (group == -1 and _row_parallel(s)) and s.input_size_per_partition % g:
+            return t.failed("AssertionError", "")
+        return t
     return build
 
 
-def _build_wna8o8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> None:
+def _build_wna8o8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_wNa8o8.py: select, then register weights (verify)."""
     w = s.weights
     group = _group(w)
-    t.mp_config = _mp_config(s, WNA8O8_TYPES[w.num_bits], dtype(s.params_dtype), group, False)
-    if select_into(t, t.mp_config, p, env):
-        if not (group == -1 and _row_parallel(s)):
-            _verify_groups(s.input_size_per_partition, group if group != -1 else s.in_features,
-                           s.layer_name)
+    t = choose_mp_linear_kernel(_mp_config(s, WNA8O8_TYPES[w.num_bits], dtype(s.params_dtype),
+                                           group, False), p, env, t)
+    if not t.ok or (group == -1 and _row_parallel(s)):
+        return t
+    return _verified(t, s.input_size_per_partition, group if group != -1 else s.in_features,
+                     s.layer_name)
 
 
 def _constructor_checks(r: Resolved, s: SchemeInput) -> None:
@@ -522,13 +544,13 @@ def _constructor_checks(r: Resolved, s: SchemeInput) -> None:
 
 def trace_compressed_tensors(s: SchemeInput, p: Platform, env: Env) -> Trace:
     """Resolve the scheme, apply its gate, then run the kernel selection its weights need."""
-    t = Trace(level="scheme")
+    t = Trace(level=Level.SCHEME)
+    predicates: list[Predicate] = []  # the predicates vLLM tried, up to where it stopped
     try:
         config_gate("compressed-tensors", p, s.params_dtype)
         if s.weights is None:
-            t.gates.append("no weight quantization: vLLM falls back to UnquantizedLinearMethod")
-            return t
-        resolved = get_scheme_from_parts(s, p, env, t.predicates)
+            return t.gated("no weight quantization: vLLM falls back to UnquantizedLinearMethod")
+        resolved = get_scheme_from_parts(s, p, env, predicates)
         _constructor_checks(resolved, s)
         min_cap = MIN_CAPABILITY[resolved.scheme]
         # get_scheme -> _check_scheme_supported(min): no capability (CPU, XPU) always passes.
@@ -536,20 +558,17 @@ def trace_compressed_tensors(s: SchemeInput, p: Platform, env: Env) -> Trace:
             raise SchemeError("RuntimeError", (
                 "Quantization scheme is not supported for the current GPU. "
                 f"Min capability: {min_cap}. Current capability: {p.capability}."))
-        t.gates.append(f"{resolved.scheme}.get_min_capability() = {min_cap}: "
-                       + ("no device capability, gate skipped" if p.capability is None
-                          else f"current capability {p.capability} passes"))
-        t.scheme = resolved.scheme
     except VllmError as exc:
-        t.error, t.error_type = exc.message, exc.error_type
-        return t
+        return replace(t, predicates=predicates).failed(exc.error_type, exc.message)
+    t = replace(t, predicates=predicates, scheme=resolved.scheme).gated(
+        f"{resolved.scheme}.get_min_capability() = {min_cap}: "
+        + ("no device capability, gate skipped" if p.capability is None
+           else f"current capability {p.capability} passes"))
     if resolved.build is None:
-        t.notes.append(f"{resolved.scheme} does not use the mixed-precision kernel list "
+        return t.noted(f"{resolved.scheme} does not use the mixed-precision kernel list "
                        "(it selects from the scaled-mm / FP8 / NVFP4 / MX lists)")
-        return t
-    t.kernel_stage = True
+    t = replace(t, reached=Stage.CREATE_WEIGHTS)
     try:
-        resolved.build(s, p, env, t)
-    except SchemeError as exc:
-        t.error, t.error_type = exc.message, exc.error_type
-    return t
+        return resolved.build(s, p, env, t)
+    except SchemeError as exc:  # refused before it built anything on the trace
+        return t.failed(exc.error_type, exc.message)

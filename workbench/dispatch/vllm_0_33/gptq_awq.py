@@ -9,11 +9,11 @@ itself (`inc/schemes/inc_wna16_linear.py`), so it shares them but never reads
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from workbench.dispatch.env import Env, EnvChoiceError
-from workbench.dispatch.trace import Trace
+from workbench.dispatch.trace import Level, Stage, Trace
 from workbench.dispatch.types import (ST, DType, MPConfig, Runtime, ScalarType, activation_name,
                                       dtype)
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
@@ -22,7 +22,7 @@ from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_i
 from workbench.dispatch.vllm_0_33.mp_kernels import (MARLIN_SUPPORTED_GROUP_SIZES, W4A16_PATH,
                                                      marlin_types)
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
-from workbench.dispatch.vllm_0_33.selector import select_into
+from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
 from workbench.errors import InvalidInputError
 from workbench.platforms import Platform
 
@@ -148,18 +148,26 @@ def _env_input_dtype(env: Env, p: Platform) -> DType | None:
         raise VllmError("ValueError", str(exc)) from None
 
 
-def _select(t: Trace, layer: Layer, config: MPConfig, p: Platform, env: Env, packing: str) -> None:
-    t.kernel_stage = True
-    if select_into(t, config, p, env):
-        t.runtime_detail = kernel_runtime(t.selected, config, p, env, packing,
-                                          model_dtype=dtype(layer.params_dtype))
+def linear_method(t: Trace, method: str, **found) -> Trace:
+    """`t` once `get_quant_method` has returned `method` (and what else was `found`): its
+    `create_weights` runs from here, so vLLM's recorder holds a `kernel` record."""
+    return replace(t, method=method, reached=Stage.CREATE_WEIGHTS, **found)
+
+
+def _select(t: Trace, layer: Layer, config: MPConfig, p: Platform, env: Env,
+            packing: str) -> Trace:
+    t = choose_mp_linear_kernel(config, p, env, t)
+    if not t.ok:
+        return t
+    return replace(t, runtime_detail=kernel_runtime(t.selected, config, p, env, packing,
+                                                    model_dtype=dtype(layer.params_dtype)))
 
 
 # --------------------------------------------------------------------------- AutoGPTQ
 
 
 def gptq_linear(bits: int, sym: bool, group: int, layer: Layer, p: Platform, env: Env, t: Trace,
-                *, reads_env: bool, method: str = "AutoGPTQLinearMethod") -> None:
+                *, reads_env: bool, method: str = "AutoGPTQLinearMethod") -> Trace:
     """`AutoGPTQLinearMethod(...)` then `create_weights` (auto_gptq.py:311-349).
 
     `reads_env`: the method came from `AutoGPTQConfig.get_quant_method`, which sets
@@ -169,9 +177,9 @@ def gptq_linear(bits: int, sym: bool, group: int, layer: Layer, p: Platform, env
     quant_type = ST[GPTQ_TYPES[(bits, sym)]]
     verify_marlin_supported(quant_type, group, False, p)  # __init__, auto_gptq.py:317
     input_dtype = _env_input_dtype(env, p) if reads_env else None  # still get_quant_method
-    t.scheme, t.method = "AutoGPTQLinearMethod", method
+    t = linear_method(t, method, scheme="AutoGPTQLinearMethod")
     act = input_dtype or dtype(layer.params_dtype)
-    _select(t, layer, layer.mp_config(str(quant_type), act, group, False), p, env, "gptq")
+    return _select(t, layer, layer.mp_config(str(quant_type), act, group, False), p, env, "gptq")
 
 
 def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
@@ -186,7 +194,7 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
     `gate=False` skips the VllmConfig gate (traced on its own at the config-gate level).
     """
     layer, qc = _layer_case(data, "gptq")
-    t = Trace(level="gptq")
+    t = Trace(level=Level.GPTQ)
     try:
         bits, group, desc_act, sym, dynamic = gptq_from_config(qc, "gptq")
         if gate:
@@ -198,10 +206,9 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
             return _unquantized(t, layer)
         if name:  # override_config runs for a named layer only (utils/gptq_utils.py:193-195)
             bits, group, sym = _override_config(dynamic, name, bits, group, sym)
-        gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
+        return gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
     except VllmError as exc:
-        t.error, t.error_type = exc.message, exc.error_type
-    return t
+        return t.failed(exc.error_type, exc.message)
 
 
 def gptq_from_config(qc: dict, where: str = "gptq") -> tuple:
@@ -317,9 +324,9 @@ def _layer_case(data: Any, where: str) -> tuple[Layer, dict]:
 
 def _unquantized(t: Trace, layer: Layer) -> Trace:
     """A layer the checkpoint leaves unquantized: `UnquantizedLinearMethod`."""
-    t.selected = t.scheme = t.method = "UnquantizedLinearMethod"
-    t.runtime_detail = unquantized_runtime(layer)
-    return t
+    return linear_method(t, "UnquantizedLinearMethod", selected="UnquantizedLinearMethod",
+                         scheme="UnquantizedLinearMethod",
+                         runtime_detail=unquantized_runtime(layer))
 
 
 def unquantized_runtime(layer: Layer) -> Runtime:
@@ -342,31 +349,31 @@ def awq_config(bits: int) -> None:
 
 def awq_marlin_linear(group: int, zero_point: bool, layer: Layer, p: Platform, env: Env,
                       t: Trace, *, input_dtype: DType | None,
-                      method: str = "AutoAWQMarlinLinearMethod") -> None:
+                      method: str = "AutoAWQMarlinLinearMethod") -> Trace:
     """`AutoAWQMarlinLinearMethod` (auto_awq.py:404-470): verify off CPU/XPU, then select."""
     if not (p.is_cpu() or p.is_xpu()):
         verify_marlin_supported(ST["uint4"], group, zero_point, p)
-    t.scheme, t.method = "AutoAWQMarlinLinearMethod", method
+    t = linear_method(t, method, scheme="AutoAWQMarlinLinearMethod")
     act = input_dtype or dtype(layer.params_dtype)
-    _select(t, layer, layer.mp_config("uint4", act, group, zero_point), p, env, "awq")
+    return _select(t, layer, layer.mp_config("uint4", act, group, zero_point), p, env, "awq")
 
 
 def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace,
-                      method: str = "AutoAWQLinearMethod") -> None:
+                      method: str = "AutoAWQLinearMethod") -> Trace:
     """`AutoAWQLinearMethod` (auto_awq.py:800-911): the Triton AWQ GEMM, weight-only."""
-    t.scheme, t.method = "AutoAWQLinearMethod", method
+    t = linear_method(t, method, scheme="AutoAWQLinearMethod")
     g = group if group != -1 else layer.in_features
     if g == 0:  # create_weights takes the group size modulo as given (auto_awq.py:819)
-        raise VllmError("ZeroDivisionError", "integer modulo by zero")
+        return t.failed("ZeroDivisionError", "integer modulo by zero")
     if layer.input_size_per_partition % g != 0 or layer.output_size_per_partition % (32 // bits):
         which = "input" if layer.input_size_per_partition % g != 0 else "output"
-        raise VllmError("ValueError", (
+        return t.failed("ValueError", (
             f"The {which} size is not aligned with the quantized weight shape. This can be "
             "caused by too large tensor parallel size."))
-    t.selected = "AutoAWQLinearMethod"
-    t.runtime_detail = Runtime("AutoAWQLinearMethod", activation_name(dtype(layer.params_dtype)),
-                               f"uint{bits}", "ops.awq_gemm (ops.awq_dequantize + matmul from 256 "
-                               "tokens)", QUANT_DIR + "auto_awq.py:904", emulation=W4A16_PATH)
+    runtime = Runtime("AutoAWQLinearMethod", activation_name(dtype(layer.params_dtype)),
+                      f"uint{bits}", "ops.awq_gemm (ops.awq_dequantize + matmul from 256 tokens)",
+                      QUANT_DIR + "auto_awq.py:904", emulation=W4A16_PATH)
+    return replace(t, selected="AutoAWQLinearMethod", runtime_detail=runtime)
 
 
 def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
@@ -379,7 +386,7 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
     default for the bits, the group size or `zero_point` (see `awq_from_config`).
     """
     layer, qc = _layer_case(data, "awq")
-    t = Trace(level="awq")
+    t = Trace(level=Level.AWQ)
     try:
         bits, group, zero_point, skip = awq_from_config(qc, "awq")
         if gate:  # off CPU `override_quantization_method` names it auto_awq (auto_awq.py:263-286)
@@ -389,8 +396,7 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
         if any(m in layer.layer_name for m in skip):
             return _unquantized(t, layer)
         if p.is_cpu() or p.is_xpu():  # auto_awq.py:307-308
-            awq_marlin_linear(group, zero_point, layer, p, env, t, input_dtype=None)
-            return t
+            return awq_marlin_linear(group, zero_point, layer, p, env, t, input_dtype=None)
         use_marlin = (not env.batch_invariant and p.is_cuda()
                       and check_marlin_supported(ST["uint4"], group, zero_point, p)[0])
         # check_marlin_supports_layer, asked only once Marlin is supported (auto_awq.py:320-322):
@@ -398,13 +404,11 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
         whole = use_marlin and (group == -1 or group >= layer.in_features
                                 or layer.input_size_per_partition % group == 0)
         if use_marlin and whole:
-            awq_marlin_linear(group, zero_point, layer, p, env, t,
-                              input_dtype=_env_input_dtype(env, p))
-        else:
-            if use_marlin:
-                t.notes.append(f"Layer '{layer.layer_name}' is not supported by AutoAWQMarlin. "
-                               "Falling back to unoptimized AWQ kernels.")
-            awq_triton_linear(bits, group, layer, t)
+            return awq_marlin_linear(group, zero_point, layer, p, env, t,
+                                     input_dtype=_env_input_dtype(env, p))
+        if use_marlin:
+            t = t.noted(f"Layer '{layer.layer_name}' is not supported by AutoAWQMarlin. "
+                        "Falling back to unoptimized AWQ kernels.")
+        return awq_triton_linear(bits, group, layer, t)
     except VllmError as exc:
-        t.error, t.error_type = exc.message, exc.error_type
-    return t
+        return t.failed(exc.error_type, exc.message)

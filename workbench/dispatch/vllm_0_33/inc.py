@@ -16,18 +16,19 @@ quantization config) and `in_features`, `out_features`, `input/output_size_per_p
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from workbench.dispatch.env import Env, EnvChoiceError
-from workbench.dispatch.trace import Predicate, Trace
+from workbench.dispatch.trace import Level, Predicate, Trace
 from workbench.dispatch.types import ST, Runtime, activation_name, dtype
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.gptq_awq import (GPTQ_TYPES, Layer, awq_config,
                                                    awq_marlin_linear, awq_triton_linear,
                                                    check_marlin_supported, gptq_linear,
-                                                   quant_config, unquantized_runtime)
+                                                   linear_method, quant_config,
+                                                   unquantized_runtime)
 from workbench.errors import InvalidInputError
 from workbench.platforms import XPU_W4A8_OP, Platform
 
@@ -273,48 +274,56 @@ def _xpu_base_weights(cfg: INCLayerConfig, d: Layer) -> None:
                         f"{groups}: {shape}")
 
 
-def _choose(t: Trace, method: str, runtime: Runtime, cfg: INCLayerConfig, d: Layer) -> None:
+def _choose(t: Trace, method: str, runtime: Runtime, cfg: INCLayerConfig, d: Layer) -> Trace:
     """`INCLinearMethod(method)` is returned, then its create_weights runs."""
-    t.selected, t.method, t.inner = method, INC_LINEAR, [method]
-    _xpu_base_weights(cfg, d)
-    t.runtime_detail = runtime
+    t = linear_method(t, INC_LINEAR, selected=method, inner=(method,))
+    try:
+        _xpu_base_weights(cfg, d)
+    except VllmError as exc:
+        return t.failed(exc.error_type, exc.message)
+    return replace(t, runtime_detail=runtime)
 
 
-def _xpu(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> None:
+def _xpu(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
     """`INCWna16Scheme.get_linear_method` on XPU (schemes/inc_wna16_scheme.py:67-120)."""
-    prefix = d.layer_name
     if not (cfg.bits in XPU_WNA16_SUPPORTED_BITS and cfg.sym):
         raise VllmError("NotImplementedError", f"INC on XPU: unsupported config {cfg!r}")
     try:
         backend = env.xpu_inc_wna16_backend
     except EnvChoiceError as exc:
         raise VllmError("ValueError", str(exc)) from None
-    t.gates.append(f"VLLM_XPU_INC_WNA16_BACKEND={backend}")
+    t = t.gated(f"VLLM_XPU_INC_WNA16_BACKEND={backend}")
+    try:
+        return _xpu_backend(backend, cfg, d, p, t)
+    except VllmError as exc:  # the backend read, and refused
+        return t.failed(exc.error_type, exc.message)
+
+
+def _xpu_backend(backend: str, cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> Trace:
+    """The `VLLM_XPU_INC_WNA16_BACKEND` table (schemes/inc_wna16_scheme.py:82-120)."""
+    prefix = d.layer_name
     if backend in XPU_ONEDNN_BACKENDS:
         if cfg.bits != 4:
             raise VllmError("NotImplementedError", f"VLLM_XPU_INC_WNA16_BACKEND={backend} only "
                             f"supports int4, got int{cfg.bits}. Layer: {prefix}.")
         if backend == "w4a8":
-            _xpu_w4a8(cfg, d, p, t)
-            return
-        _choose(t, "INCXPULinearMethod", _xpu_w4a16(d), cfg, d)
-        return
+            return _xpu_w4a8(cfg, d, p, t)
+        return _choose(t, "INCXPULinearMethod", _xpu_w4a16(d), cfg, d)
     ark_error = _ark_state(p)
     if backend == "ark" and ark_error:
         raise VllmError("NotImplementedError", (
             "VLLM_XPU_INC_WNA16_BACKEND=ark was requested but auto_round_kernel is unavailable: "
             f"{ark_error}. Layer: {prefix}."))
     if not ark_error:
-        _choose(t, "INCARKLinearMethod", _ark(d), cfg, d)
-        return
+        return _choose(t, "INCARKLinearMethod", _ark(d), cfg, d)
     if cfg.bits == 2:
         raise VllmError("NotImplementedError", (
             f"INC int2 on XPU requires the ARK backend. Layer: {prefix}. auto_round_kernel "
             f"unavailable: {ark_error}"))
-    _choose(t, "INCXPULinearMethod", _xpu_w4a16(d), cfg, d)
+    return _choose(t, "INCXPULinearMethod", _xpu_w4a16(d), cfg, d)
 
 
-def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> None:
+def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> Trace:
     """`_check_xpu_w4a8_supported`, then `INCXPUW4A8LinearMethod.create_weights`."""
     prefix = d.layer_name
     if not p.has_op(XPU_W4A8_OP):
@@ -325,33 +334,31 @@ def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> None:
         raise VllmError("NotImplementedError", (
             "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires a group size that is a positive "
             f"multiple of 32, got {cfg.group_size}. Layer: {prefix}."))
-    t.selected, t.method = "INCXPUW4A8LinearMethod", INC_LINEAR
-    t.inner = [t.selected]
+    t = linear_method(t, INC_LINEAR, selected="INCXPUW4A8LinearMethod",
+                      inner=("INCXPUW4A8LinearMethod",))
     k, n = d.input_size_per_partition, d.output_size_per_partition
     bad = [(name, size) for name, size in (("input", k), ("output", n)) if size % DIM_ALIGNMENT]
     if bad:
-        raise VllmError("NotImplementedError", (
+        return t.failed("NotImplementedError", (
             "VLLM_XPU_INC_WNA16_BACKEND=w4a8 requires partitioned in/out sizes that are "
             f"multiples of {DIM_ALIGNMENT}, got "
             + ", ".join(f"{name}={size}" for name, size in bad)
             + f". Partition shape: ({k}, {n})."))
-    t.runtime_detail = Runtime(
+    return replace(t, runtime_detail=Runtime(
         "INCXPUW4A8LinearMethod", "int8", "int4", "torch.ops._xpu_C.int4_gemm_w4a8",
         INC_DIR + "schemes/inc_w4a8_linear.py:91", emulation="inc_xpu_w4a8", output="fp16",
-        min_tokens=MIN_TOKENS_FOR_INT8, fallback_op=XPU_W4A16_OP, scale_dtype="fp16")
+        min_tokens=MIN_TOKENS_FOR_INT8, fallback_op=XPU_W4A16_OP, scale_dtype="fp16"))
 
 
-def _wna16_scheme(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> None:
+def _wna16_scheme(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
     """`INCWNA16LinearScheme._build_inner_method` (schemes/inc_wna16_linear.py:35-133): INC
     builds the AutoGPTQ / AutoAWQ methods itself, so `VLLM_MARLIN_INPUT_DTYPE` is never read."""
-    try:
-        _wna16_inner(cfg, d, p, env, t)
-    finally:  # INCLinearMethod -> INCWNA16LinearScheme -> the method it built
-        if t.method is not None:
-            t.inner = ["INCWNA16LinearScheme", t.scheme]
+    t = _wna16_inner(cfg, d, p, env, t)  # raises only before it has built a method
+    # INCLinearMethod -> INCWNA16LinearScheme -> the method it built
+    return replace(t, inner=("INCWNA16LinearScheme", t.scheme)) if t.method is not None else t
 
 
-def _wna16_inner(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> None:
+def _wna16_inner(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
     marlin_ok = cfg.backend == "auto" or "marlin" in cfg.backend
     if cfg.is_gptq:
         key = (cfg.bits, cfg.sym)
@@ -361,35 +368,34 @@ def _wna16_inner(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace)
             raise VllmError("NotImplementedError", (
                 f"INC quantization with bits={cfg.bits}, sym={cfg.sym} is not supported. Only "
                 "4-bit and 8-bit symmetric quantization is supported with Marlin kernels."))
-        gptq_linear(cfg.bits, cfg.sym, cfg.group_size, d, p, env, t, reads_env=False,
-                    method=INC_LINEAR)
-        return
+        return gptq_linear(cfg.bits, cfg.sym, cfg.group_size, d, p, env, t, reads_env=False,
+                           method=INC_LINEAR)
     if cfg.is_awq:
         awq_type = {4: "uint4", 8: "uint8"}.get(cfg.bits)
         use_marlin = marlin_ok and awq_type is not None and check_marlin_supported(
             ST[awq_type], cfg.group_size, not cfg.sym, p)[0]
         awq_config(4 if use_marlin else cfg.bits)  # AutoAWQConfig refuses 8-bit
         if use_marlin:
-            awq_marlin_linear(cfg.group_size, not cfg.sym, d, p, env, t, input_dtype=None,
-                              method=INC_LINEAR)
-        else:
-            awq_triton_linear(cfg.bits, cfg.group_size, d, t, method=INC_LINEAR)
-        return
+            return awq_marlin_linear(cfg.group_size, not cfg.sym, d, p, env, t,
+                                     input_dtype=None, method=INC_LINEAR)
+        return awq_triton_linear(cfg.bits, cfg.group_size, d, t, method=INC_LINEAR)
     raise VllmError("NotImplementedError", f"WNA16 linear scheme does not support {cfg!r}")
 
 
-def _scheme(cfg: INCLayerConfig, t: Trace) -> str:
-    """`resolve_scheme` (schemes/factory.py:11-28): the first scheme that can handle it."""
+def _schemes_tried(cfg: INCLayerConfig) -> tuple[Predicate, ...]:
+    """`resolve_scheme`'s loop (schemes/factory.py:11-28): the schemes asked, in order, up to
+    the first that can handle the config."""
     order = [("INCFp8Scheme", cfg.is_fp8_block),
              ("INCMxfp8Scheme", "mx_fp" in cfg.data_type and cfg.bits == 8),
              ("INCWna16Scheme", cfg.data_type == "int" and cfg.quantized),
              ("INCMxfp4Scheme", "mx_fp" in cfg.data_type and cfg.bits == 4)]
+    tried = []
     for name, match in order:
-        t.predicates.append(Predicate(name, name if match else "", bool(match),
-                                      "matches" if match else "does not match"))
+        tried.append(Predicate(name, name if match else "", bool(match),
+                               "matches" if match else "does not match"))
         if match:
-            return name
-    raise VllmError("NotImplementedError", f"No INC scheme found for layer config: {cfg!r}")
+            break
+    return tuple(tried)
 
 
 def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
@@ -400,7 +406,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
         raise InvalidInputError(f"inc: expected a JSON object, got {type(layer).__name__}")
     d = Layer.from_json(layer, "inc")
     dtype(layer.get("scale_dtype", d.params_dtype), "inc.scale_dtype")
-    t = Trace(level="inc")
+    t = Trace(level=Level.INC)
     try:
         c = inc_from_config(quant_config(layer, "inc"))  # get_quant_config, before the gate
         if gate:
@@ -408,40 +414,41 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
         # get_quant_method (inc/inc.py:337-345): an extra_config entry of 16+ bits.
         for name, entry in c.extra_config.items():
             if name in (d.layer_name, f"model.{d.layer_name}") and entry.get("bits", 16) >= 16:
-                t.selected = t.method = "UnquantizedLinearMethod"
-                t.runtime_detail = unquantized_runtime(d)
-                return t
+                return _unquantized(t, d)
         cfg = _resolve(c, d.layer_name)
         if not cfg.quantized:
-            t.selected = t.method = "UnquantizedLinearMethod"
-            t.runtime_detail = unquantized_runtime(d)
-            return t
-        t.scheme = _scheme(cfg, t)
+            return _unquantized(t, d)
+        t = replace(t, predicates=_schemes_tried(cfg))
+        if not t.predicates[-1].matched:  # resolve_scheme (schemes/factory.py:28)
+            raise VllmError("NotImplementedError", f"No INC scheme found for layer config: {cfg!r}")
+        t = replace(t, scheme=t.predicates[-1].result)
         if t.scheme != "INCWna16Scheme":
-            t.notes.append(f"{t.scheme} is outside the int4 W4A8/W4A16 story; not traced further.")
-            return t
+            return t.noted(f"{t.scheme} is outside the int4 W4A8/W4A16 story; not traced further.")
         if p.is_xpu():
-            _xpu(cfg, d, p, env, t)
-        elif p.is_cpu() and cfg.is_gptq:
+            return _xpu(cfg, d, p, env, t)
+        if p.is_cpu() and cfg.is_gptq:
             if not (cfg.bits == 4 and cfg.sym):
                 raise VllmError("NotImplementedError", f"INC on CPU: unsupported config {cfg!r}")
             if _ark_state(p) is None:
-                _choose(t, "INCARKLinearMethod", _ark(d), cfg, d)
-            else:
-                _wna16_scheme(cfg, d, p, env, t)
-        elif p.is_cuda() and cfg.bits in CUDA_HUMMING_SUPPORTED_BITS:
+                return _choose(t, "INCARKLinearMethod", _ark(d), cfg, d)
+            return _wna16_scheme(cfg, d, p, env, t)
+        if p.is_cuda() and cfg.bits in CUDA_HUMMING_SUPPORTED_BITS:
             # _build_humming_linear_method imports humming's schemas (vllm/utils/humming.py).
             if not p.has_package("humming"):
                 raise VllmError("ModuleNotFoundError", "No module named 'humming'")
-            t.selected = t.method = "HummingLinearMethod"
-            t.runtime_detail = Runtime("HummingLinearMethod",
-                                       activation_name(dtype(d.params_dtype)),
-                                       f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}",
-                                       "apply_humming_linear",
-                                       INC_DIR + "schemes/inc_wna16_scheme.py:146",
-                                       emulation="w4a16_fallback")
-        else:
-            _wna16_scheme(cfg, d, p, env, t)
+            return linear_method(t, "HummingLinearMethod", selected="HummingLinearMethod",
+                                 runtime_detail=Runtime(
+                                     "HummingLinearMethod", activation_name(dtype(d.params_dtype)),
+                                     f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}",
+                                     "apply_humming_linear",
+                                     INC_DIR + "schemes/inc_wna16_scheme.py:146",
+                                     emulation="w4a16_fallback"))
+        return _wna16_scheme(cfg, d, p, env, t)
     except VllmError as exc:
-        t.error, t.error_type = exc.message, exc.error_type
-    return t
+        return t.failed(exc.error_type, exc.message)
+
+
+def _unquantized(t: Trace, d: Layer) -> Trace:
+    """`UnquantizedLinearMethod`: the layer stays in its params dtype."""
+    return linear_method(t, "UnquantizedLinearMethod", selected="UnquantizedLinearMethod",
+                         runtime_detail=unquantized_runtime(d))

@@ -8,10 +8,11 @@ with that method's `from_config`, then applies the capability and dtype gate; th
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from workbench.dispatch.env import Env
-from workbench.dispatch.trace import Trace
+from workbench.dispatch.trace import Level, Trace
 from workbench.dispatch.types import dtype
 from workbench.dispatch.vllm_0_33.config_gate import CONFIG_GATES, config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
@@ -73,19 +74,18 @@ def trace_config_gate(data: Any, p: Platform) -> Trace:
     if not isinstance(qc, dict):
         raise InvalidInputError("config-gate.quantization_config: expected a JSON object")
     model_dtype = dtype(data.get("dtype", "bfloat16"), "config-gate.dtype").name
-    t = Trace(level="config-gate")
+    t = Trace(level=Level.CONFIG_GATE)
     try:
         name = data.get("quantization") or resolve_quantization(qc, p)
         if name not in CONFIG_GATES:
             raise InvalidInputError(f"config-gate.quantization: {name!r} is not modelled; "
                                     f"accepted: {', '.join(CONFIG_GATES)}")
-        t.quantization = name
+        t = replace(t, quantization=name)
         _FROM_CONFIG[FAMILY[name]](qc)
         config_gate(name, p, model_dtype)
-        t.gates.append(f"{name}: capability and dtype {model_dtype} pass")
+        return t.gated(f"{name}: capability and dtype {model_dtype} pass")
     except VllmError as exc:
-        t.error, t.error_type = exc.message, exc.error_type
-    return t
+        return t.failed(exc.error_type, exc.message)
 
 
 def trace_quant_layer(level: str, data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
@@ -101,6 +101,5 @@ def trace_quant_layer(level: str, data: Any, p: Platform, env: Env, gate: bool =
     if FAMILY[name] not in _LAYER:
         raise InvalidInputError(f"{level}.quantization_config: {name!r} is a compressed-tensors "
                                 "checkpoint: trace its layers with trace_scheme")
-    t = _LAYER[FAMILY[name]](data, p, env, gate, name)
-    t.level, t.quantization = level, name
-    return t
+    # the family's trace, under the level that was asked for
+    return replace(_LAYER[FAMILY[name]](data, p, env, gate, name), level=level, quantization=name)

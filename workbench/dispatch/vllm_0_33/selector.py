@@ -6,8 +6,10 @@ Models `choose_mp_linear_kernel`, `_POSSIBLE_KERNELS`, `_resolve_backend_kernels
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from workbench.dispatch.env import Env
-from workbench.dispatch.trace import Step, Trace
+from workbench.dispatch.trace import Level, Outcome, Stage, Step, Trace
 from workbench.dispatch.types import MPConfig
 from workbench.dispatch.vllm_0_33 import mp_kernels as K
 from workbench.platforms import Platform
@@ -83,56 +85,51 @@ def resolve_candidates(platform: Platform, env: Env, notes: list[str]) -> list[t
     return filtered
 
 
-def choose_mp_linear_kernel(config: MPConfig, platform: Platform, env: Env) -> Trace:
-    """Walk the candidates as vLLM does and record every step.
+def choose_mp_linear_kernel(config: MPConfig, platform: Platform, env: Env,
+                            trace: Trace | None = None) -> Trace:
+    """Walk the candidates as vLLM does and return the trace of the walk.
 
-    Raises nothing for a failed selection: the trace carries vLLM's ValueError text.
+    `trace` is the layer's trace so far (a scheme's, a GPTQ method's); the one returned is a
+    new value holding it and the loop: candidates, every step, the reasons, the selected
+    kernel and what it computes here, or vLLM's ValueError text (nothing is raised).
     """
+    trace = Trace(level=Level.MP) if trace is None else trace
     notes: list[str] = []
     candidates = resolve_candidates(platform, env, notes)
     cc = platform.capability
     steps: list[Step] = []
     reasons: list[str] = []
+
+    def walked(**outcome) -> Trace:
+        return replace(trace, reached=Stage.KERNEL_LOOP, mp_config=config,
+                       candidates=tuple(k.__name__ for k in candidates), steps=tuple(steps),
+                       reasons=tuple(reasons), notes=trace.notes + tuple(notes), **outcome)
+
     for kernel in candidates:
         name = kernel.__name__
         if name in env.disabled_kernels:
             reasons.append(f" {name} disabled by environment variable")
-            steps.append(Step(name, "disabled", reasons[-1]))
+            steps.append(Step(name, Outcome.DISABLED, reasons[-1]))
             continue
         if cc is not None and kernel.min_capability > cc:
             reasons.append(f"{name} requires capability {kernel.min_capability}, current compute "
                            f" capability is {cc}")
-            steps.append(Step(name, "capability", reasons[-1]))
+            steps.append(Step(name, Outcome.CAPABILITY, reasons[-1]))
             continue
         try:
             ok, why = kernel.can_implement(config, platform)
         except ZeroDivisionError:
             # vLLM's own check divides by the group size; a group of 0 crashes it the same way.
-            return Trace(steps=steps + [Step(name, "crashed", "integer modulo by zero")],
-                         selected=None, reasons=reasons, error="integer modulo by zero",
-                         error_type="ZeroDivisionError", mp_config=config,
-                         candidates=[k.__name__ for k in candidates], notes=notes,
-                         selection_ran=True)
+            steps.append(Step(name, Outcome.CRASHED, "integer modulo by zero"))
+            return walked(selected=None, error="integer modulo by zero",
+                          error_type="ZeroDivisionError")
         if ok:
-            steps.append(Step(name, "selected", None))
+            steps.append(Step(name, Outcome.SELECTED, None))
             notes.append(f"Using {name} for mixed-precision linear")
-            return Trace(steps=steps, selected=name, reasons=reasons, mp_config=config,
-                         candidates=[k.__name__ for k in candidates], notes=notes,
-                         selection_ran=True)
+            # what the kernel computes with the config it was chosen for; a scheme that runs
+            # it with another input (Marlin's input dtype, Humming's schema) says so after
+            return walked(selected=name, error=None, error_type=None,
+                          runtime_detail=kernel.runtime(config, platform, env))
         reasons.append(f" {name} cannot implement due to: {why}")
-        steps.append(Step(name, "rejected", why))
-    return Trace(steps=steps, selected=None, reasons=reasons,
-                 error=ERROR_HEADER + "\n".join(reasons), error_type="ValueError",
-                 mp_config=config, candidates=[k.__name__ for k in candidates], notes=notes,
-                         selection_ran=True)
-
-
-def select_into(trace: Trace, config: MPConfig, platform: Platform, env: Env) -> bool:
-    """Run the loop for a scheme or INC trace and copy its outcome in; False if it raised."""
-    k = choose_mp_linear_kernel(config, platform, env)
-    trace.mp_config = config
-    trace.steps, trace.selected, trace.reasons = k.steps, k.selected, k.reasons
-    trace.error, trace.error_type, trace.candidates = k.error, k.error_type, k.candidates
-    trace.selection_ran = True
-    trace.notes.extend(k.notes)
-    return k.error is None
+        steps.append(Step(name, Outcome.REJECTED, why))
+    return walked(selected=None, error=ERROR_HEADER + "\n".join(reasons), error_type="ValueError")
