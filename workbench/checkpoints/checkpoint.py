@@ -15,8 +15,8 @@ from workbench.checkpoints.compressed_tensors import CTConfig, ct_layer_specs, l
 from workbench.checkpoints.errors import InvalidConfigError, UnknownFormatError, UnknownLayerError, shown
 from workbench.checkpoints.files import CheckpointFiles, find_config, find_files
 from workbench.checkpoints.gptq import (
-    GPTQFamilyConfig, gptq_layer_specs, load_gptq_layer, parse_awq_config, parse_gptq_config,
-    parse_inc_config,
+    GPTQFamilyConfig, gptq_layer_specs, lm_head_notes, load_gptq_layer, parse_awq_config,
+    parse_gptq_config, parse_inc_config,
 )
 from workbench.checkpoints.reader_rules import ReaderRules, pinned
 from workbench.layer import CheckpointFormat, LayerSpec, QuantizedLayer
@@ -126,6 +126,7 @@ def open_checkpoint(path: str | os.PathLike,
                  CheckpointFormat.AWQ: parse_awq_config}[fmt]
         parsed = parse(qc, qwhere, rules)
         layers = gptq_layer_specs(parsed, files.tensors, params_dtype=params_dtype, source=source)
+        notes = notes + lm_head_notes(parsed, files.tensors)
     layers.sort(key=lambda s: _natural_key(s.name))
     if not layers:
         notes = notes + ("no quantized layer found: no tensor matches the config's layout",)

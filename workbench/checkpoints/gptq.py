@@ -35,7 +35,7 @@ from workbench.frozen import freeze
 from workbench.quant_args import QuantArgs
 
 __all__ = ["GPTQFamilyConfig", "parse_gptq_config", "parse_inc_config", "parse_awq_config",
-           "gptq_layer_specs", "load_gptq_layer"]
+           "gptq_layer_specs", "load_gptq_layer", "lm_head_notes"]
 
 GPTQ_CHECKPOINT_FORMATS = ("gptq", "gptq_v2")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
@@ -187,6 +187,12 @@ def parse_inc_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConf
                "autoround_version": qc.get("autoround_version", "")}
     if "act_bits" in qc:
         fields_["act_bits"] = _get(qc, ("act_bits",), where, types=(int,))
+    # The per-layer rules travel with each layer, so the rule set resolves it as vLLM does
+    # (the ParallelLMHead's exact key, say) from the values the listing resolved.
+    if extra:
+        fields_["extra_config"] = extra
+    if blocks:
+        fields_["block_name_to_quantize"] = list(blocks)
     return GPTQFamilyConfig(CheckpointFormat.INC, bits, group, sym, layout, layout is WeightPacking.GPTQ,
                             fields_, extra_config=extra, block_names=tuple(blocks or ()),
                             vllm=rules.vllm, notes=tuple(notes))
@@ -234,6 +240,18 @@ def _check_override(quant: tuple, layer: str) -> tuple[int, int, bool]:
     if not isinstance(sym, bool):
         raise InvalidConfigError(f"layer {layer}: per-layer sym {shown(sym)}; accepted: true or false")
     return bits, group, sym
+
+
+def lm_head_notes(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo]) -> tuple[str, ...]:
+    """A note for an lm_head that holds quantized tensors the config leaves unquantized: vLLM
+    builds it as an unquantized ParallelLMHead and looks for its float `weight` instead."""
+    return tuple(
+        f"{name.removesuffix('.qweight')} holds {name} but {cfg.vllm} leaves the lm_head "
+        "unquantized" + (" (the config's lm_head is false)" if cfg.method is CheckpointFormat.GPTQ
+                         and not cfg.lm_head else "") + "; not listed"
+        for name in tensors if name.endswith(".qweight")
+        and is_lm_head(name.removesuffix(".qweight"))
+        and _layer_quant(cfg, name.removesuffix(".qweight")) is None)
 
 
 def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,

@@ -386,7 +386,7 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
         roof = roofline_us(hw, path, m, n, k, g)
         return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
                           f"XPU: the {path} roofline")
-    fam = family_of(rt.method, rt.activation)
+    fam = family_of(rt)
     roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
     got = _family(hw, fam, m, n, k, g) if fam else None
     if got is None:
