@@ -4,8 +4,8 @@ listing and the dispatch core's trace agree on every per-layer rule, and the Par
 
 - INC: unquantized unless an extra_config key names it (inc/config_parser.py:163-176: exact or
   ".key" suffix first, then `quantized = not isinstance(layer, ParallelLMHead)`);
-- GPTQ: quantized only with `lm_head: true` (utils/gptq_utils.py:178-182), and then a "-:"
-  dynamic rule leaves it unquantized with UnquantizedEmbeddingMethod (:183-192).
+- GPTQ: quantized only with `lm_head: true` (utils/gptq_utils.py:179-182), and then a "-:"
+  dynamic rule leaves it unquantized with UnquantizedEmbeddingMethod (:189-195).
 """
 from __future__ import annotations
 

@@ -23,15 +23,15 @@ from dataclasses import dataclass, field
 
 from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales, scale_notes
 from workbench.checkpoints.errors import (
-    GroupSizeError, InvalidConfigError, PatternSyntaxError, TensorMismatchError, shown,
+    GroupSizeError, InvalidConfigError, TensorMismatchError, shown,
     UnknownFormatError, UnsupportedLayerError,
 )
 from workbench.checkpoints.overrides import dynamic_body, gptq_layer, inc_layer, inc_regex
 from workbench.checkpoints.patterns import compile_pattern
 from workbench.checkpoints.reader_rules import ReaderRules
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_tensor
-from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, is_lm_head
 from workbench.frozen import freeze
+from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, is_lm_head
 from workbench.quant_args import QuantArgs
 
 __all__ = ["GPTQFamilyConfig", "parse_gptq_config", "parse_inc_config", "parse_awq_config",
@@ -43,7 +43,7 @@ _SCALE_DTYPES = ("F16", "BF16", "F32")
 
 def _inc_layout(packing_format: str) -> WeightPacking | None:
     """The tensors an AutoRound packing format holds, named as vLLM tells them apart
-    (INCLayerConfig.is_awq / is_gptq, inc/config_parser.py:35-45: "awq" / "gptq" in the name);
+    (INCLayerConfig.is_gptq / is_awq, inc/config_parser.py:27-33: "awq" / "gptq" in the name);
     this also reads a legacy name such as "auto_round:gptq"."""
     return next((p for p in (WeightPacking.AWQ, WeightPacking.GPTQ) if p.value in packing_format), None)
 
@@ -132,7 +132,7 @@ def parse_gptq_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyCon
 
 
 def _flatten(items: list) -> list:
-    """`flatten_list` (utils/gptq_utils.py:104-115): nested lists of module names, flat."""
+    """`flatten_list` (utils/gptq_utils.py:106-117): nested lists of module names, flat."""
     out: list = []
     for item in items:
         out.extend(_flatten(item) if isinstance(item, list) else [item])

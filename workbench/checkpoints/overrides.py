@@ -8,12 +8,12 @@ which bits, group size and symmetry) and by the rule set (what vLLM builds for a
 - INC: `INCConfigParser._resolve_raw` (inc/config_parser.py:82-214): an exact extra_config key,
   then a key the name ends with (".key"), with the base values; otherwise the layer is
   quantized unless it is the ParallelLMHead (:171), `block_name_to_quantize` deciding instead
-  when set (:172-176), and the first regex key that searches the name applies (:129-148),
+  when set (:172-176), and the first regex key that searches the name applies (:130-153),
   with 16-bit defaults for an unquantized layer. bits >= 16 is unquantized (:73).
-- GPTQ: `get_linear_quant_method` (utils/gptq_utils.py:172-201): the ParallelLMHead gets a
-  quantized method only when the config's `lm_head` is true (:178-182; AutoGPTQConfig reads
+- GPTQ: `get_linear_quant_method` (utils/gptq_utils.py:172-202): the ParallelLMHead gets a
+  quantized method only when the config's `lm_head` is true (:179-182; AutoGPTQConfig reads
   it at auto_gptq.py:198); a "-:" dynamic rule or a name outside
-  `modules_in_block_to_quantize` leaves the layer unquantized (:183-192); `override_config`
+  `modules_in_block_to_quantize` leaves the layer unquantized (:183-195); `override_config`
   (:55-82) takes a dynamic rule's bits / group_size / sym when they have the base's type.
 
 The ParallelLMHead is the checkpoint's `lm_head` (`workbench.layer.is_lm_head`); the caller
@@ -84,7 +84,7 @@ def _match(pattern: str, name: str) -> bool:
 
 def gptq_dynamic(dynamic: Mapping[str, Any], name: str, key: str | None = None,
                  default: Any = None, match: Callable[[str, str], bool] = _match) -> Any:
-    """`get_dynamic_override` (utils/gptq_utils.py:86-100): False when a "-:" rule matches
+    """`get_dynamic_override` (utils/gptq_utils.py:85-103): False when a "-:" rule matches
     first, else the first matching rule's dict (or its `key`), else `default`."""
     for pattern, values in dynamic.items():
         if pattern.startswith("-:"):
@@ -106,7 +106,7 @@ def gptq_layer(name: str, *, lm_head: bool, lm_head_quantized: bool, base: Quant
     if gptq_dynamic(dynamic, name, match=match) is False or (
             blocks and not any(b in name for b in blocks)):
         return None
-    if not name:  # override_config runs for a named layer only (utils/gptq_utils.py:193-195)
+    if not name:  # override_config runs for a named layer only (utils/gptq_utils.py:197-199)
         return base
     got = [gptq_dynamic(dynamic, name, key, value, match)
            for key, value in zip(("bits", "group_size", "sym"), base)]

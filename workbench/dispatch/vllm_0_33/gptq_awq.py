@@ -214,7 +214,8 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
                            lm_head_quantized=bool(lm_head), base=(bits, group, sym),
                            dynamic=dynamic, blocks=blocks, match=_dynamic_match)
         if quant is None:
-            # The ParallelLMHead left unquantized keeps its embedding method (:178-192).
+            # The ParallelLMHead left unquantized keeps its embedding method (:179-195, and
+            # vocab_parallel_embedding.py:320-321 when no method is returned).
             return _unquantized(t, layer, "UnquantizedEmbeddingMethod" if layer.is_lm_head
                                 else "UnquantizedLinearMethod")
         bits, group, sym = quant
