@@ -172,7 +172,10 @@ def model_shard_traces(model: str, tp_size: int, scheme_of, platform, env: dict[
     for p in partitions(model, tp_size):
         def trace(p=p):
             scheme = scheme_of(p.layer, full[p.layer].k, full[p.layer].n)
-            scheme["input_size_per_partition"], scheme["output_size_per_partition"] = p.k, p.n
+            if isinstance(scheme, dict):  # scheme JSON (the preset report's)
+                scheme = {**scheme, "input_size_per_partition": p.k, "output_size_per_partition": p.n}
+            else:  # a layer's typed CTScheme
+                scheme = scheme.partitioned(p.k, p.n)
             return trace_scheme(scheme, platform, env or {}, version)
 
         out.append((p, trace))
@@ -182,7 +185,7 @@ def model_shard_traces(model: str, tp_size: int, scheme_of, platform, env: dict[
 def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: int,
                      version: str | None = None) -> list[dict]:
     """A model preset's per-rank shapes (as vLLM shards them) with `spec`'s quantization args."""
-    def scheme_of(layer: str, k: int, n: int) -> dict:
+    def scheme_of(layer: str, k: int, n: int):
         return spec_with_shape(spec, f"{model}.{layer}", k, n).scheme_input(1)
 
     return _mark_refused([_shard_row(f"{model}.{p.layer}", p.k, p.n, trace, platform, env)

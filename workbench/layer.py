@@ -17,18 +17,20 @@ transposes, keeping the stored dtype).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from workbench.errors import InvalidInputError
+from workbench.frozen import FrozenDict, freeze
+from workbench.quant_args import QuantArgs
 
 if TYPE_CHECKING:  # torch is imported where tensors are touched: a spec alone needs none
     import torch
 
 __all__ = [
-    "CheckpointFormat", "WeightPacking", "Provenance", "LayerSpec", "QuantizedLayer",
-    "default_parallel", "ROW_PARALLEL_SUFFIXES", "linear_class", "LINEAR_CLASS_BY_SUFFIX",
+    "CheckpointFormat", "WeightPacking", "Provenance", "CTScheme", "LayerSpec", "QuantizedLayer",
+    "default_parallel", "is_lm_head", "ROW_PARALLEL_SUFFIXES", "linear_class", "LINEAR_CLASS_BY_SUFFIX",
 ]
 
 
@@ -90,6 +92,17 @@ def linear_class(layer_name: str) -> str:
     return "ColumnParallelLinear"
 
 
+# vLLM's model files build the checkpoint's `lm_head` as a ParallelLMHead, not a LinearBase
+# (llama.py:503, qwen2.py:480; prefix "lm_head"): INC and GPTQ treat it apart
+# (`workbench.checkpoints.overrides`).
+LM_HEAD = "lm_head"
+
+
+def is_lm_head(layer_name: str) -> bool:
+    """Whether this checkpoint module loads into vLLM's ParallelLMHead."""
+    return layer_name.rsplit(".", 1)[-1] == LM_HEAD
+
+
 def default_parallel(layer_name: str) -> str:
     """'row' for the projections vLLM row-shards (o_proj, down_proj, ...), else 'column'."""
     return "row" if layer_name.endswith(ROW_PARALLEL_SUFFIXES) else "column"
@@ -101,7 +114,76 @@ class Provenance:
 
     source: str
     files: tuple[str, ...] = ()
-    tensors: dict[str, str] = field(default_factory=dict)
+    tensors: FrozenDict = field(default_factory=FrozenDict)  # role -> tensor name
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "files", tuple(self.files))
+        object.__setattr__(self, "tensors", freeze(self.tensors))
+
+
+def _positive(value: object, field_name: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidInputError(f"scheme.{field_name}: expected a positive integer, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CTScheme:
+    """One compressed-tensors Linear layer as vLLM's loader is handed it: its config group's
+    args (typed), the format, the layer's name, shapes and parameter dtype. What
+    `workbench.dispatch.trace_scheme` takes; `to_json` is the scheme JSON of the CLI's --batch
+    files and the recorder, `from_json` reads one (the JSON faces only)."""
+
+    weights: QuantArgs | None
+    input_activations: QuantArgs | None = None
+    output_activations: QuantArgs | None = None
+    format: str | None = None
+    layer_name: str = "model.layers.0.mlp.down_proj"
+    in_features: int
+    out_features: int
+    params_dtype: str = "bfloat16"
+    input_size_per_partition: int | None = None  # None: the full in_features
+    output_size_per_partition: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("in_features", "out_features"):
+            _positive(getattr(self, name), name)
+        for name in ("input_size_per_partition", "output_size_per_partition"):
+            if getattr(self, name) is not None:
+                _positive(getattr(self, name), name)
+        for name in ("weights", "input_activations", "output_activations"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, QuantArgs):
+                raise InvalidInputError(f"scheme.{name}: expected QuantArgs or None, got "
+                                        f"{type(value).__name__}")
+        if not isinstance(self.layer_name, str):
+            raise InvalidInputError(f"scheme.layer_name: expected a string, got {self.layer_name!r}")
+
+    @property
+    def partition(self) -> tuple[int, int]:
+        """(input_size_per_partition, output_size_per_partition), the full sizes by default."""
+        return (self.input_size_per_partition or self.in_features,
+                self.output_size_per_partition or self.out_features)
+
+    def partitioned(self, k_part: int, n_part: int) -> "CTScheme":
+        """The same layer as one tensor-parallel rank holds it."""
+        return replace(self, input_size_per_partition=k_part, output_size_per_partition=n_part)
+
+    def to_json(self) -> dict:
+        out: dict = {"weights": None if self.weights is None else self.weights.to_json()}
+        for name in ("input_activations", "output_activations"):
+            value = getattr(self, name)
+            out[name] = None if value is None else value.to_json()
+        out.update(format=self.format, layer_name=self.layer_name, in_features=self.in_features,
+                   out_features=self.out_features, params_dtype=self.params_dtype)
+        for name in ("input_size_per_partition", "output_size_per_partition"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        return out
+
+
+def _plain(value):
+    """A FrozenDict (and those inside it) as plain dicts, for JSON."""
+    return {k: _plain(v) for k, v in value.items()} if isinstance(value, dict) else value
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -112,11 +194,11 @@ def dtype_name(dtype: torch.dtype) -> str:
 class LayerSpec:
     """A quantized linear layer as a listing sees it: no tensor data.
 
-    weight_args / input_args / output_args are compressed-tensors QuantizationArgs dicts
-    (num_bits, type, strategy, group_size, symmetric, dynamic, actorder, ...); for GPTQ,
-    AWQ and INC layers the weight args are the equivalent CT args and `quant_config` keeps
-    the method's own fields (bits, group_size, sym, desc_act, packing_format, backend,
-    checkpoint_format).
+    weight_args / input_args / output_args are compressed-tensors QuantizationArgs, typed
+    and validated (`workbench.quant_args.QuantArgs`); for GPTQ, AWQ and INC layers the weight
+    args are the equivalent CT args and `quant_config` keeps the method's own fields (bits,
+    group_size, sym, desc_act, packing_format, backend, checkpoint_format), read-only.
+    Frozen: a change is a new spec (`dataclasses.replace`).
     """
 
     name: str
@@ -126,16 +208,25 @@ class LayerSpec:
     group_size: int  # -1: one scale per output channel
     symmetric: bool
     format: CheckpointFormat
-    weight_args: dict
-    input_args: dict | None = None
-    output_args: dict | None = None
+    weight_args: QuantArgs
+    input_args: QuantArgs | None = None
+    output_args: QuantArgs | None = None
     ct_format: str | None = None  # compressed-tensors per-layer format, e.g. "int-quantized"
     params_dtype: str = "bfloat16"  # the model dtype vLLM creates parameters in
     scale_dtype: str = "bfloat16"  # the dtype the scales are stored in
     has_g_idx: bool = False
-    quant_config: dict = field(default_factory=dict)
+    quant_config: FrozenDict = field(default_factory=FrozenDict)
     provenance: Provenance = field(default_factory=lambda: Provenance("memory"))
     notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("weight_args", "input_args", "output_args"):
+            value = getattr(self, name)
+            if not (isinstance(value, QuantArgs) or (value is None and name != "weight_args")):
+                raise InvalidInputError(f"layer {self.name}: {name} is {type(value).__name__}; "
+                                        "accepted: QuantArgs" + (" or None" if name != "weight_args" else ""))
+        object.__setattr__(self, "quant_config", freeze(self.quant_config))
+        object.__setattr__(self, "notes", tuple(self.notes))
 
     # -- shapes ----------------------------------------------------------------------
     @property
@@ -175,27 +266,18 @@ class LayerSpec:
         return (k // tp_size, n) if parallel == "row" else (k, n // tp_size)
 
     # -- inputs of the dispatch core ---------------------------------------------------
-    def scheme_input(self, tp_size: int = 1, parallel: str | None = None) -> dict:
-        """The compressed-tensors scheme JSON that `workbench.dispatch.trace_scheme` takes."""
+    def scheme_input(self, tp_size: int = 1, parallel: str | None = None) -> CTScheme:
+        """The compressed-tensors scheme that `workbench.dispatch.trace_scheme` takes."""
         if self.format not in (CheckpointFormat.COMPRESSED_TENSORS, CheckpointFormat.SYNTHETIC):
             raise InvalidInputError(
                 f"layer {self.name}: a {self.format.value} layer has no compressed-tensors "
                 "scheme; use quant_config_input() for the GPTQ/AWQ/INC resolution")
         k_part, n_part = self.partition_shape(tp_size, parallel)
-        scheme = {
-            "weights": dict(self.weight_args),
-            "input_activations": dict(self.input_args) if self.input_args else None,
-            "output_activations": dict(self.output_args) if self.output_args else None,
-            "format": self.ct_format,
-            "layer_name": self.name,
-            "in_features": self.in_features,
-            "out_features": self.out_features,
-            "params_dtype": self.params_dtype,
-        }
-        if tp_size > 1:
-            scheme["input_size_per_partition"] = k_part
-            scheme["output_size_per_partition"] = n_part
-        return scheme
+        scheme = CTScheme(weights=self.weight_args, input_activations=self.input_args,
+                          output_activations=self.output_args, format=self.ct_format,
+                          layer_name=self.name, in_features=self.in_features,
+                          out_features=self.out_features, params_dtype=self.params_dtype)
+        return scheme.partitioned(k_part, n_part) if tp_size > 1 else scheme
 
     def quant_config_input(self, tp_size: int = 1, parallel: str | None = None) -> dict:
         """The fields vLLM's GPTQ / AWQ / INC resolution reads, plus shapes and dtypes."""
@@ -211,6 +293,7 @@ class LayerSpec:
             "params_dtype": self.params_dtype,
             "scale_dtype": self.scale_dtype,
             "has_g_idx": self.has_g_idx,
+            **({"module": "ParallelLMHead"} if is_lm_head(self.name) else {}),
         }
 
     def to_dict(self) -> dict:
@@ -219,10 +302,12 @@ class LayerSpec:
             "name": self.name, "in_features": self.in_features, "out_features": self.out_features,
             "num_bits": self.num_bits, "group_size": self.group_size, "symmetric": self.symmetric,
             "format": self.format.value, "ct_format": self.ct_format,
-            "weight_args": self.weight_args, "input_args": self.input_args,
-            "output_args": self.output_args, "params_dtype": self.params_dtype,
+            "weight_args": self.weight_args.to_json(),
+            "input_args": None if self.input_args is None else self.input_args.to_json(),
+            "output_args": None if self.output_args is None else self.output_args.to_json(),
+            "params_dtype": self.params_dtype,
             "scale_dtype": self.scale_dtype, "has_g_idx": self.has_g_idx,
-            "quant_config": self.quant_config, "parallel": self.default_parallel,
+            "quant_config": _plain(self.quant_config), "parallel": self.default_parallel,
             "provenance": {"source": self.provenance.source, "files": list(self.provenance.files),
                            "tensors": dict(self.provenance.tensors)},
             "notes": list(self.notes),
@@ -245,6 +330,7 @@ class QuantizedLayer(LayerSpec):
     source_weight: torch.Tensor | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         n, g = self.out_features, self.n_groups
         if tuple(self.scales.shape) != (n, g):
             raise InvalidInputError(f"layer {self.name}: scales shape {tuple(self.scales.shape)}; "
@@ -340,7 +426,5 @@ class QuantizedLayer(LayerSpec):
 
     def with_tensors(self, **changes) -> "QuantizedLayer":
         """A copy with some fields replaced (dataclasses.replace keeps it frozen)."""
-        from dataclasses import replace
-
         return replace(self, **changes)
 

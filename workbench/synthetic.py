@@ -19,6 +19,7 @@ from workbench.errors import InvalidInputError
 from workbench.layer import CheckpointFormat, Provenance, QuantizedLayer, WeightPacking, dtype_name
 from workbench.limits import MAX_DIM, check_int, check_positive, shown
 from workbench.memory import check_fits
+from workbench.quant_args import QuantArgs
 
 __all__ = ["quantize_rtn", "quant_args", "SyntheticSpec", "synthetic_weight", "synthetic_layer",
            "layer_from_weight", "SCHEMES", "DISTRIBUTIONS"]
@@ -109,8 +110,8 @@ def quantize_rtn(
     return (q.to(torch.int16) + offset).to(torch.int8), stored, (zp.to(torch.int16) + offset).to(torch.int8)
 
 
-def quant_args(scheme: str, *, group_size: int = 128, symmetric: bool = True) -> tuple[dict, dict | None]:
-    """compressed-tensors QuantizationArgs dicts (weights, input) for a named scheme."""
+def quant_args(scheme: str, *, group_size: int = 128, symmetric: bool = True) -> tuple[QuantArgs, QuantArgs | None]:
+    """compressed-tensors QuantizationArgs (weights, input) for a named scheme."""
     if not isinstance(scheme, str) or scheme not in SCHEMES:
         raise InvalidInputError(f"scheme: {shown(scheme)}; accepted: {', '.join(SCHEMES)}")
     if isinstance(group_size, bool) or not isinstance(group_size, int) or not (
@@ -118,21 +119,14 @@ def quant_args(scheme: str, *, group_size: int = 128, symmetric: bool = True) ->
         raise InvalidInputError(f"group_size: {shown(group_size)}; accepted: -1 (per channel) or "
                                 "a positive integer")
     _check_bool("symmetric", symmetric)
-    weights = {
-        "num_bits": 4, "type": "int", "symmetric": symmetric,
-        "strategy": "channel" if group_size == -1 else "group",
-        "group_size": None if group_size == -1 else group_size,
-        "dynamic": False, "actorder": None, "block_structure": None, "observer": "memoryless_minmax",
-        "observer_kwargs": {}, "scale_dtype": None, "zp_dtype": None if symmetric else "torch.int8",
-    }
+    weights = QuantArgs(num_bits=4, type="int", symmetric=symmetric,
+                        strategy="channel" if group_size == -1 else "group",
+                        group_size=None if group_size == -1 else group_size, dynamic=False,
+                        observer="memoryless_minmax")
     if scheme == "W4A16":
         return weights, None
-    act = {"num_bits": 8, "type": "float" if scheme == "W4AFP8" else "int",
-           "symmetric": scheme != "W4A8_ASYM_INPUT", "strategy": "token", "group_size": None,
-           "dynamic": True, "actorder": None, "block_structure": None, "observer": None,
-           "observer_kwargs": {}, "scale_dtype": None, "zp_dtype": None}
-    if not act["symmetric"]:
-        act["zp_dtype"] = "torch.int8"
+    act = QuantArgs(num_bits=8, type="float" if scheme == "W4AFP8" else "int",
+                    symmetric=scheme != "W4A8_ASYM_INPUT", strategy="token", dynamic=True)
     return weights, act
 
 

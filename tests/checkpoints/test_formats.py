@@ -118,7 +118,7 @@ def test_compressed_tensors_preset_group_is_expanded_with_a_note(tools, tmp_path
     tools.edit_config(path, preset)
     ck = open_checkpoint(path)
     spec = ck.spec(DOWN)
-    assert spec.weight_args["group_size"] == 128 and spec.input_args["strategy"] == "token"
+    assert spec.weight_args.group_size == 128 and spec.input_args.strategy == "token"
     assert any("preset reference" in n for n in ck.notes)
 
 
@@ -133,8 +133,8 @@ def test_layer_name_target_wins_over_class_target(tools, tmp_path):
 
     tools.edit_config(path, two_groups)
     ck = open_checkpoint(path)
-    assert ck.spec(DOWN).input_args["symmetric"] is False
-    assert ck.spec("model.layers.0.mlp.up_proj").input_args["symmetric"] is True
+    assert ck.spec(DOWN).input_args.symmetric is False
+    assert ck.spec("model.layers.0.mlp.up_proj").input_args.symmetric is True
 
 
 def test_ignore_list_removes_layers(tools, tmp_path):

@@ -6,7 +6,8 @@ import torch
 
 from w4a8_kernels.packing import AWQ_ORDER
 from workbench.errors import InvalidInputError
-from workbench.layer import CheckpointFormat, QuantizedLayer, WeightPacking, default_parallel
+from workbench.layer import CTScheme, CheckpointFormat, QuantizedLayer, WeightPacking, default_parallel
+from workbench.quant_args import QuantArgs
 from workbench.synthetic import layer_from_weight
 
 
@@ -35,13 +36,13 @@ def test_bit_layout_of_each_packing_by_hand():
     q = torch.arange(-8, 0, dtype=torch.int8).reshape(1, 8)
     s = torch.ones(1, 1, dtype=torch.bfloat16)
     layer = QuantizedLayer(name="x", in_features=8, out_features=1, num_bits=4, group_size=-1,
-                           symmetric=True, format=CheckpointFormat.SYNTHETIC, weight_args={},
+                           symmetric=True, format=CheckpointFormat.SYNTHETIC, weight_args=QuantArgs(num_bits=4, group_size=-1),
                            qweight=q, packing=WeightPacking.INT8, scales=s)
     assert layer.packed("compressed-tensors").tolist() == [[0x76543210]]  # [N, K/8]
     assert layer.packed("gptq").tolist() == [[0x76543210]]  # [K/8, N]
     # AWQ packs along N: 8 output channels with nibbles 0..7 land in slots AWQ_ORDER.
     col = QuantizedLayer(name="y", in_features=1, out_features=8, num_bits=4, group_size=-1,
-                         symmetric=True, format=CheckpointFormat.SYNTHETIC, weight_args={},
+                         symmetric=True, format=CheckpointFormat.SYNTHETIC, weight_args=QuantArgs(num_bits=4, group_size=-1),
                          qweight=q.reshape(8, 1), packing=WeightPacking.INT8,
                          scales=torch.ones(8, 1, dtype=torch.bfloat16))
     want = sum(AWQ_ORDER[slot] << (4 * slot) for slot in range(8))
@@ -111,12 +112,14 @@ def test_default_parallel_names():
 def test_scheme_input_has_the_dispatch_fields():
     layer = _layer(n=256, k=1024, name="model.layers.0.mlp.down_proj")
     s = layer.scheme_input()
-    assert set(s) == {"weights", "input_activations", "output_activations", "format", "layer_name",
-                      "in_features", "out_features", "params_dtype"}
-    assert s["format"] == "int-quantized" and s["in_features"] == 1024 and s["out_features"] == 256
-    assert s["weights"]["group_size"] == 128 and s["input_activations"]["strategy"] == "token"
+    assert isinstance(s, CTScheme) and s.weights is layer.weight_args  # handed over, not re-parsed
+    assert set(s.to_json()) == {"weights", "input_activations", "output_activations", "format",
+                                "layer_name", "in_features", "out_features", "params_dtype"}
+    assert s.format == "int-quantized" and s.in_features == 1024 and s.out_features == 256
+    assert s.weights.group_size == 128 and s.input_activations.strategy == "token"
+    assert s.partition == (1024, 256)
     tp = layer.scheme_input(tp_size=2)
-    assert (tp["input_size_per_partition"], tp["output_size_per_partition"]) == (512, 256)
+    assert tp.partition == (512, 256)
 
 
 def test_gptq_layers_have_no_compressed_tensors_scheme(tools):

@@ -57,8 +57,8 @@ def test_synthetic_layer_is_seeded_and_shaped():
     c = synthetic_layer(out_features=96, in_features=256, group_size=64, symmetric=False, seed=2)
     assert torch.equal(a.int4_weight(), b.int4_weight()) and not torch.equal(a.int4_weight(), c.int4_weight())
     assert a.shape == (256, 96) and a.scales.shape == (96, 4) and a.zeros.shape == (96, 4)
-    assert a.scheme_input()["format"] == "int-quantized"
-    assert synthetic_layer(out_features=96, in_features=256, scheme="W4A16").scheme_input()["format"] == "pack-quantized"
+    assert a.scheme_input().format == "int-quantized"
+    assert synthetic_layer(out_features=96, in_features=256, scheme="W4A16").scheme_input().format == "pack-quantized"
 
 
 @pytest.mark.parametrize("kwargs,field", [

@@ -48,7 +48,7 @@ def test_trained_layer_quantizes_the_real_weight(scheme, fmt):
 
     layer = trained_layer(LAYER, scheme=scheme)
     w = load_minilm().weights[f"{LAYER}.weight"]
-    assert layer.shape == (384, 1536) and layer.scheme_input()["format"] == fmt
+    assert layer.shape == (384, 1536) and layer.scheme_input().format == fmt
     assert torch.equal(layer.source_weight, w.to(torch.bfloat16).float())
     x = capture_activations(LAYER)
     y_ref = x.double() @ layer.source_weight.double().T

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.dispatch import trace_scheme
-from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
+from workbench.quant_args import QuantArgs, QuantArgsError
 
 W4 = {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128, "symmetric": True}
 A8 = {"num_bits": 8, "type": "int", "strategy": "token", "dynamic": True, "symmetric": True}
@@ -110,14 +110,14 @@ def test_batch_invariant_still_verifies_whole_groups():
 
 
 def test_quant_args_repr_matches_compressed_tensors():
-    w = parse_quant_args(W4, "w")
+    w = QuantArgs.from_json(W4, "w")
     assert repr(w) == ("QuantizationArgs(num_bits=4, type='int', symmetric=True, group_size=128, "
                        "strategy='group', block_structure=None, dynamic=False, actorder=None, "
                        "scale_dtype=None, zp_dtype=torch.int8, observer='memoryless_minmax', "
                        "observer_kwargs={})")
-    a = parse_quant_args({"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}, "a")
+    a = QuantArgs.from_json({"num_bits": 8, "type": "float", "strategy": "token", "dynamic": True}, "a")
     assert "zp_dtype=torch.float8_e4m3fn, observer=None" in repr(a)
-    assert parse_quant_args({"num_bits": 4, "group_size": -1}, "c").strategy == "channel"
+    assert QuantArgs.from_json({"num_bits": 4, "group_size": -1}, "c").strategy == "channel"
 
 
 @pytest.mark.parametrize("bad", [
@@ -130,4 +130,4 @@ def test_quant_args_repr_matches_compressed_tensors():
 ])
 def test_invalid_quant_args_are_named_errors(bad):
     with pytest.raises(QuantArgsError):
-        parse_quant_args(bad, "scheme.weights")
+        QuantArgs.from_json(bad, "scheme.weights")

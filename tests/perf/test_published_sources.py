@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from workbench.dispatch.types import Runtime
 from workbench.errors import InvalidInputError
 from workbench.perf.families import (FAMILIES, arch_of, family_eta, family_of, point_us,
                                      published_points)
@@ -57,7 +58,8 @@ def test_eta_comes_from_the_parts_class_or_widens_across_classes():
 
 
 def test_known_slow_kernels_are_slower():
-    assert family_of("ExllamaLinearKernel", "bf16") == "w4a16_exllama"
+    exllama = Runtime("ExllamaLinearKernel", "bf16", "uint4b8", "gptq_gemm", "x.py:1")
+    assert family_of(exllama) == "w4a16_exllama"
     slow = family_eta("w4a16_exllama", _eta_of_point, part="sm90-h100").value
     assert slow == pytest.approx(0.54 * family_eta("w4a16", _eta_of_point, part="sm90-h100").value)
 
@@ -183,3 +185,16 @@ def test_a_weight_reread_from_the_l2_is_flagged_and_beats_the_dram_roofline():
     # compute-bound: the weight's DRAM time is a small part of the call, wherever it is read from
     mamf = next(p for p in published_points() if p["part"] == "sm90-h200" and "ml-engineering" in p["source"])
     assert not v._l2_resident(mamf, hardware_for("sm90-h200"), point_us(mamf, None))
+
+
+def test_families_come_from_the_runtime_value_not_from_names():
+    def rt(method: str, activation: str) -> Runtime:
+        return Runtime(method, activation, "uint4b8", "op", "x.py:1")
+
+    # the activation the kernel runs decides between a family and its int8 / fp8 sibling
+    assert family_of(rt("HummingLinearKernel", "bf16")) == "humming"
+    assert family_of(rt("HummingLinearKernel", "int8")) == "humming_int8"
+    assert family_of(rt("MarlinLinearKernel", "int8")) == "w4a8_int8"
+    assert family_of(rt("CutlassW4A8LinearKernel", "fp8")) == "w4a8_fp8"
+    # a class the map does not hold has no family, whatever its name says
+    assert family_of(rt("SomeNewW4A16LinearKernel", "bf16")) is None

@@ -15,9 +15,10 @@ from workbench.checkpoints.compressed_tensors import CTConfig, ct_layer_specs, l
 from workbench.checkpoints.errors import InvalidConfigError, UnknownFormatError, UnknownLayerError, shown
 from workbench.checkpoints.files import CheckpointFiles, find_config, find_files
 from workbench.checkpoints.gptq import (
-    GPTQFamilyConfig, gptq_layer_specs, load_gptq_layer, parse_awq_config, parse_gptq_config,
-    parse_inc_config,
+    GPTQFamilyConfig, gptq_layer_specs, lm_head_notes, load_gptq_layer, parse_awq_config,
+    parse_gptq_config, parse_inc_config,
 )
+from workbench.checkpoints.reader_rules import ReaderRules, pinned
 from workbench.layer import CheckpointFormat, LayerSpec, QuantizedLayer
 
 __all__ = ["Checkpoint", "open_checkpoint", "list_layers", "load_layer", "QUANT_METHODS"]
@@ -93,12 +94,15 @@ class Checkpoint:
 
 
 def open_checkpoint(path: str | os.PathLike,
-                    allowed_roots: tuple[str | os.PathLike, ...] | None = None) -> Checkpoint:
+                    allowed_roots: tuple[str | os.PathLike, ...] | None = None, *,
+                    rules: ReaderRules | None = None) -> Checkpoint:
     """Open a checkpoint directory (or a single .safetensors file beside its config).
 
     Every file read must lie (symlinks followed) under the checkpoint's own directory or
-    one of `allowed_roots` (default: those named by WORKBENCH_ALLOWED_ROOTS).
+    one of `allowed_roots` (default: those named by WORKBENCH_ALLOWED_ROOTS). The config is
+    checked against `rules` (the default vLLM rule set's when None).
     """
+    rules = pinned() if rules is None else rules
     files = find_files(path, allowed_roots)
     config, qc, where = find_config(files.root, files.roots)
     method = qc.get("quant_method")
@@ -114,13 +118,15 @@ def open_checkpoint(path: str | os.PathLike,
     source = str(files.root)
     qwhere = f"{where}:quantization_config" if where == "config.json" else where
     if fmt is CheckpointFormat.COMPRESSED_TENSORS:
-        parsed = parse_ct_config(qc, qwhere)
-        layers = ct_layer_specs(parsed, files.tensors, params_dtype=params_dtype, source=source)
+        parsed = parse_ct_config(qc, qwhere, rules)
+        layers = ct_layer_specs(parsed, files.tensors, params_dtype=params_dtype, source=source,
+                                rules=rules)
     else:
         parse = {CheckpointFormat.GPTQ: parse_gptq_config, CheckpointFormat.INC: parse_inc_config,
                  CheckpointFormat.AWQ: parse_awq_config}[fmt]
-        parsed = parse(qc, qwhere)
+        parsed = parse(qc, qwhere, rules)
         layers = gptq_layer_specs(parsed, files.tensors, params_dtype=params_dtype, source=source)
+        notes = notes + lm_head_notes(parsed, files.tensors)
     layers.sort(key=lambda s: _natural_key(s.name))
     if not layers:
         notes = notes + ("no quantized layer found: no tensor matches the config's layout",)

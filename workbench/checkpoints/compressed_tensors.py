@@ -25,20 +25,17 @@ from workbench.checkpoints.errors import (
     TensorMismatchError, UnknownFormatError, UnsupportedLayerError, shown,
 )
 from workbench.checkpoints.patterns import compile_pattern
+from workbench.checkpoints.reader_rules import ReaderRules
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
-from workbench.dispatch.quant_args import QuantArgsError, parse_quant_args
-from workbench.dispatch.versions import rules
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, linear_class
+from workbench.quant_args import QuantArgs, QuantArgsError
 
 if TYPE_CHECKING:
     import torch
 
 __all__ = ["CTGroup", "CTConfig", "parse_ct_config", "ct_layer_specs", "load_ct_layer",
-           "check_scales", "scale_notes", "KNOWN_FORMATS", "READABLE_FORMATS"]
+           "check_scales", "scale_notes", "READABLE_FORMATS"]
 
-# compressed-tensors' CompressionFormat values, from the dispatch rule set (one list).
-KNOWN_FORMATS = rules().FORMATS
-VLLM = f"vLLM {rules().VLLM_VERSION}"  # the notes name the rule set they were checked against
 # Formats whose layers the workbench loads (integer weights).
 READABLE_FORMATS = ("int-quantized", "naive-quantized", "pack-quantized")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
@@ -46,13 +43,13 @@ _SCALE_DTYPES = ("F16", "BF16", "F32")
 
 @dataclass(frozen=True)
 class CTGroup:
-    """One config group, its args normalized by compressed-tensors' QuantizationArgs."""
+    """One config group, its args validated and filled as compressed-tensors' QuantizationArgs."""
 
     name: str
     targets: tuple[str, ...]
-    weights: dict | None
-    input_activations: dict | None
-    output_activations: dict | None
+    weights: QuantArgs | None
+    input_activations: QuantArgs | None
+    output_activations: QuantArgs | None
     format: str | None
 
 
@@ -73,12 +70,12 @@ class CTConfig:
         return out
 
 
-def _args(raw: object, where: str) -> dict | None:
-    """Normalize QuantizationArgs as compressed-tensors 0.17.0 does (its defaults and validators).
+def _args(raw: object, where: str) -> QuantArgs | None:
+    """QuantizationArgs as compressed-tensors 0.17.0 validates and fills them.
 
-    `workbench.dispatch.quant_args` models the library's validator, so opening a checkpoint
-    does not import compressed-tensors (which imports transformers: seconds on a cold start).
-    The result is what `QuantizationArgs.model_validate(raw).model_dump(mode="json")` gives;
+    `workbench.quant_args` models the library's validator, so opening a checkpoint does not
+    import compressed-tensors (which imports transformers: seconds on a cold start). Its
+    `to_json()` is what `QuantizationArgs.model_validate(raw).model_dump(mode="json")` gives;
     tests/checkpoints/test_quant_args_dump.py holds the two equal.
     """
     if raw is None:
@@ -87,14 +84,9 @@ def _args(raw: object, where: str) -> dict | None:
         raise InvalidConfigError(f"{where}: expected an object of QuantizationArgs fields, "
                                  f"got {type(raw).__name__}")
     try:
-        args = parse_quant_args(raw, where)
+        return QuantArgs.from_json(raw, where)
     except QuantArgsError as exc:
         raise InvalidConfigError(f"{where}: not valid QuantizationArgs: {exc}") from None
-    dump = args.to_json()
-    dump["scale_dtype"] = None if args.scale_dtype is None else f"torch.{args.scale_dtype}"
-    # compressed-tensors serializes zp_dtype only for asymmetric args.
-    dump["zp_dtype"] = None if args.symmetric else f"torch.{args.zp_dtype}"
-    return dump
 
 
 def _targets(raw: object, where: str) -> tuple[str, ...]:
@@ -107,23 +99,23 @@ def _targets(raw: object, where: str) -> tuple[str, ...]:
     return tuple(raw)
 
 
-def _format(raw: object, where: str) -> str | None:
+def _format(raw: object, where: str, formats: tuple[str, ...]) -> str | None:
     if raw is None:
         return None
-    if not isinstance(raw, str) or raw not in KNOWN_FORMATS:
+    if not isinstance(raw, str) or raw not in formats:
         raise UnknownFormatError(f"{where}: format {shown(raw)} is not a compressed-tensors 0.17.0 "
-                                 f"format; accepted: {', '.join(KNOWN_FORMATS)}")
+                                 f"format; accepted: {', '.join(formats)}")
     return raw
 
 
-def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
-    """Parse a compressed-tensors quantization_config dict."""
+def parse_ct_config(qc: dict, where: str, rules: ReaderRules) -> CTConfig:
+    """Parse a compressed-tensors quantization_config dict against `rules`' formats."""
     notes: list[str] = []
     groups_raw = qc.get("config_groups")
     if not isinstance(groups_raw, dict) or not groups_raw:
         raise InvalidConfigError(f"{where}.config_groups: must be a non-empty object of "
                                  "config groups")
-    global_format = _format(qc.get("format"), f"{where}.format")
+    global_format = _format(qc.get("format"), f"{where}.format", rules.ct_formats)
     groups: list[CTGroup] = []
     for gname, graw in groups_raw.items():
         gwhere = f"{where}.config_groups.{gname}"
@@ -136,10 +128,12 @@ def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
                                          "after a compressed-tensors preset (e.g. W4A8, W4A16)")
             targets = _targets(graw, gwhere)
             scheme = preset_name_to_scheme(gname, list(targets))
+            # The library's own model, read field by field (its dump is its JSON form).
             dump = scheme.model_dump(mode="json")
-            groups.append(CTGroup(gname, targets, dump.get("weights"), dump.get("input_activations"),
-                                  dump.get("output_activations"), dump.get("format")))
-            notes.append(f"config group {gname!r} is a preset reference; {VLLM} reads each "
+            groups.append(CTGroup(gname, targets, *(
+                _args(dump.get(k), f"{gwhere}.{k}")
+                for k in ("weights", "input_activations", "output_activations")), dump.get("format")))
+            notes.append(f"config group {gname!r} is a preset reference; {rules.vllm} reads each "
                          "group's 'targets' and 'weights' directly and does not expand presets")
             continue
         if not isinstance(graw, dict):
@@ -150,7 +144,7 @@ def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
             _args(graw.get("weights"), f"{gwhere}.weights"),
             _args(graw.get("input_activations"), f"{gwhere}.input_activations"),
             _args(graw.get("output_activations"), f"{gwhere}.output_activations"),
-            _format(graw.get("format"), f"{gwhere}.format"),
+            _format(graw.get("format"), f"{gwhere}.format", rules.ct_formats),
         ))
     ignore = qc.get("ignore") or []
     if not isinstance(ignore, list) or not all(isinstance(i, str) for i in ignore):
@@ -159,7 +153,7 @@ def parse_ct_config(qc: dict, where: str = "quantization_config") -> CTConfig:
         if pat.startswith("re:"):
             compile_pattern(pat[3:], f"{where}.ignore")
     if qc.get("sparsity_config"):
-        notes.append(f"sparsity_config is set: {VLLM} refuses it (sparsity support was removed)")
+        notes.append(f"sparsity_config is set: {rules.vllm} refuses it (sparsity support was removed)")
     return CTConfig(tuple(groups), tuple(ignore), global_format, tuple(notes))
 
 
@@ -220,7 +214,7 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
                     fmt: str) -> tuple[int, int, int, dict[str, str]]:
     """(N, K, group_size, tensor role -> name), from headers and `weight_shape` only."""
     w = group.weights
-    bits = w["num_bits"]
+    bits = w.num_bits
     names: dict[str, str] = {}
     if fmt == "pack-quantized":
         packed = need_tensor(tensors, f"{prefix}.weight_packed", prefix, "pack-quantized layout")
@@ -237,17 +231,17 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
         names.update(weight=packed.name, weight_shape=shape_t.name)
     else:
         weight = need_tensor(tensors, f"{prefix}.weight", prefix, f"{fmt} layout")
-        want_dtype = "I8" if w["type"] == "int" else "F8_E4M3"
+        want_dtype = "I8" if w.type == "int" else "F8_E4M3"
         if weight.dtype != want_dtype or len(weight.shape) != 2:
-            raise _shape_error(weight, f"{want_dtype} [N, K] ({fmt} {w['type']}{bits})", prefix)
+            raise _shape_error(weight, f"{want_dtype} [N, K] ({fmt} {w.type}{bits})", prefix)
         n, k = weight.shape
         names["weight"] = weight.name
     if n <= 0 or k <= 0:
         raise TensorMismatchError(f"layer {prefix}: (N, K) = ({n}, {k}); a layer needs at least "
                                   "one row and one column")
-    strategy = w.get("strategy")
+    strategy = w.strategy
     if strategy == "group":
-        g = w["group_size"]
+        g = w.group_size
         if not isinstance(g, int) or g <= 0:
             raise InvalidConfigError(f"layer {prefix}: config group {group.name!r} has strategy 'group' "
                                      f"with group_size {shown(g)}; accepted: a positive integer")
@@ -268,7 +262,7 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
         raise _shape_error(scale, f"float {list(want_scale)} for strategy {strategy!r}"
                            + (f" and group_size {g}" if strategy == "group" else ""), prefix)
     names["scales"] = scale.name
-    if not w["symmetric"]:
+    if not w.symmetric:
         zp = need_tensor(tensors, f"{prefix}.weight_zero_point", prefix, "asymmetric weights")
         if fmt == "pack-quantized":
             want = ("I32", (-(-n * bits // 32), want_scale[-1]))
@@ -278,7 +272,7 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
             raise _shape_error(zp, f"{want[0]} {list(want[1])}", prefix)
         names["zeros"] = zp.name
     gidx = tensors.get(f"{prefix}.weight_g_idx")
-    if w.get("actorder") == "group":
+    if w.actorder == "group":
         # compressed-tensors writes weight_g_idx for group activation ordering
         # (PackedQuantizationCompressor.compression_param_names).
         gidx = need_tensor(tensors, f"{prefix}.weight_g_idx", prefix, "weights.actorder 'group'")
@@ -295,7 +289,7 @@ def _layer_geometry(tensors: dict[str, TensorInfo], prefix: str, group: CTGroup,
 
 
 def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtype: str,
-                   source: str) -> list[LayerSpec]:
+                   source: str, rules: ReaderRules) -> list[LayerSpec]:
     """Every quantized layer of a compressed-tensors checkpoint, from headers only."""
     specs: list[LayerSpec] = []
     for prefix in quantized_prefixes(tensors):
@@ -308,13 +302,13 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
                 f"layer {prefix}: config group {group.name!r} has no 'format' and the global "
                 f"format is {cfg.format!r}; a mixed-precision checkpoint names a format per group")
         w = group.weights
-        bits = w.get("num_bits")
-        if w.get("type") == "int" and not (isinstance(bits, int) and 1 <= bits <= 8):
+        bits = w.num_bits
+        if w.type == "int" and not 1 <= bits <= 8:
             raise InvalidConfigError(f"config group {group.name!r}: weights.num_bits {bits!r}; "
                                      "accepted for int weights: 1..8")
         notes = list(cfg.notes)
-        if w.get("actorder") in ("group", "dynamic"):
-            notes.append(f"weights.actorder = {w['actorder']!r}: {VLLM} raises ValueError "
+        if w.actorder in ("group", "dynamic"):
+            notes.append(f"weights.actorder = {w.actorder!r}: {rules.vllm} raises ValueError "
                          "(group/dynamic activation ordering is no longer supported)")
         main = tensors.get(f"{prefix}.weight_packed") or tensors.get(f"{prefix}.weight")
         reason = None
@@ -322,8 +316,8 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
             # e.g. fused MoE experts [E, N, K]: listed so the listing stays whole, not loaded.
             reason = (f"{main.name} is {len(main.shape)}-D {list(main.shape)}; the workbench loads "
                       "2-D Linear weights")
-        elif fmt not in READABLE_FORMATS or w["type"] != "int":
-            reason = (f"format {fmt!r} with {w['type']} weights; the workbench loads integer weights "
+        elif fmt not in READABLE_FORMATS or w.type != "int":
+            reason = (f"format {fmt!r} with {w.type} weights; the workbench loads integer weights "
                       f"in {', '.join(READABLE_FORMATS)}")
         if reason is None:
             n, k, g, names = _layer_geometry(tensors, prefix, group, fmt)
@@ -335,8 +329,8 @@ def ct_layer_specs(cfg: CTConfig, tensors: dict[str, TensorInfo], *, params_dtyp
         scale = tensors.get(f"{prefix}.weight_scale")
         files = sorted({tensors[t].file.name for t in names.values() if t in tensors})
         specs.append(LayerSpec(
-            name=prefix, in_features=k, out_features=n, num_bits=w["num_bits"], group_size=g,
-            symmetric=bool(w["symmetric"]), format=CheckpointFormat.COMPRESSED_TENSORS,
+            name=prefix, in_features=k, out_features=n, num_bits=w.num_bits, group_size=g,
+            symmetric=w.symmetric, format=CheckpointFormat.COMPRESSED_TENSORS,
             weight_args=w, input_args=group.input_activations,
             output_args=group.output_activations, ct_format=fmt, params_dtype=params_dtype,
             scale_dtype=_DTYPE_NAME.get(scale.dtype, scale.dtype) if scale else "none",

@@ -23,25 +23,29 @@ from dataclasses import dataclass, field
 
 from workbench.checkpoints.compressed_tensors import _DTYPE_NAME, check_scales, scale_notes
 from workbench.checkpoints.errors import (
-    GroupSizeError, InvalidConfigError, PatternSyntaxError, TensorMismatchError, shown,
+    GroupSizeError, InvalidConfigError, TensorMismatchError, shown,
     UnknownFormatError, UnsupportedLayerError,
 )
-from workbench.checkpoints.patterns import Pattern, compile_pattern
+from workbench.checkpoints.overrides import dynamic_body, gptq_layer, inc_layer, inc_regex
+from workbench.checkpoints.patterns import compile_pattern
+from workbench.checkpoints.reader_rules import ReaderRules
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_tensor
-from workbench.dispatch.versions import rules
-from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking
+from workbench.frozen import freeze
+from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, is_lm_head
+from workbench.quant_args import QuantArgs
 
 __all__ = ["GPTQFamilyConfig", "parse_gptq_config", "parse_inc_config", "parse_awq_config",
-           "gptq_layer_specs", "load_gptq_layer", "INC_PACKING_FORMATS", "INC_BACKENDS"]
+           "gptq_layer_specs", "load_gptq_layer", "lm_head_notes"]
 
-# INCConfig's accepted values, from the dispatch rule set.
-INC_SUPPORTED_BITS = rules().INC_SUPPORTED_BITS
-INC_PACKING_FORMATS = rules().INC_PACKING_FORMATS
-INC_BACKENDS = rules().INC_BACKENDS
-VLLM = f"vLLM {rules().VLLM_VERSION}"  # the notes name the rule set they were checked against
 GPTQ_CHECKPOINT_FORMATS = ("gptq", "gptq_v2")
 _SCALE_DTYPES = ("F16", "BF16", "F32")
-_REGEX_CHARS = set(r"*+?^$()[]{}|\\")
+
+
+def _inc_layout(packing_format: str) -> WeightPacking | None:
+    """The tensors an AutoRound packing format holds, named as vLLM tells them apart
+    (INCLayerConfig.is_gptq / is_awq, inc/config_parser.py:27-33: "awq" / "gptq" in the name);
+    this also reads a legacy name such as "auto_round:gptq"."""
+    return next((p for p in (WeightPacking.AWQ, WeightPacking.GPTQ) if p.value in packing_format), None)
 
 
 @dataclass(frozen=True)
@@ -52,14 +56,20 @@ class GPTQFamilyConfig:
     bits: int
     group_size: int
     sym: bool
-    layout: str  # "gptq" or "awq": how the tensors are packed
+    layout: WeightPacking  # GPTQ or AWQ: how the int32 tensors are packed
     zeros_minus_one: bool  # classic GPTQ stores zero point - 1 in qzeros
     fields: dict  # what vLLM's resolution reads, as the config wrote it (normalized)
     extra_config: dict = field(default_factory=dict)
     block_names: tuple[str, ...] = ()
     dynamic: dict = field(default_factory=dict)
     skip_modules: tuple[str, ...] = ()
+    lm_head: bool = False  # GPTQ's `lm_head`: the ParallelLMHead is quantized too
+    vllm: str = "vLLM"  # the rule set the config was read against, as the notes name it
     notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name in ("fields", "extra_config", "dynamic"):
+            object.__setattr__(self, name, freeze(getattr(self, name)))
 
 
 def _get(qc: dict, keys: tuple[str, ...], where: str, default: object = ..., types: tuple = ()) -> object:
@@ -87,7 +97,7 @@ def _bits_group(qc: dict, where: str, bit_keys: tuple[str, ...], group_keys: tup
     return bits, group
 
 
-def parse_gptq_config(qc: dict, where: str) -> GPTQFamilyConfig:
+def parse_gptq_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConfig:
     bits, group = _bits_group(qc, where, ("bits",), ("group_size",))
     desc_act = _get(qc, ("desc_act",), where, types=(bool,))
     sym = _get(qc, ("sym",), where, types=(bool,))
@@ -95,53 +105,71 @@ def parse_gptq_config(qc: dict, where: str) -> GPTQFamilyConfig:
     if fmt not in GPTQ_CHECKPOINT_FORMATS:
         raise UnknownFormatError(f"{where}.checkpoint_format: {fmt!r}; accepted: "
                                  f"{', '.join(GPTQ_CHECKPOINT_FORMATS)}")
-    if bits not in {b for b, _ in rules().GPTQ_TYPES}:  # asymmetric 4/8-bit stays readable
+    if bits not in rules.gptq_bits:  # asymmetric 4/8-bit stays readable
         # AutoGPTQConfig.__init__ (auto_gptq.py:151-155) refuses it before any tensor is read.
-        raise InvalidConfigError(f"{where}: {VLLM} refuses it at config: ValueError: Unsupported "
+        raise InvalidConfigError(f"{where}: {rules.vllm} refuses it at config: ValueError: Unsupported "
                                  f"quantization config: bits={bits}, sym={sym}")
     dynamic = _get(qc, ("dynamic",), where, {}, (dict, type(None))) or {}
     for pat, over in dynamic.items():
-        compile_pattern(_dynamic_body(pat), f"{where}.dynamic")
+        compile_pattern(dynamic_body(pat), f"{where}.dynamic")
         if not isinstance(over, dict):
             raise InvalidConfigError(f"{where}.dynamic[{shown(pat)}]: {shown(over)}; accepted: an object of "
                                      "overrides (bits, group_size, sym, ...), {} for a '-:' rule")
     lm_head = _get(qc, ("lm_head",), where, False, (bool,))
+    blocks = _get(qc, ("modules_in_block_to_quantize",), where, None, (list, type(None))) or []
+    blocks = _flatten(blocks)
+    if not all(isinstance(b, str) for b in blocks):
+        raise InvalidConfigError(f"{where}.modules_in_block_to_quantize: {shown(blocks)}; accepted: "
+                                 "a list (of lists) of module name strings")
     fields_ = {"bits": bits, "group_size": group, "sym": sym, "desc_act": desc_act,
                "checkpoint_format": fmt, "lm_head": lm_head, "dynamic": dynamic,
                "autoround_version": qc.get("autoround_version", "")}
-    return GPTQFamilyConfig(CheckpointFormat.GPTQ, bits, group, sym, "gptq", fmt == "gptq",
-                            fields_, dynamic=dynamic)
+    if blocks:
+        fields_["modules_in_block_to_quantize"] = blocks
+    return GPTQFamilyConfig(CheckpointFormat.GPTQ, bits, group, sym, WeightPacking.GPTQ,
+                            fmt == "gptq", fields_, block_names=tuple(blocks), dynamic=dynamic,
+                            lm_head=lm_head, vllm=rules.vllm)
 
 
-def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
+def _flatten(items: list) -> list:
+    """`flatten_list` (utils/gptq_utils.py:106-117): nested lists of module names, flat."""
+    out: list = []
+    for item in items:
+        out.extend(_flatten(item) if isinstance(item, list) else [item])
+    return out
+
+
+def parse_inc_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConfig:
     bits, group = _bits_group(qc, where, ("bits",), ("group_size",))
     data_type = _get(qc, ("data_type",), where, "int", (str,))
     data_type = "fp" if data_type == "fp8" else data_type
     sym = _get(qc, ("sym",), where, True, (bool,))
-    packing_format = _get(qc, ("packing_format",), where, "auto_round:auto_gptq", (str,))
+    packing_format = _get(qc, ("packing_format",), where, rules.inc_default_packing, (str,))
     backend = _get(qc, ("backend", "vllm_backend"), where, "auto", (str,))
     notes: list[str] = []
-    if packing_format not in INC_PACKING_FORMATS:
-        legacy = "awq" if "awq" in packing_format else "gptq" if "gptq" in packing_format else None
-        if legacy is None:
-            raise UnknownFormatError(f"{where}.packing_format: {shown(packing_format)}; accepted: "
-                                     f"{', '.join(INC_PACKING_FORMATS)}")
+    formats = rules.inc_packing_formats
+    layout = _inc_layout(packing_format)
+    if packing_format in formats and packing_format not in rules.inc_int_packing:
+        layout = None  # FP8 / MXFP8 tensors
+    if packing_format not in formats:
         # An older AutoRound name (e.g. auto_round:gptq): the tensors are still readable,
         # but the pinned vLLM's INCConfig refuses the config.
-        notes.append(f"packing_format {shown(packing_format)}: {VLLM} raises ValueError "
-                     f"(accepted: {', '.join(INC_PACKING_FORMATS)})")
-    tensor_format = packing_format if packing_format in INC_PACKING_FORMATS else f"auto_round:auto_{legacy}"
-    if backend not in INC_BACKENDS:
-        notes.append(f"backend {shown(backend)}: {VLLM} raises ValueError (accepted: "
-                     f"{', '.join(INC_BACKENDS)})")
-    if bits not in INC_SUPPORTED_BITS:
-        notes.append(f"bits {bits}: {VLLM} raises ValueError (accepted: {INC_SUPPORTED_BITS})")
+        if layout is None:
+            raise UnknownFormatError(f"{where}.packing_format: {shown(packing_format)}; accepted: "
+                                     f"{', '.join(formats)}")
+        notes.append(f"packing_format {shown(packing_format)}: {rules.vllm} raises ValueError "
+                     f"(accepted: {', '.join(formats)})")
+    if backend not in rules.inc_backends:
+        notes.append(f"backend {shown(backend)}: {rules.vllm} raises ValueError (accepted: "
+                     f"{', '.join(rules.inc_backends)})")
+    if bits not in rules.inc_supported_bits:
+        notes.append(f"bits {bits}: {rules.vllm} raises ValueError (accepted: {rules.inc_supported_bits})")
     if data_type != "int":
         raise UnknownFormatError(f"{where}.data_type: {shown(data_type)}; the workbench reads INC "
                                  "integer weights ('int') only")
-    if tensor_format not in ("auto_round:auto_gptq", "auto_round:auto_awq"):
+    if layout is None:
         raise UnknownFormatError(f"{where}.packing_format: {shown(packing_format)} holds no integer "
-                                 "GPTQ/AWQ tensors; accepted: auto_round:auto_gptq, auto_round:auto_awq")
+                                 f"GPTQ/AWQ tensors; accepted: {', '.join(rules.inc_int_packing)}")
     blocks = _get(qc, ("block_name_to_quantize", "to_quant_block_names"), where, None, (str, list, type(None)))
     if isinstance(blocks, str):
         blocks = blocks.split(",")
@@ -149,23 +177,28 @@ def parse_inc_config(qc: dict, where: str) -> GPTQFamilyConfig:
         raise InvalidConfigError(f"{where}.block_name_to_quantize: must be a string or a list of strings")
     extra = _get(qc, ("extra_config",), where, None, (dict, type(None))) or {}
     for name, cfg in extra.items():
-        _inc_regex(name)  # a regex that cannot be run in bounded work is refused here
+        inc_regex(name)  # a regex that cannot be run in bounded work is refused here
         if not isinstance(cfg, dict):
             raise InvalidConfigError(f"{where}.extra_config[{name!r}]: must be an object "
                                      "(bits, group_size, sym)")
-    layout = "awq" if "awq" in tensor_format else "gptq"
     fields_ = {"bits": bits, "group_size": group, "sym": sym, "data_type": data_type,
                "packing_format": packing_format, "backend": backend,
                "checkpoint_format": packing_format, "desc_act": False,
                "autoround_version": qc.get("autoround_version", "")}
     if "act_bits" in qc:
         fields_["act_bits"] = _get(qc, ("act_bits",), where, types=(int,))
-    return GPTQFamilyConfig(CheckpointFormat.INC, bits, group, sym, layout, layout == "gptq",
+    # The per-layer rules travel with each layer, so the rule set resolves it as vLLM does
+    # (the ParallelLMHead's exact key, say) from the values the listing resolved.
+    if extra:
+        fields_["extra_config"] = extra
+    if blocks:
+        fields_["block_name_to_quantize"] = list(blocks)
+    return GPTQFamilyConfig(CheckpointFormat.INC, bits, group, sym, layout, layout is WeightPacking.GPTQ,
                             fields_, extra_config=extra, block_names=tuple(blocks or ()),
-                            notes=tuple(notes))
+                            vllm=rules.vllm, notes=tuple(notes))
 
 
-def parse_awq_config(qc: dict, where: str) -> GPTQFamilyConfig:
+def parse_awq_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConfig:
     bits, group = _bits_group(qc, where, ("w_bit", "bits"), ("q_group_size", "group_size"))
     zero_point = _get(qc, ("zero_point",), where, types=(bool,))
     skip = _get(qc, ("modules_to_not_convert",), where, None, (list, type(None))) or []
@@ -175,75 +208,24 @@ def parse_awq_config(qc: dict, where: str) -> GPTQFamilyConfig:
     fields_ = {"bits": bits, "group_size": group, "zero_point": zero_point,
                "sym": not zero_point, "checkpoint_format": "awq",
                "version": qc.get("version", "gemm"), "modules_to_not_convert": skip}
-    return GPTQFamilyConfig(CheckpointFormat.AWQ, bits, group, not zero_point, "awq", False,
-                            fields_, skip_modules=tuple(skip))
-
-
-def _dynamic_body(key: str) -> str:
-    # vLLM's get_dynamic_override (utils/gptq_utils.py:93-98): "-:" negates, "+:" is optional.
-    return key.removeprefix("-:") if key.startswith("-:") else key.removeprefix("+:")
-
-
-def _inc_regex(key: str) -> Pattern | None:
-    """An extra_config key vLLM treats as a regex (inc/config_parser.py:87-104 and 129-152:
-    a key holding a special character, compiled by the `regex` package; one it rejects is
-    skipped)."""
-    if not any(ch in _REGEX_CHARS for ch in key):
-        return None
-    try:
-        return compile_pattern(key, f"extra_config key {key!r}")
-    except PatternSyntaxError:
-        return None
+    return GPTQFamilyConfig(CheckpointFormat.AWQ, bits, group, not zero_point, WeightPacking.AWQ, False,
+                            fields_, skip_modules=tuple(skip), vllm=rules.vllm)
 
 
 def _layer_quant(cfg: GPTQFamilyConfig, name: str) -> tuple[int, int, bool] | None:
-    """(bits, group_size, sym) of a layer, or None when the config leaves it unquantized."""
+    """(bits, group_size, sym) of a layer, or None when vLLM leaves it unquantized: the
+    policy of `workbench.checkpoints.overrides`, which the rule set applies too."""
     base = (cfg.bits, cfg.group_size, cfg.sym)
     if cfg.method is CheckpointFormat.GPTQ:
-        # GPTQModel `dynamic`: "-:" skips a module, "+:" or no prefix overrides fields.
-        for pat, over in cfg.dynamic.items():
-            neg = pat.startswith("-:")
-            if compile_pattern(_dynamic_body(pat)).match(name):
-                if neg:
-                    return None
-                if isinstance(over, dict):
-                    # override_config (utils/gptq_utils.py:55-75) takes a value only of the
-                    # field's type and ignores any other (group_size "64" keeps the base).
-                    bits, group, sym = (over.get("bits"), over.get("group_size"), over.get("sym"))
-                    return (bits if isinstance(bits, int) else cfg.bits,
-                            group if isinstance(group, int) else cfg.group_size,
-                            sym if isinstance(sym, bool) else cfg.sym)
-        return base
+        return gptq_layer(name, lm_head=is_lm_head(name), lm_head_quantized=cfg.lm_head,
+                          base=base, dynamic=cfg.dynamic, blocks=cfg.block_names)
     if cfg.method is CheckpointFormat.AWQ:
         return None if any(s in name for s in cfg.skip_modules) else base
-    # INC: INCConfigParser._resolve_raw (inc/config_parser.py:82-214): an exact key, then a
-    # key the name ends with (".key"), are used with the base defaults; otherwise the layer
-    # is quantized when inside block_name_to_quantize (and not lm_head, ParallelLMHead in
-    # vLLM), and get_config (:106-158) applies the first regex key that re.search-es the
-    # name, with 16-bit defaults for a layer that is not quantized.
-    extra = cfg.extra_config
-
-    def from_cfg(c: dict, quantized: bool = True) -> tuple[int, int, bool] | None:
-        bits = c.get("bits", cfg.bits if quantized else 16)
-        group = c.get("group_size", cfg.group_size if quantized else -1)
-        sym = c.get("sym", cfg.sym if quantized else True)
-        # INCLayerConfig.quantized is `bits < 16` (config_parser.py:73): 16.0 is unquantized too.
-        numeric = isinstance(bits, (int, float)) and not isinstance(bits, bool)
-        return None if numeric and bits >= 16 else (bits, group, sym)
-
-    if name in extra:
-        return from_cfg(extra[name])
-    for key in extra:
-        if name.endswith(f".{key}"):
-            return from_cfg(extra[key])
-    quantized = name.rsplit(".", 1)[-1] != "lm_head"
-    if cfg.block_names:
-        quantized = any(name.startswith(b) for b in cfg.block_names)
-    for key, c in extra.items():
-        pattern = _inc_regex(key)
-        if pattern is not None and pattern.search(name):
-            return from_cfg(c, quantized)
-    return base if quantized else None
+    bits, group, sym = inc_layer(name, lm_head=is_lm_head(name), base=base,
+                                 extra=cfg.extra_config, blocks=cfg.block_names)
+    # INCLayerConfig.quantized is `bits < 16` (config_parser.py:73): 16.0 is unquantized too.
+    numeric = isinstance(bits, (int, float)) and not isinstance(bits, bool)
+    return None if numeric and bits >= 16 else (bits, group, sym)
 
 
 def _check_override(quant: tuple, layer: str) -> tuple[int, int, bool]:
@@ -260,6 +242,18 @@ def _check_override(quant: tuple, layer: str) -> tuple[int, int, bool]:
     return bits, group, sym
 
 
+def lm_head_notes(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo]) -> tuple[str, ...]:
+    """A note for an lm_head that holds quantized tensors the config leaves unquantized: vLLM
+    builds it as an unquantized ParallelLMHead and looks for its float `weight` instead."""
+    return tuple(
+        f"{name.removesuffix('.qweight')} holds {name} but {cfg.vllm} leaves the lm_head "
+        "unquantized" + (" (the config's lm_head is false)" if cfg.method is CheckpointFormat.GPTQ
+                         and not cfg.lm_head else "") + "; not listed"
+        for name in tensors if name.endswith(".qweight")
+        and is_lm_head(name.removesuffix(".qweight"))
+        and _layer_quant(cfg, name.removesuffix(".qweight")) is None)
+
+
 def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
                      params_dtype: str, source: str) -> list[LayerSpec]:
     """Every quantized layer (a prefix with any of `qweight`, `qzeros`, `scales`, `g_idx`),
@@ -272,9 +266,9 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
         if quant is None:
             continue
         bits, group, sym = _check_override(quant, prefix)
-        qweight = need_tensor(tensors, f"{prefix}.qweight", prefix, f"{cfg.layout} layout")
-        scales = need_tensor(tensors, f"{prefix}.scales", prefix, f"{cfg.layout} layout")
-        qzeros = need_tensor(tensors, f"{prefix}.qzeros", prefix, f"{cfg.layout} layout")
+        qweight = need_tensor(tensors, f"{prefix}.qweight", prefix, f"{cfg.layout.value} layout")
+        scales = need_tensor(tensors, f"{prefix}.scales", prefix, f"{cfg.layout.value} layout")
+        qzeros = need_tensor(tensors, f"{prefix}.qzeros", prefix, f"{cfg.layout.value} layout")
         for info in (qweight, qzeros):
             if info.dtype != "I32" or len(info.shape) != 2:
                 raise TensorMismatchError(f"layer {prefix}: {info.name} is {info.dtype} "
@@ -284,7 +278,7 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
                                       f"{list(scales.shape)}; expected float [G, N]")
         # vLLM's pack factor is 32 // bits (auto_gptq.py:146), whole values per int32 word.
         per_word = 32 // bits
-        if cfg.layout == "gptq":
+        if cfg.layout is WeightPacking.GPTQ:
             k, n = qweight.shape[0] * per_word, qweight.shape[1]
             layout_text = f"qweight [K / {per_word}, N]"
         else:
@@ -324,10 +318,12 @@ def gptq_layer_specs(cfg: GPTQFamilyConfig, tensors: dict[str, TensorInfo], *,
                 raise TensorMismatchError(f"layer {prefix}: {bias.name} is {bias.dtype} "
                                           f"{list(bias.shape)}; expected float [N] = [{n}]")
             names["bias"] = bias.name
-        weight_args = {"num_bits": bits, "type": "int", "symmetric": sym,
-                       "strategy": "channel" if group == -1 else "group",
-                       "group_size": None if group == -1 else group, "dynamic": False,
-                       "actorder": "group" if cfg.fields.get("desc_act") else None}
+        # The equivalent compressed-tensors args (desc_act is group activation ordering).
+        weight_args = QuantArgs(num_bits=bits, type="int", symmetric=sym,
+                                strategy="channel" if group == -1 else "group",
+                                group_size=None if group == -1 else group, dynamic=False,
+                                actorder="group" if cfg.fields.get("desc_act") else None,
+                                where=f"layer {prefix}")
         layer_fields = dict(cfg.fields, bits=bits, group_size=group, sym=sym)
         files = sorted({tensors[t].file.name for t in names.values()})
         specs.append(LayerSpec(
@@ -355,7 +351,7 @@ def load_gptq_layer(spec: LayerSpec, cfg: GPTQFamilyConfig,
     check_scales(scales, names["scales"], spec.name)
     scales = scales.t().contiguous()  # [G, N] on disk -> [N, G]
     qzeros = read_tensor(tensors[names["zeros"]])
-    if cfg.layout == "gptq":
+    if cfg.layout is WeightPacking.GPTQ:
         z = packing.unpack_int4_gptq_zeros(qzeros).to(torch.int16)
         pack = WeightPacking.GPTQ
     else:
@@ -387,7 +383,7 @@ def load_gptq_layer(spec: LayerSpec, cfg: GPTQFamilyConfig,
         elif not spec.quant_config.get("desc_act"):
             raise TensorMismatchError(
                 f"layer {spec.name}: {names['g_idx']} reorders groups but desc_act is false; "
-                f"{VLLM} ignores g_idx and would compute a different layer")
+                f"{cfg.vllm} ignores g_idx and would compute a different layer")
         elif int(g_idx.min()) < 0 or int(g_idx.max()) >= spec.n_groups:
             raise TensorMismatchError(f"layer {spec.name}: {names['g_idx']} holds groups outside "
                                       f"[0, {spec.n_groups - 1}]")

@@ -1,6 +1,6 @@
 """Tracing a checkpoint's layers through the dispatch core, and the listing table.
 
-A compressed-tensors layer goes through `trace_scheme` (its scheme JSON); an INC /
+A compressed-tensors layer goes through `trace_scheme` (its typed `CTScheme`); an INC /
 AutoRound, GPTQ or AWQ layer through `trace_inc`, `trace_gptq` or `trace_awq` with the fields
 its quantization config holds.
 The dispatch package is imported lazily so listing a checkpoint does not need it.
@@ -61,10 +61,9 @@ def listing_rows(layers: list[LayerSpec], platform: Any = "sm90-h200",
             "layer": s.name, "K": s.in_features, "N": s.out_features, "bits": s.num_bits,
             "group_size": s.group_size, "symmetric": s.symmetric, "format": s.format.value,
             "ct_format": s.ct_format, "scale_dtype": s.scale_dtype, "params_dtype": s.params_dtype,
-            "weights": f"{w.get('type')}{w.get('num_bits')} {w.get('strategy')}",
-            "input": (f"{a.get('type')}{a.get('num_bits')} {a.get('strategy')} "
-                      f"{'sym' if a.get('symmetric') else 'asym'} "
-                      f"{'dynamic' if a.get('dynamic') else 'static'}") if a else "none (16-bit)",
+            "weights": f"{w.type}{w.num_bits} {w.strategy}",
+            "input": (f"{a.type}{a.num_bits} {a.strategy} {'sym' if a.symmetric else 'asym'} "
+                      f"{'dynamic' if a.dynamic else 'static'}") if a else "none (16-bit)",
             "parallel": s.default_parallel,
         }
         if with_scheme:

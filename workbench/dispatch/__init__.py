@@ -64,8 +64,7 @@ def trace_scheme(scheme: Any, platform: Any = "sm90-h200",
     """Resolve a compressed-tensors layer's scheme, then run the selection its weights need."""
     def body(r, p, e):
         try:
-            s = (scheme if isinstance(scheme, r.SchemeInput)
-                 else r.SchemeInput.from_json(dict(scheme)))
+            s = r.SchemeInput.of(scheme)
         except r.SchemeError as exc:  # vLLM refused the config while parsing it
             return Trace(level=Level.SCHEME, error=exc.message, error_type=exc.error_type)
         return r.trace_compressed_tensors(s, p, e)

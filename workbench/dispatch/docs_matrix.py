@@ -48,15 +48,15 @@ def docs_row(spec) -> str | None:
         return fmt.upper()
     if fmt not in ("compressed-tensors", "synthetic"):
         return None
-    w, a = spec.weight_args or {}, spec.input_args or {}
-    if not a:
-        if w.get("type") == "int" and w.get("num_bits") == 4:
-            return "GPTQ" if w.get("symmetric", True) else "AWQ"
+    w, a = spec.weight_args, spec.input_args
+    if a is None:
+        if w.type == "int" and w.num_bits == 4:
+            return "GPTQ" if w.symmetric else "AWQ"
         return None
-    if a.get("type") == "float" and a.get("num_bits") == 8 and w.get("type") == "float":
+    if a.type == "float" and a.num_bits == 8 and w.type == "float":
         return "llm-compressor FP8 (W8A8)"
-    if a.get("type") == "int" and a.get("num_bits") == 8 and w.get("type") == "int":
-        return {4: "llm-compressor INT8 (W4A8)", 8: "llm-compressor INT8 (W8A8)"}.get(w.get("num_bits"))
+    if a.type == "int" and a.num_bits == 8 and w.type == "int":
+        return {4: "llm-compressor INT8 (W4A8)", 8: "llm-compressor INT8 (W8A8)"}.get(w.num_bits)
     return None
 
 

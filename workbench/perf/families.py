@@ -81,16 +81,15 @@ def arch_of(part: str) -> str:
     return "other"
 
 
-def family_of(method: str, activation: str) -> str | None:
-    """The GPU family of a selected kernel, by what runs (activation precision first)."""
-    fam = _METHODS.get(method)
-    if fam is None and "W4A16" in method:
-        fam = "w4a16"
+def family_of(rt) -> str | None:
+    """The GPU family of what a selected kernel runs (a `workbench.dispatch.Runtime`): its
+    class (`method`, a key of `_METHODS`), then its activation precision."""
+    fam = _METHODS.get(rt.method)
     if fam is None:
         return None
-    if activation == "int8":
+    if rt.activation == "int8":
         return "humming_int8" if fam == "humming" else "w4a8_int8"
-    if activation == "fp8":
+    if rt.activation == "fp8":
         return "w4a8_fp8"
     return fam
 

@@ -394,7 +394,7 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
         roof = roofline_us(hw, path, m, n, k, g)
         return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
                           f"XPU: the {path} roofline")
-    fam = family_of(rt.method, rt.activation)
+    fam = family_of(rt)
     engine = _ENGINE_OF_FAMILY.get(fam)
     if engine is not None:  # the kernel itself was timed: its own fit, measured or scaled
         p = _gpu(hw, engine, m, n, k, g)

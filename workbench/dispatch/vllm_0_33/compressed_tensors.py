@@ -11,11 +11,10 @@ Models, in `vllm/model_executor/layers/quantization/compressed_tensors/`:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 from workbench.dispatch.env import Env
 from workbench.dispatch.env import EnvChoiceError
-from workbench.dispatch.quant_args import QuantArgs, QuantArgsNotImplemented, parse_quant_args
 from workbench.dispatch.trace import Level, Predicate, Stage, Trace
 from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
@@ -25,7 +24,9 @@ from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_i
 from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
 from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
 from workbench.errors import InvalidInputError
+from workbench.layer import CTScheme
 from workbench.platforms import Platform
+from workbench.quant_args import QuantArgs, QuantArgsNotImplemented
 
 ACT_QUANT_FORMATS = ("naive-quantized", "int-quantized", "float-quantized", "nvfp4-pack-quantized")
 # compressed-tensors' CompressionFormat values (others are refused as input errors).
@@ -63,7 +64,8 @@ class SchemeError(VllmError):
 
 @dataclass(frozen=True)
 class SchemeInput:
-    """One Linear layer of a compressed-tensors checkpoint, as vLLM's loader sees it."""
+    """One Linear layer of a compressed-tensors checkpoint, as vLLM's loader stores it
+    (`_quantization_scheme_map_from_config`'s rules applied to a `CTScheme`)."""
 
     weights: QuantArgs | None
     input_activations: QuantArgs | None
@@ -75,16 +77,24 @@ class SchemeInput:
     params_dtype: str
     input_size_per_partition: int
     output_size_per_partition: int
-    raw: dict
+
+    @classmethod
+    def of(cls, scheme: Any) -> "SchemeInput":
+        """A SchemeInput as is, a `CTScheme` (the readers' typed layer), or scheme JSON."""
+        if isinstance(scheme, cls):
+            return scheme
+        if isinstance(scheme, CTScheme):
+            return cls.from_scheme(scheme)
+        return cls.from_json(scheme)
 
     @classmethod
     def from_json(cls, data: Any) -> "SchemeInput":
-        """Parse the scheme JSON, applying `_quantization_scheme_map_from_config`'s storing rules.
+        """Parse scheme JSON (the CLI's --batch files, recorded cases), then `from_scheme`.
 
         Raises InvalidInputError for malformed input and SchemeError for what vLLM itself refuses
         while parsing the config (group/dynamic actorder; the W8A16-FP8 assert).
         """
-        if not isinstance(data, dict):
+        if not isinstance(data, Mapping):
             raise InvalidInputError(f"scheme: expected a JSON object, got {type(data).__name__}")
         known = {"weights", "input_activations", "output_activations", "format", "layer_name",
                  "in_features", "out_features", "params_dtype", "input_size_per_partition",
@@ -95,53 +105,59 @@ class SchemeInput:
         for key in ("in_features", "out_features"):
             if key not in data:
                 raise InvalidInputError(f"scheme.{key}: missing (required)")
-        dims = {}
-        for key in ("in_features", "out_features", "input_size_per_partition",
-                    "output_size_per_partition"):
-            value = data.get(key)
-            if value is None and key.endswith("partition"):
-                continue
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise InvalidInputError(f"scheme.{key}: expected a positive integer, got {value!r}")
-            dims[key] = value
+        # The shapes first (the order the checks always ran in), then the format and args.
+        shape = CTScheme(weights=None,
+                         layer_name=str(data.get("layer_name", "model.layers.0.mlp.down_proj")),
+                         in_features=data["in_features"], out_features=data["out_features"],
+                         params_dtype=data.get("params_dtype", "bfloat16"),
+                         input_size_per_partition=data.get("input_size_per_partition"),
+                         output_size_per_partition=data.get("output_size_per_partition"))
         fmt = data.get("format")
         if fmt is not None and fmt not in FORMATS:
             raise InvalidInputError(f"scheme.format: unknown format {fmt!r}; accepted: {', '.join(FORMATS)}")
+        dtype(shape.params_dtype, "scheme.params_dtype")
+
+        def args(key: str) -> QuantArgs | None:
+            value = data.get(key)
+            # An empty input/output object is no args (vLLM tests it for truth); weights {} is
+            # QuantizationArgs' defaults.
+            absent = value is None if key == "weights" else not value
+            return None if absent else QuantArgs.from_json(value, f"scheme.{key}")
+
         try:
-            return cls._parse(data, fmt, dims)
+            scheme = replace(shape, format=fmt, weights=args("weights"),
+                             input_activations=args("input_activations"),
+                             output_activations=args("output_activations"))
         except QuantArgsNotImplemented as exc:
             raise SchemeError("NotImplementedError", str(exc)) from None
+        return cls.from_scheme(scheme)
 
     @classmethod
-    def _parse(cls, data: dict, fmt: str | None, dims: dict) -> "SchemeInput":
-        params = dtype(data.get("params_dtype", "bfloat16"), "scheme.params_dtype").name
-        weights = data.get("weights")
-        w = None if weights is None else parse_quant_args(weights, "scheme.weights")
+    def from_scheme(cls, s: CTScheme) -> "SchemeInput":
+        """`_quantization_scheme_map_from_config`'s storing rules on one typed layer."""
+        if s.format is not None and s.format not in FORMATS:
+            raise InvalidInputError(f"scheme.format: unknown format {s.format!r}; accepted: "
+                                    f"{', '.join(FORMATS)}")
+        params = dtype(s.params_dtype, "scheme.params_dtype").name
+        w = s.weights
         if w is not None and w.actorder in ("group", "dynamic"):
             raise SchemeError("ValueError", (
                 "Compressed-tensors group/dynamic activation ordering "
                 f"(actorder={w.actorder!r}) is no longer supported. Use a checkpoint with "
                 "static/weight activation ordering or without activation ordering."))
         inp = None
-        raw_in = data.get("input_activations")
         # Stored when the format quantizes activations or the group lists input_activations.
-        if fmt in ACT_QUANT_FORMATS or raw_in:
-            if not raw_in:
+        if s.format in ACT_QUANT_FORMATS or s.input_activations is not None:
+            if s.input_activations is None:
                 if w is not None and w.type != "float":
                     raise SchemeError("AssertionError", "")
             else:
-                inp = parse_quant_args(raw_in, "scheme.input_activations")
-        raw_out = data.get("output_activations")
-        out = parse_quant_args(raw_out, "scheme.output_activations") if raw_out else None
-        return cls(
-            weights=w, input_activations=inp, output_activations=out, format=fmt,
-            layer_name=str(data.get("layer_name", "model.layers.0.mlp.down_proj")),
-            in_features=dims["in_features"], out_features=dims["out_features"],
-            params_dtype=params,
-            input_size_per_partition=dims.get("input_size_per_partition", dims["in_features"]),
-            output_size_per_partition=dims.get("output_size_per_partition", dims["out_features"]),
-            raw=data,
-        )
+                inp = s.input_activations
+        k_part, n_part = s.partition
+        return cls(weights=w, input_activations=inp, output_activations=s.output_activations,
+                   format=s.format, layer_name=s.layer_name, in_features=s.in_features,
+                   out_features=s.out_features, params_dtype=params,
+                   input_size_per_partition=k_part, output_size_per_partition=n_part)
 
 
 # --------------------------------------------------------------------------- predicates

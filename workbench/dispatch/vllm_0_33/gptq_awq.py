@@ -29,6 +29,9 @@ from workbench.platforms import Platform
 GPTQ_TYPES = {(4, True): "uint4b8", (8, True): "uint8b128"}  # AutoGPTQConfig.TYPE_MAP
 AWQ_TYPES = {4: "uint4"}  # AutoAWQConfig.TYPE_MAP: 8-bit AWQ needs the Marlin backend
 QUANT_DIR = "model_executor/layers/quantization/"
+# The modules a layer input may name: vLLM's model files build linears as LinearBase and the
+# checkpoint's lm_head as ParallelLMHead (llama.py:503).
+MODULES = ("LinearBase", "ParallelLMHead")
 
 
 # --------------------------------------------------------------------------- shared checks
@@ -72,6 +75,11 @@ class Layer:
     output_size_per_partition: int
     params_dtype: str
     layer_name: str
+    module: str = "LinearBase"  # the vLLM module it is: a LinearBase, or the ParallelLMHead
+
+    @property
+    def is_lm_head(self) -> bool:
+        return self.module == "ParallelLMHead"
 
     @classmethod
     def from_json(cls, data: dict, where: str) -> "Layer":
@@ -81,9 +89,14 @@ class Layer:
         for key, full in (("input_size_per_partition", "in_features"),
                           ("output_size_per_partition", "out_features")):
             dims[key] = _positive(data.get(key, dims[full]), f"{where}.{key}")
+        module = data.get("module", "LinearBase")
+        if module not in MODULES:
+            raise InvalidInputError(f"{where}.module: {module!r}; accepted: {', '.join(MODULES)} "
+                                    "(the recorded cases build a LinearBase)")
         return cls(**dims, params_dtype=dtype(data.get("params_dtype", "bfloat16"),
                                               f"{where}.params_dtype").name,
-                   layer_name=str(data.get("layer_name", "model.layers.0.mlp.down_proj")))
+                   layer_name=str(data.get("layer_name", "model.layers.0.mlp.down_proj")),
+                   module=module)
 
     def mp_config(self, weight_type: str, act: DType, group: int, zp: bool) -> MPConfig:
         return MPConfig((self.in_features, self.out_features),
@@ -199,13 +212,22 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
         bits, group, desc_act, sym, dynamic = gptq_from_config(qc, "gptq")
         if gate:
             config_gate(quantization, p, layer.params_dtype)
-        # get_linear_quant_method (utils/gptq_utils.py:172-201).
+        # get_linear_quant_method (utils/gptq_utils.py:172-201), by the policy the checkpoint
+        # reader lists layers with.
+        from workbench.checkpoints.overrides import gptq_layer
+
         blocks = _flatten(get_from_keys(qc, ["modules_in_block_to_quantize"], None) or [])
-        name = layer.layer_name
-        if _dynamic(dynamic, name) is False or (blocks and not any(b in name for b in blocks)):
-            return _unquantized(t, layer)
-        if name:  # override_config runs for a named layer only (utils/gptq_utils.py:193-195)
-            bits, group, sym = _override_config(dynamic, name, bits, group, sym)
+        lm_head = get_from_keys(qc, ["lm_head"], False)  # AutoGPTQConfig (auto_gptq.py:198)
+        quant = gptq_layer(layer.layer_name, lm_head=layer.is_lm_head,
+                           lm_head_quantized=bool(lm_head), base=(bits, group, sym),
+                           dynamic=dynamic, blocks=blocks, match=_dynamic_match)
+        if quant is None:
+            # The ParallelLMHead left unquantized keeps its embedding method (:179-195, and
+            # vocab_parallel_embedding.py:320-321 when no method is returned).
+            return _unquantized(t, layer, "UnquantizedEmbeddingMethod" if layer.is_lm_head
+                                else "UnquantizedLinearMethod")
+        bits, group, sym = quant
+        _gptq_type(bits, sym)  # override_config's TYPE_MAP check (utils/gptq_utils.py:76-80)
         return gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
     except VllmError as exc:
         return t.failed(exc.error_type, exc.message)
@@ -234,17 +256,6 @@ def _gptq_type(bits: Any, sym: Any) -> None:
     (auto_gptq.py:151-154, utils/gptq_utils.py:76-80)."""
     if (bits, sym) not in GPTQ_TYPES:
         raise VllmError("ValueError", f"Unsupported quantization config: bits={bits}, sym={sym}")
-
-
-def _override_config(dynamic: dict, name: str, bits: int, group: int, sym: bool) -> tuple:
-    """`override_config` (utils/gptq_utils.py:55-82): a dynamic rule's value replaces the
-    base one only when it has the base's type (int, bool); desc_act is settled already."""
-    new = [_dynamic(dynamic, name, key, base) for key, base in
-           (("bits", bits), ("group_size", group), ("sym", sym))]
-    bits, group = (n if isinstance(n, int) else b for n, b in zip(new[:2], (bits, group)))
-    sym = new[2] if isinstance(new[2], bool) else sym
-    _gptq_type(bits, sym)
-    return bits, group, sym
 
 
 def awq_from_config(qc: dict, where: str = "awq") -> tuple:
@@ -297,17 +308,6 @@ def _dynamic_match(pattern: str, name: str) -> bool:
         raise
 
 
-def _dynamic(dynamic: dict, name: str, key: str | None = None, default: Any = None) -> Any:
-    """`get_dynamic_override` (utils/gptq_utils.py:80-95): False skips the layer."""
-    for pattern, values in dynamic.items():
-        if pattern.startswith("-:"):
-            if _dynamic_match(pattern.removeprefix("-:"), name):
-                return False
-        elif _dynamic_match(pattern.removeprefix("+:"), name):
-            return values if key is None else values.get(key, default)
-    return default
-
-
 def _flatten(items: Any) -> list:
     out: list = []
     for item in items if isinstance(items, list) else [items]:
@@ -322,16 +322,21 @@ def _layer_case(data: Any, where: str) -> tuple[Layer, dict]:
     return Layer.from_json(data, where), quant_config(data, where)
 
 
-def _unquantized(t: Trace, layer: Layer) -> Trace:
-    """A layer the checkpoint leaves unquantized: `UnquantizedLinearMethod`."""
-    return linear_method(t, "UnquantizedLinearMethod", selected="UnquantizedLinearMethod",
-                         scheme="UnquantizedLinearMethod",
-                         runtime_detail=unquantized_runtime(layer))
+def _unquantized(t: Trace, layer: Layer, method: str = "UnquantizedLinearMethod") -> Trace:
+    """A layer the checkpoint leaves unquantized: `UnquantizedLinearMethod`, or for GPTQ's
+    ParallelLMHead `UnquantizedEmbeddingMethod`."""
+    return linear_method(t, method, selected=method, scheme=method,
+                         runtime_detail=unquantized_runtime(layer, method))
 
 
-def unquantized_runtime(layer: Layer) -> Runtime:
-    return Runtime("UnquantizedLinearMethod", activation_name(dtype(layer.params_dtype)),
-                   layer.params_dtype, "F.linear", "model_executor/layers/linear.py",
+# Where each unquantized method is chosen and computes (F.linear on the layer's weight).
+_UNQUANTIZED_SOURCE = {"UnquantizedLinearMethod": "model_executor/layers/linear.py",
+                       "UnquantizedEmbeddingMethod": "model_executor/layers/vocab_parallel_embedding.py:320"}
+
+
+def unquantized_runtime(layer: Layer, method: str = "UnquantizedLinearMethod") -> Runtime:
+    return Runtime(method, activation_name(dtype(layer.params_dtype)),
+                   layer.params_dtype, "F.linear", _UNQUANTIZED_SOURCE[method],
                    emulation="bf16_dense")
 
 

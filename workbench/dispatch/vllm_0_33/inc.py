@@ -52,10 +52,10 @@ DEFAULT_INT_PACKING_FORMAT = "auto_round:auto_gptq"
 SUPPORTED_DTYPES = {"int", "mx_fp", "fp"}
 SUPPORTED_FORMATS = set(INC_PACKING_FORMATS)
 SUPPORTED_BACKENDS = set(INC_BACKENDS)
-INT_PACKING_FORMATS = {DEFAULT_INT_PACKING_FORMAT, "auto_round:auto_awq"}
+INC_INT_PACKING_FORMATS = (DEFAULT_INT_PACKING_FORMAT, "auto_round:auto_awq")
+INT_PACKING_FORMATS = set(INC_INT_PACKING_FORMATS)
 FP8_BLOCK_PACKING_FORMAT = "auto_round:fp8"
 MXFP8_PACKING_FORMAT = "auto_round:llm_compressor"
-_REGEX_SPECIAL = set(r"*+?^$()[]{}|\\")
 
 
 @dataclass(frozen=True)
@@ -203,44 +203,17 @@ def _validate(bits, group, sym, packing, backend, data_type) -> None:
               f"backend={backend!r}.")
 
 
-def _resolve(c: INCConfig, name: str) -> INCLayerConfig:
-    """`INCConfigParser.resolve` for one Linear layer (config_parser.py:62-200)."""
-    def entry(cfg: dict) -> tuple:
-        return (cfg.get("bits", c.bits), _group_size(cfg.get("group_size", c.group_size),
-                                                     "inc.extra_config.group_size"),
-                cfg.get("sym", c.sym))
-
+def _resolve(c: INCConfig, d: Layer) -> INCLayerConfig:
+    """`INCConfigParser.resolve` for one layer (config_parser.py:62-214), by the policy the
+    checkpoint reader lists layers with (`workbench.checkpoints.overrides.inc_layer`)."""
     # The checkpoint package imports this rule set: imported here, not at module load.
-    from workbench.checkpoints.errors import PatternSyntaxError
-    from workbench.checkpoints.patterns import compile_pattern
+    from workbench.checkpoints.overrides import inc_layer
 
-    raw = None
-    if name in c.extra_config:
-        raw = entry(c.extra_config[name])
-    else:
-        raw = next((entry(c.extra_config[key]) for key in c.extra_config
-                    if name.endswith(f".{key}")), None)
-    if raw is None:
-        quantized = any(name.startswith(b) for b in c.block_name_to_quantize) \
-            if c.block_name_to_quantize else True
-        raw = (c.bits, c.group_size, c.sym) if quantized else (16, -1, True)
-        for pattern, cfg in c.extra_config.items():  # regex keys, in order
-            if any(ch in _REGEX_SPECIAL for ch in pattern):
-                # `re.search(re.compile(pattern), name)` with the `regex` package
-                # (config_parser.py:7, :137); a key it rejects is skipped (`except re.error`).
-                try:
-                    hit = compile_pattern(pattern, "inc.extra_config").search(name)
-                except PatternSyntaxError:
-                    continue
-                if hit:
-                    raw = (cfg.get("bits", raw[0]), _group_size(
-                        cfg.get("group_size", raw[1]), "inc.extra_config.group_size"),
-                        cfg.get("sym", raw[2]))
-                    break
-    bits, group, sym = raw
+    bits, group, sym = inc_layer(d.layer_name, lm_head=d.is_lm_head, base=(c.bits, c.group_size, c.sym),
+                                 extra=c.extra_config, blocks=c.block_name_to_quantize or (),
+                                 where="inc.extra_config")
+    group = _group_size(group, "inc.extra_config.group_size")
     return INCLayerConfig(bits, group, sym, c.packing_format, c.backend, c.data_type, bits < 16)
-
-
 
 
 def _xpu_w4a16(d: Layer) -> Runtime:
@@ -415,7 +388,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
         for name, entry in c.extra_config.items():
             if name in (d.layer_name, f"model.{d.layer_name}") and entry.get("bits", 16) >= 16:
                 return _unquantized(t, d)
-        cfg = _resolve(c, d.layer_name)
+        cfg = _resolve(c, d)
         if not cfg.quantized:
             return _unquantized(t, d)
         t = replace(t, predicates=_schemes_tried(cfg))

@@ -9,7 +9,8 @@ from workbench.dispatch.vllm_0_33.compressed_tensors import (ACT_QUANT_FORMATS, 
                                                             SchemeError, SchemeInput,
                                                             trace_compressed_tensors)
 from workbench.dispatch.vllm_0_33.gptq_awq import GPTQ_TYPES
-from workbench.dispatch.vllm_0_33.inc import (DIM_ALIGNMENT, INC_BACKENDS, INC_PACKING_FORMATS,
+from workbench.dispatch.vllm_0_33.inc import (DEFAULT_INT_PACKING_FORMAT, DIM_ALIGNMENT, INC_BACKENDS,
+                                              INC_INT_PACKING_FORMATS, INC_PACKING_FORMATS,
                                               INC_SUPPORTED_BITS, MIN_TOKENS_FOR_INT8)
 from workbench.dispatch.vllm_0_33.load import trace_config_gate, trace_quant_layer
 from workbench.dispatch.vllm_0_33.mp_kernels import (ALL_KERNELS, KERNELS_BY_NAME,
@@ -29,6 +30,6 @@ __all__ = ["VLLM_VERSION", "SchemeError", "SchemeInput", "trace_compressed_tenso
            "trace_quant_layer", "trace_config_gate",
            "kernel_runtime",
            "choose_mp_linear_kernel", "ACT_QUANT_FORMATS", "FORMATS", "INC_BACKENDS",
-           "INC_PACKING_FORMATS", "INC_SUPPORTED_BITS", "MIN_TOKENS_FOR_INT8", "DIM_ALIGNMENT",
+           "INC_PACKING_FORMATS", "INC_INT_PACKING_FORMATS", "DEFAULT_INT_PACKING_FORMAT", "INC_SUPPORTED_BITS", "MIN_TOKENS_FOR_INT8", "DIM_ALIGNMENT",
            "ERROR_HEADER", "LINEAR_BACKENDS", "POSSIBLE_KERNELS", "SHAPE_MULTIPLES",
            "ALL_KERNELS", "KERNELS_BY_NAME", "GPTQ_TYPES", "marlin_padded_nk", "MARLIN_INT8_SCALE_LEVELS"]

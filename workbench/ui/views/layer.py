@@ -198,9 +198,10 @@ def _summary(layer, ckpt=None) -> None:
                      width="stretch", height=35 * (len(info) + 1) + 3)
     with right:
         st.markdown("**Quantization args**")
-        st.json({"weights": layer.weight_args, "input_activations": layer.input_args,
-                 "output_activations": layer.output_args, **({"quant_config": layer.quant_config}
-                                                              if layer.quant_config else {})},
+        d = layer.to_dict()  # the args as compressed-tensors' model_dump prints them
+        st.json({"weights": d["weight_args"], "input_activations": d["input_args"],
+                 "output_activations": d["output_args"], **({"quant_config": d["quant_config"]}
+                                                            if layer.quant_config else {})},
                 expanded=2)
     for note in layer.notes:
         st.caption(plain(note))
