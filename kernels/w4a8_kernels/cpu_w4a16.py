@@ -15,12 +15,14 @@ Three paths, and a fallback that runs whichever is fastest for the M at hand:
   accumulation), only where the CPU has bf16 arithmetic (AVX512-BF16 or AMX-BF16):
   elsewhere torch emulates bf16 and it is never faster. bf16 rounding of x and W (~2**-9).
 
-Every path accumulates in float32 over K blocks of at most `K_BLOCK` columns and adds the
-blocks' partial sums in float32, as vLLM's CPU W4A16 kernel keeps a float32 accumulator
-(csrc/cpu/cpu_wna16.cpp: a float C tile per micro-GEMM). One float32 accumulator over the
-whole K drifts with K: at K = 2**22 with constant activations the float32 GEMM was 1.4e-2
-off the float64 reference and tinygemm 1.7e-2 at 2**20; blocked, both stay at their
-dtype's rounding (float32 ~1e-5, tinygemm's bf16 output ~2**-9).
+Every path accumulates in float32 over K blocks (`K_BLOCK` columns, tinygemm
+`TINYGEMM_K_BLOCK`) and adds the blocks' partial sums in float32, as vLLM's CPU W4A16
+kernel keeps a float32 accumulator (csrc/cpu/cpu_wna16.cpp: a float C tile per
+micro-GEMM). One float32 accumulator over the whole K drifts with K: at K = 2**22 with
+constant activations the float32 GEMM was 1.4e-2 off the float64 reference and tinygemm
+1.7e-2 at 2**20; blocked, both stay at their dtype's rounding (float32 ~1e-5, tinygemm's
+bf16 output ~2**-9). The dequant path's smaller blocks also made it faster at K = 14336
+(M = 1, one thread: 214 -> 91 ms); tinygemm is unchanged up to K = 2**14.
 """
 from __future__ import annotations
 
@@ -45,6 +47,9 @@ _DEQUANT_BLOCK_ROWS = 512  # rows of W dequantized at a time: 8 MB of float32 wi
 # columns summed by one float32 accumulator: a multiple of every tinygemm group; at 4096
 # the float32 GEMM's own error is ~4e-6 with constant data, 2**14 gave 4e-5
 K_BLOCK = 4096
+# tinygemm's: its bf16 output rounding (2**-9) hides its float32 drift up to K = 2**16 with
+# constant data (1.7e-2 at 2**20); blocks of 4096 cost 8-12% at K = 14336, 2**14 none
+TINYGEMM_K_BLOCK = 2 ** 14
 
 
 def k_blocks(k: int, group_size: int, block: int = K_BLOCK) -> tuple[tuple[int, int], ...]:
@@ -100,7 +105,7 @@ class W4A16Prepared:
     scales: torch.Tensor  # float32 [N, G]
     tinygemm_ok: bool
     tinygemm_why: str
-    # tinygemm's packed weight and (scale, zero) per K block of `k_blocks(k, tg_group)`
+    # tinygemm's packed weight and (scale, zero) per K block (`TINYGEMM_K_BLOCK` columns)
     tg_weight: tuple[torch.Tensor, ...] = ()
     tg_group: int = 0
     tg_scale_zeros: tuple[torch.Tensor, ...] = ()
@@ -142,7 +147,7 @@ def _prepare(w_q, scales, g: int, zeros) -> W4A16Prepared:
             zero = torch.zeros_like(s32)
         sz = torch.stack([s32.repeat_interleave(reps, 1), zero.repeat_interleave(reps, 1)], -1)
         sz = sz.transpose(0, 1).to(torch.bfloat16)  # [K / tg, N, 2]
-        blocks = k_blocks(k, tg)
+        blocks = k_blocks(k, tg, TINYGEMM_K_BLOCK)
         prepared.tg_weight = tuple(
             torch.ops.aten._convert_weight_to_int4pack_for_cpu(
                 w_q[:, k0:k1].to(torch.int32) + offset, 1)
@@ -174,8 +179,8 @@ def _tinygemm(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
         return torch.empty(0, prepared.n)
     xb = x.to(torch.bfloat16)
     out = None
-    for (k0, k1), w, sz in zip(k_blocks(prepared.k, prepared.tg_group), prepared.tg_weight,
-                               prepared.tg_scale_zeros):
+    blocks = k_blocks(prepared.k, prepared.tg_group, TINYGEMM_K_BLOCK)
+    for (k0, k1), w, sz in zip(blocks, prepared.tg_weight, prepared.tg_scale_zeros):
         part = torch.ops.aten._weight_int4pack_mm_for_cpu(
             xb[:, k0:k1].contiguous(), w, prepared.tg_group, sz)
         out = part.to(torch.float32) if out is None else out.add_(part)
