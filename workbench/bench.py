@@ -40,7 +40,7 @@ from workbench.execution import execution_path
 from workbench.limits import MAX_M, check_int, check_ms, check_positive, shown
 from workbench.memory import bench_bytes, check_fits
 from workbench.metrics import compare
-from workbench.noise import cpu_sample, others_cores
+from workbench.noise import cpu_sample, others_cores, timing_noise
 
 __all__ = [
     "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
@@ -412,6 +412,11 @@ def write_json(records: Iterable[BenchRecord], path: str | Path, provenance: dic
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     recs = list(records)
+    if "load_check" not in provenance:  # a caller that measured none: the records' own, flagged
+        noise = timing_noise([r.to_dict() for r in recs], [provenance.get("loadavg_1m")])
+        provenance = {**provenance, "load_check": {"loaded": noise.overloaded, "crowded": noise.crowded,
+                                                   "others_cores": noise.others_cores,
+                                                   "threads": noise.threads, "cores": noise.cores}}
     doc = results_document({"platform": "host", **provenance},
                            [_schema_dict(r) for r in recs if r.median_ms is not None])
     skipped = [r.to_dict() for r in recs if r.median_ms is None]
