@@ -46,3 +46,34 @@ def test_a_stalled_worker_does_not_stall_the_call(engine, m, g):
     assert torch.equal(quiet, stalled)
     # The call waited for no worker: a static split would have taken the whole sleep.
     assert took < STALL_S / 4, f"the call took {took:.3f} s beside a worker asleep for {STALL_S} s"
+
+
+# the entry points _native_lib binds per variant, the pool's test hook among them
+_EXPORTS = {"avx2_u8s8": ("w4a8_gemm_u8s8", "w4a8_u8s8_sched_test_stall"),
+            "u4_avx2": ("w4a8_u4_gemm_avx2", "w4a8_u4_linear_avx2", "w4a8_sched_test_stall_avx2"),
+            "u4_vnni512": ("w4a8_u4_gemm_vnni512", "w4a8_u4_linear_vnni512", "w4a8_sched_test_stall_vnni512"),
+            "u4_amx": ("w4a8_amx_init", "w4a8_amx_gemm", "w4a8_amx_sched_test_stall")}
+
+
+@pytest.mark.parametrize("variant", sorted(_native_lib.VARIANTS))
+def test_every_c_source_builds_with_its_flags_where_the_cpu_cannot_run_it(variant, tmp_path):
+    """The AMX and AVX-512 engines cannot run on an AVX2-only CPU; they still compile here
+    (warnings as errors) and export what _native_lib binds, so a change to them is checked."""
+    import ctypes
+    import shutil
+    import subprocess
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler on PATH")
+    src, flags, _ = _native_lib.VARIANTS[variant]
+    out = tmp_path / f"{variant}.so"
+    args = [cc, *_native_lib._COMMON, *flags, "-Wall", "-Werror",
+            str(_native_lib._CSRC / src), "-o", str(out), "-lm"]
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode and "unrecognized" in proc.stderr:
+        pytest.skip(f"{cc} does not take {variant}'s flags: {proc.stderr.strip()[:200]}")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    lib = ctypes.CDLL(str(out))  # loading runs none of its instructions
+    missing = [name for name in _EXPORTS[variant] if not hasattr(lib, name)]
+    assert not missing, missing
