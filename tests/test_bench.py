@@ -153,3 +153,69 @@ def test_stays_ahead_from_differs_from_first_win_when_timings_cross_back():
     assert stays_ahead_from([(1, 1.2), (8, 0.9), (64, 1.5), (512, 2.0)]) == 64
     assert stays_ahead_from([(1, 0.5), (8, 0.9)]) is None
     assert stays_ahead_from([(1, 1.1), (8, 1.3)]) == 1
+
+
+def _busy_beside(seconds: float, fn):
+    """fn() while one process per usable core spins beside it (a loaded machine, made here)."""
+    import subprocess
+    import sys
+    import time
+
+    from workbench.noise import usable_cores
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                for _ in range(usable_cores())]
+    try:
+        time.sleep(0.3)  # the spinners have started
+        return fn()
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+def test_load_check_counts_what_other_processes_took():
+    from workbench.noise import LOAD_SLACK_CORES, CpuSample, load_check
+
+    def check(busy, own, threads, wall=1.0, cores=2):
+        return load_check(CpuSample(0.0, 0.0, 0.0, 0.5, cores),
+                          CpuSample(wall, busy, own, 0.5, cores), threads)
+
+    # 2 threads on 2 cores: 0.8 of a core taken by others is more than the slack; 0.2 is not
+    assert check(1.8, 1.0, 2).crowded and check(1.8, 1.0, 2).others_cores == pytest.approx(0.8)
+    assert not check(1.2, 1.0, 2).loaded and check(1.2, 1.0, 2).others_cores == pytest.approx(0.2)
+    # one thread leaves a core free: others may take it (plus the slack) before it is crowded
+    assert not check(1.8, 0.3, 1).crowded and check(2.0, 0.0, 1).crowded
+    assert 1 + LOAD_SLACK_CORES < 2.0
+    # under 10 ms ticks' resolution: unmeasured, never flagged on a guess
+    assert check(0.1, 0.0, 2, wall=0.05).others_cores is None
+    doc = check(1.8, 1.0, 2).to_dict()
+    assert doc["loaded"] is True and doc["crowded"] is True and doc["others_cores"] == 0.8
+
+
+def test_a_run_beside_busy_processes_is_flagged_loaded():
+    from workbench.noise import cpu_sample, load_check, timing_noise
+
+    layer = synthetic_bench_layer(256, 1024, 128, seed=1)
+
+    def run():
+        start = cpu_sample()
+        recs = bench_layer_weight(layer, ["w4a8_native", "bf16_dense"], [1, 16], repeats=40)
+        return recs, load_check(start, cpu_sample(), torch.get_num_threads())
+
+    recs, check = _busy_beside(1.0, run)
+    assert check.loaded and check.crowded, check
+    assert all(r.others_cores is not None and r.others_cores > 0.5 for r in recs)
+    noise = timing_noise([r.to_dict() for r in recs], cores=check.cores)
+    assert noise.crowded and noise.overloaded and noise.noisy
+
+
+def test_bench_cli_flags_a_loaded_run_in_provenance_and_text(capsys, tmp_path):
+    out = tmp_path / "res.json"
+    argv = ["bench", "--m", "1,16", "--n", "256", "--k", "1024", "--paths", "w4a8_native,bf16_dense",
+            "--repeats", "40", "--out", str(out)]
+    assert _busy_beside(1.0, lambda: main(argv)) == 0
+    text = capsys.readouterr().out
+    check = json.loads(out.read_text())["provenance"]["load_check"]
+    assert check["loaded"] is True and check["others_cores"] > 0.5
+    assert "other processes took the cores" in text and "flagged loaded" in text

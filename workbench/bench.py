@@ -7,7 +7,9 @@ always follows the same one) so that load from other processes falls on all of t
 median, 20th and 80th percentiles, min and max of wall time, in milliseconds, and the
 median CPU time of the calling thread. With one torch thread every path computes in
 the calling thread, so that CPU time is the kernel's cost without the time other
-processes held the core: the steadier number on a loaded machine.
+processes held the core: the steadier number on a loaded machine. Each record also carries
+the cores other processes kept busy while its run was timed (`others_cores`,
+workbench.noise), so a loaded run is flagged wherever its records go.
 
 Errors: each output is compared on up to `error_rows` evenly spaced tokens (rows are
 independent: per-token quantization) with the float reference (x @ W_float^T) and
@@ -38,6 +40,7 @@ from workbench.execution import execution_path
 from workbench.limits import MAX_M, check_int, check_ms, check_positive, shown
 from workbench.memory import bench_bytes, check_fits
 from workbench.metrics import compare
+from workbench.noise import cpu_sample, others_cores, timing_noise
 
 __all__ = [
     "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
@@ -130,6 +133,8 @@ class BenchRecord:
     detail: str = ""  # engine or sub-path that ran (int8 engine, fallback choice)
     threads: int = 0
     layer: str = ""
+    # cores other processes kept busy while the run was timed (workbench.noise), None unmeasured
+    others_cores: float | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -284,6 +289,7 @@ def bench_weight(
     done = 0
     records: list[BenchRecord] = []
     threads = torch.get_num_threads()
+    start = cpu_sample()
     for m in sorted(ms):
         if should_stop and should_stop():
             break
@@ -354,6 +360,9 @@ def bench_weight(
             done += 1
             if progress:
                 progress(done, total, f"M = {m}: {name}")
+    busy = others_cores(start, cpu_sample())  # the run's load, on each record it produced
+    for rec in records:
+        rec.others_cores = None if busy is None else round(busy, 2)
     return records
 
 
@@ -403,6 +412,11 @@ def write_json(records: Iterable[BenchRecord], path: str | Path, provenance: dic
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     recs = list(records)
+    if "load_check" not in provenance:  # a caller that measured none: the records' own, flagged
+        noise = timing_noise([r.to_dict() for r in recs], [provenance.get("loadavg_1m")])
+        provenance = {**provenance, "load_check": {"loaded": noise.overloaded, "crowded": noise.crowded,
+                                                   "others_cores": noise.others_cores,
+                                                   "threads": noise.threads, "cores": noise.cores}}
     doc = results_document({"platform": "host", **provenance},
                            [_schema_dict(r) for r in recs if r.median_ms is not None])
     skipped = [r.to_dict() for r in recs if r.median_ms is None]

@@ -7,7 +7,8 @@ Variants (`VARIANTS`): `avx2_u8s8` (w4a8_avx2.c, int8-stored weights), `u4_avx2`
 (w4a8_amx.c, AMX-INT8 tiles, packed int4 weights). Each is
 built only where /proc/cpuinfo lists its ISA flags: detected, never assumed. Where one
 cannot build or run, `load(variant)` returns None and `why_unavailable(variant)` says
-why; callers then use another engine or the pure-torch path.
+why; callers then use another engine or the pure-torch path. Every library shares its work
+through w4a8_sched.h and names that pool's test hook `sched_test_stall(us)`.
 """
 from __future__ import annotations
 
@@ -29,16 +30,15 @@ _CSRC = Path(__file__).parent / "csrc"
 _COMMON = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread"]
 # variant: (source, compiler flags, /proc/cpuinfo flags it needs)
 VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
-    # -fopenmp: the thread count torch set (omp_get_max_threads, same libgomp) for the
-    # standalone quantizer; the work itself is shared by w4a8_sched.h's pool
-    "avx2_u8s8": ("w4a8_avx2.c", ("-mavx2", "-mfma", "-fopenmp"), ("avx2", "fma")),
+    # every engine's work is shared by w4a8_sched.h's pool; -fopenmp only where the
+    # standalone quantizer reads the thread count torch set (omp_get_max_threads, same libgomp)
+    "avx2_u8s8": ("w4a8_avx2.c", ("-mavx2", "-mfma"), ("avx2", "fma")),
     "u4_avx2": ("w4a8_u4.c", ("-mavx2", "-mfma", "-fopenmp"), ("avx2", "fma")),
     "u4_vnni512": ("w4a8_u4.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni",
                                  "-DW4A8_VNNI512", "-fopenmp"),
                    ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")),
     # activations are quantized by u4_vnni512's quantizer, hence its flags too
-    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8",
-                              "-fopenmp"),
+    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8"),
                ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_tile", "amx_int8")),
 }
 _state: dict[str, dict[str, object]] = {}
@@ -151,11 +151,13 @@ def _build(variant: str) -> ctypes.CDLL:
         fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
         fn.restype = c_int
         lib.gemm = fn
+        lib.sched_test_stall = lib.w4a8_amx_sched_test_stall
         return lib
     if variant == "avx2_u8s8":
         fn = lib.w4a8_gemm_u8s8
         fn.argtypes = [ptr, i64, i64, i64, ptr, ptr, ptr, i64, i64, i64, ptr, ptr, i64, i64, c_int]
         fn.restype = c_int
+        lib.sched_test_stall = lib.w4a8_u8s8_sched_test_stall
         return lib  # its activations come from w4a8_u4.c's quantizer (one rule, one place)
     # the suffixed entry points of w4a8_u4.c, under plain names
     suffix = variant.split("_", 1)[1]
@@ -168,6 +170,7 @@ def _build(variant: str) -> ctypes.CDLL:
     nr = lib[f"w4a8_u4_nr_{suffix}"]
     fn.restype = linear.restype = q.restype = nr.restype = c_int
     lib.gemm, lib.linear, lib.quantize, lib.nr = fn, linear, q, int(nr())
+    lib.sched_test_stall = lib[f"w4a8_sched_test_stall_{suffix}"]
     return lib
 
 

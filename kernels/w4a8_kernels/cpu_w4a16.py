@@ -14,6 +14,15 @@ Three paths, and a fallback that runs whichever is fastest for the M at hand:
 - `dequant_bf16`: the same blocks rounded to bfloat16 and a bf16 GEMM (float32
   accumulation), only where the CPU has bf16 arithmetic (AVX512-BF16 or AMX-BF16):
   elsewhere torch emulates bf16 and it is never faster. bf16 rounding of x and W (~2**-9).
+
+Every path accumulates in float32 over K blocks (`K_BLOCK` columns, tinygemm
+`TINYGEMM_K_BLOCK`) and adds the blocks' partial sums in float32, as vLLM's CPU W4A16
+kernel keeps a float32 accumulator (csrc/cpu/cpu_wna16.cpp: a float C tile per
+micro-GEMM). One float32 accumulator over the whole K drifts with K: at K = 2**22 with
+constant activations the float32 GEMM was 1.4e-2 off the float64 reference and tinygemm
+1.7e-2 at 2**20; blocked, both stay at their dtype's rounding (float32 ~1e-5, tinygemm's
+bf16 output ~2**-9). The dequant path's smaller blocks also made it faster at K = 14336
+(M = 1, one thread: 214 -> 91 ms); tinygemm is unchanged up to K = 2**14.
 """
 from __future__ import annotations
 
@@ -34,7 +43,23 @@ __all__ = [
 ]
 
 _TINYGEMM_GROUPS = (32, 64, 128, 256)
-_DEQUANT_BLOCK_ROWS = 512  # rows of W dequantized at a time: 8 MB of float32 at K = 4096
+_DEQUANT_BLOCK_ROWS = 512  # rows of W dequantized at a time: 8 MB of float32 with K_BLOCK
+# columns summed by one float32 accumulator: a multiple of every tinygemm group; at 4096
+# the float32 GEMM's own error is ~4e-6 with constant data, 2**14 gave 4e-5
+K_BLOCK = 4096
+# tinygemm's: its bf16 output rounding (2**-9) hides its float32 drift up to K = 2**16 with
+# constant data (1.7e-2 at 2**20); blocks of 4096 cost 8-12% at K = 14336, 2**14 none
+TINYGEMM_K_BLOCK = 2 ** 14
+
+
+def k_blocks(k: int, group_size: int, block: int = K_BLOCK) -> tuple[tuple[int, int], ...]:
+    """[k0, k1) column blocks of at most `block` columns, each either whole groups or
+    inside one group, so one block's scales are a plain slice of the scale columns."""
+    if group_size <= block:
+        step = (block // group_size) * group_size
+        return tuple((k0, min(k0 + step, k)) for k0 in range(0, k, step))
+    return tuple((k0, min(k0 + block, g0 + group_size))
+                 for g0 in range(0, k, group_size) for k0 in range(g0, g0 + group_size, block))
 
 
 def tinygemm_supports(n: int, k: int, group_size: int) -> tuple[bool, str]:
@@ -80,9 +105,10 @@ class W4A16Prepared:
     scales: torch.Tensor  # float32 [N, G]
     tinygemm_ok: bool
     tinygemm_why: str
-    tg_weight: torch.Tensor | None = None
+    # tinygemm's packed weight and (scale, zero) per K block (`TINYGEMM_K_BLOCK` columns)
+    tg_weight: tuple[torch.Tensor, ...] = ()
     tg_group: int = 0
-    tg_scale_zeros: torch.Tensor | None = None
+    tg_scale_zeros: tuple[torch.Tensor, ...] = ()
     # fallback choice per M bucket (power of two): "tinygemm", "dequant" or "dequant_bf16"
     choices: dict = field(default_factory=dict)
     timings: dict = field(default_factory=dict)
@@ -114,15 +140,20 @@ def _prepare(w_q, scales, g: int, zeros) -> W4A16Prepared:
         # tinygemm reads nibbles u in [0, 15] as (u - 8) * scale + zero. Symmetric:
         # u = w + 8, zero 0. Asymmetric (w - z) * s = (w - 8) * s + (8 - z) * s.
         if zeros is not None:
-            u = w_q.to(torch.int32)
+            offset = 0
             zero = ((8 - zeros.to(torch.float32)) * s32)
         else:
-            u = w_q.to(torch.int32) + 8
+            offset = 8
             zero = torch.zeros_like(s32)
         sz = torch.stack([s32.repeat_interleave(reps, 1), zero.repeat_interleave(reps, 1)], -1)
-        prepared.tg_weight = torch.ops.aten._convert_weight_to_int4pack_for_cpu(u.contiguous(), 1)
+        sz = sz.transpose(0, 1).to(torch.bfloat16)  # [K / tg, N, 2]
+        blocks = k_blocks(k, tg, TINYGEMM_K_BLOCK)
+        prepared.tg_weight = tuple(
+            torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+                w_q[:, k0:k1].to(torch.int32) + offset, 1)
+            for k0, k1 in blocks)
         prepared.tg_group = tg
-        prepared.tg_scale_zeros = sz.transpose(0, 1).contiguous().to(torch.bfloat16)
+        prepared.tg_scale_zeros = tuple(sz[k0 // tg:k1 // tg].contiguous() for k0, k1 in blocks)
     return prepared
 
 
@@ -146,10 +177,14 @@ def _tinygemm(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
         raise KernelUnavailableError(f"tinygemm W4A16 cannot run this layer: {prepared.tinygemm_why}")
     if x.shape[0] == 0:
         return torch.empty(0, prepared.n)
-    out = torch.ops.aten._weight_int4pack_mm_for_cpu(
-        x.to(torch.bfloat16).contiguous(), prepared.tg_weight, prepared.tg_group,
-        prepared.tg_scale_zeros)
-    return out.to(torch.float32)
+    xb = x.to(torch.bfloat16)
+    out = None
+    blocks = k_blocks(prepared.k, prepared.tg_group, TINYGEMM_K_BLOCK)
+    for (k0, k1), w, sz in zip(blocks, prepared.tg_weight, prepared.tg_scale_zeros):
+        part = torch.ops.aten._weight_int4pack_mm_for_cpu(
+            xb[:, k0:k1].contiguous(), w, prepared.tg_group, sz)
+        out = part.to(torch.float32) if out is None else out.add_(part)
+    return out
 
 
 def w4a16_dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
@@ -160,22 +195,36 @@ def w4a16_dequant(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:
 
 def _dequant(x: torch.Tensor, prepared: W4A16Prepared,
              dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """Block by block: the weight rows dequantized in float32, the GEMM in `dtype` -> float32."""
+    """Block by block: weight rows x K columns dequantized in float32, each block's GEMM in
+    `dtype` (float32 accumulation), the K blocks' partials added in float32 -> float32."""
     m = x.shape[0]
-    out = torch.empty(m, prepared.n)
+    out = torch.zeros(m, prepared.n)
     if m == 0:
         return out
     xd = x.to(dtype)
-    g, groups = prepared.group_size, prepared.k // prepared.group_size
+    g = prepared.group_size
+    blocks = k_blocks(prepared.k, g)
     for r0 in range(0, prepared.n, _DEQUANT_BLOCK_ROWS):
         r1 = min(r0 + _DEQUANT_BLOCK_ROWS, prepared.n)
-        w = prepared.w_centered[r0:r1].to(torch.float32).view(r1 - r0, groups, g)
-        w = w.mul_(prepared.scales[r0:r1].unsqueeze(-1)).view(r1 - r0, prepared.k)
-        if dtype is torch.float32:
-            torch.matmul(xd, w.t(), out=out[:, r0:r1])
-        else:
-            out[:, r0:r1] = torch.matmul(xd, w.to(dtype).t())
+        acc = out[:, r0:r1]
+        for k0, k1 in blocks:
+            w = _dequant_block(prepared, r0, r1, k0, k1)
+            if dtype is torch.float32:
+                acc.addmm_(xd[:, k0:k1], w.t())
+            else:
+                acc.add_(torch.matmul(xd[:, k0:k1], w.to(dtype).t()))
     return out
+
+
+def _dequant_block(prepared: W4A16Prepared, r0: int, r1: int, k0: int, k1: int) -> torch.Tensor:
+    """W[r0:r1, k0:k1] in float32; [k0, k1) is whole groups or inside one (`k_blocks`)."""
+    g = prepared.group_size
+    w = prepared.w_centered[r0:r1, k0:k1].to(torch.float32)
+    if k0 % g == 0 and (k1 - k0) % g == 0:
+        rows, groups = r1 - r0, (k1 - k0) // g
+        return w.view(rows, groups, g).mul_(
+            prepared.scales[r0:r1, k0 // g:k1 // g].unsqueeze(-1)).view(rows, k1 - k0)
+    return w.mul_(prepared.scales[r0:r1, k0 // g:k0 // g + 1])
 
 
 def w4a16_dequant_bf16(x: torch.Tensor, prepared: W4A16Prepared) -> torch.Tensor:

@@ -96,6 +96,51 @@ def _avx2_ok():
     return engine_available(Int8Engine.AVX2_U8S8)[0]
 
 
+def _w4a16_fallback_at_k_2_22():
+    # every term of one sign, x exact in bf16: one float32 accumulator over K drifted 1.5e-2
+    k, g = 2 ** 22, 128
+    w = torch.full((16, k), 7, dtype=torch.int8)
+    s = torch.full((16, k // g), 0.01).to(torch.bfloat16)
+    x = torch.ones(1, k)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 1024 small block ops: a loaded pool's barriers cost seconds each
+    try:
+        p = prepare_w4a16(w, s, g)
+        ref = w4a16_reference(x, w, s, g)
+        _close(w4a16_dequant(x, p), ref, 1e-5)
+        _close(w4a16_fallback(x, p), ref, 2.0 ** -8)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _c_engines_finish_beside_a_stalled_worker():
+    import time
+
+    from w4a8_kernels import _native_lib
+    from w4a8_kernels.int8_gemm import C_ENGINES
+
+    w = torch.randint(-8, 8, (512, 1024), generator=_GEN, dtype=torch.int8)
+    s, x = torch.rand(512, 8, generator=_GEN) + 0.1, torch.randn(9, 1024, generator=_GEN)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(2, threads))
+    try:
+        for engine in C_ENGINES:
+            if not engine_available(Int8Engine(engine))[0]:
+                continue
+            lib, p = _native_lib.load(engine), prepare_w4a8(w, s, 128, engine=engine)
+            quiet = w4a8_native(x, p)
+            lib.sched_test_stall(2_000_000)
+            try:
+                t0 = time.perf_counter()
+                stalled = w4a8_native(x, p)
+                took = time.perf_counter() - t0
+            finally:
+                lib.sched_test_stall(0)
+            assert torch.equal(quiet, stalled) and took < 0.5, (engine, took)
+    finally:
+        torch.set_num_threads(threads)
+
+
 
 def _int_mm_short_k_exact():
     seen = []
@@ -226,6 +271,13 @@ CATALOG = [
     ("int_mm engine at K = 1, 7 and with a group of 1 (torch._int_mm's unset memory at K = 1)",
      "ok: matches the float64 reference; torch._int_mm only sees K >= 16, a multiple of 8 (zero-padded)",
      _int_mm_short_k_exact),
+    ("W4A16 fallback at K = 2**22 with constant activations (every term one sign)",
+     "ok: float32 GEMM within 1e-5 of the float64 reference, the fallback within bf16 rounding "
+     "(K blocks of 4096, float32 partials)",
+     _w4a16_fallback_at_k_2_22),
+    ("every C engine's pool workers asleep for 2 s during a call",
+     "ok: the call finishes on the caller alone in under 0.5 s, the same bits",
+     _c_engines_finish_beside_a_stalled_worker),
 ]
 
 

@@ -92,3 +92,31 @@ def test_fallback_names_a_non_finite_activation():
     x[2, 255] = float("nan")
     with pytest.raises(KernelInputError, match="Inf or NaN"):
         w4a16_fallback(x, p)
+
+
+def test_every_path_keeps_its_rounding_at_k_2_22():
+    """One float32 accumulator over K = 2**22 constant terms drifts (float32 GEMM 1.4e-2,
+    tinygemm 5.8e-2 off); K blocks with float32 partials keep each path at its dtype's.
+
+    One torch thread: the 1024 blocks are small ops, and on a loaded 2-core machine every
+    op of a two-thread pool waits out a slice for its second thread (25 s instead of 2)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        _check_k_2_22()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_k_2_22():
+    k, n, g = 2 ** 22, 16, 128
+    w_q = torch.full((n, k), 7, dtype=torch.int8)  # every term the same sign: the worst case
+    scales = torch.full((n, k // g), 0.01).to(torch.bfloat16)
+    x = torch.ones(1, k)  # constant, and exact in bf16: tinygemm's cast loses nothing
+    p = prepare_w4a16(w_q, scales, g)
+    ref = w4a16_reference(x, w_q, scales, g)
+    assert rel(w4a16_dequant(x, p), ref) <= 1e-5
+    assert rel(w4a16_tinygemm(x, p), ref) <= BF16_REL
+    assert rel(w4a16_fallback(x, p), ref) <= BF16_REL
+    if bf16_is_native()[0]:
+        assert rel(w4a16_dequant_bf16(x, p), ref) <= BF16_REL

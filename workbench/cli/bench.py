@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 
 from workbench.cli.inputs import float_in, int_in, m_list, name_list, output_file, shown
@@ -102,22 +101,29 @@ def _noise_line(records, prov: dict) -> str:
     """The run's widest p80/p20 band and its load against the cores, a warning past the limits."""
     from workbench.noise import SPREAD_LIMIT, timing_noise
 
-    end = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    noise = timing_noise([r.to_dict() for r in records], (prov.get("loadavg_1m"), end))
+    check = prov.get("load_check") or {}
+    noise = timing_noise([r.to_dict() for r in records], (prov.get("loadavg_1m"), check.get("load_end")))
     spread = ("-" if noise.worst_spread is None else
               f"{noise.worst_spread:.2f}x ({noise.worst_path} at M = {noise.worst_m})")
     load = "-" if noise.load is None else f"{noise.load:.1f}"
-    line = f"noise: widest p80/p20 {spread}; load {load} on {noise.cores} core(s)"
+    others = ("" if noise.others_cores is None else
+              f"; other processes kept {noise.others_cores:.1f} of them busy")
+    line = f"noise: widest p80/p20 {spread}; load {load} on {noise.cores} core(s){others}"
     if noise.noisy:
         why = ([f"a band above {SPREAD_LIMIT}x"] if noise.spread_high else []) + (
-            ["a load above the core count"] if noise.overloaded else [])
+            [f"other processes took the cores {noise.threads} thread(s) needed"] if noise.crowded else []) + (
+            ["a load average above the core count"] if noise.load is not None and noise.load > noise.cores
+            else [])
         line += f"\nwarning: noisy timings ({' and '.join(why)}): medians may move between runs"
+        if noise.overloaded:
+            line += "; the run is flagged loaded (load_check in the --out file's provenance)"
     return line
 
 
 def run(args) -> int:
     from workbench.bench import bench_layer_weight, host_provenance, write_csv, write_json
     from workbench.execution import execution_path, execution_path_names, path_role
+    from workbench.noise import cpu_sample, load_check
 
     if args.list:
         for name in execution_path_names():
@@ -141,11 +147,16 @@ def run(args) -> int:
     layer = _layer(args)
     ms = args.ms
     prov = host_provenance()
+    start = cpu_sample()
     records = bench_layer_weight(layer, paths, ms, warmup=args.warmup, repeats=args.repeats,
                                  max_call_s=args.max_call_s, seed=args.seed)
+    # structured, in the provenance every written record carries: a loaded run is flagged
+    prov["load_check"] = load_check(start, cpu_sample(), prov["threads"]).to_dict()
     if args.json:
         for r in records:
             print(json.dumps({**r.to_dict(), "error_references": ERROR_REFERENCES}))
+        if prov["load_check"]["loaded"]:  # stdout stays one record a line
+            print(_noise_line(records, prov), file=sys.stderr)
     else:
         print(f"{layer.name}  threads={prov['threads']}  torch {prov['torch']}  {prov['cpu']}")
         print(f"{'path':22s} {'M':>6s} {'median ms':>10s} {'p20-p80':>17s} {'err vs W':>9s} "

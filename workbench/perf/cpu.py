@@ -34,7 +34,8 @@ import numpy as np
 
 __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_linear", "features",
            "measure_host", "plan_for", "fit_host", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
-           "CPU_PATHS", "CalibrationSpreadWarning", "spread_of", "calibrated_with_retries", "WIDE_SPREAD"]
+           "CPU_PATHS", "CalibrationSpreadWarning", "CalibrationLoadWarning", "loaded_calibration",
+           "load_sentence", "spread_of", "calibrated_with_retries", "WIDE_SPREAD"]
 
 # Shapes and token counts the host calibration times (small: seconds in all). Predictions
 # elsewhere are extrapolations of the fitted terms, checked by benchmarks/validate_perf.py.
@@ -377,13 +378,18 @@ def _live_calibration() -> HostCalibration:
     import torch  # only to measure: a cached calibration is read without it (the app's landing page)
 
     from workbench.bench import host_provenance
+    from workbench.noise import cpu_sample, load_check
 
     t0 = time.perf_counter()
+    start = cpu_sample()
     thr = _throughputs()
     steps = engine_steps()
     samples = measure_host(plan_for(CALIBRATION_SHAPES, CALIBRATION_MS), steps=steps)
-    return fit_host(samples, _host_key(), thr, torch.get_num_threads(), time.perf_counter() - t0,
-                    {**host_provenance(), "machine": _platform.machine(), "pid": os.getpid()}, steps)
+    threads = torch.get_num_threads()
+    check = load_check(start, cpu_sample(), threads)
+    return fit_host(samples, _host_key(), thr, threads, time.perf_counter() - t0,
+                    {**host_provenance(), "machine": _platform.machine(), "pid": os.getpid(),
+                     "load_check": check.to_dict()}, steps)
 
 
 # A fit whose own held-out band spans more than this factor (95th over 5th percentile of
@@ -394,6 +400,26 @@ _ATTEMPTS = 3
 
 class CalibrationSpreadWarning(UserWarning):
     """This machine's calibration stayed wide after every retry (a busy machine)."""
+
+
+class CalibrationLoadWarning(UserWarning):
+    """Every attempt at this machine's calibration ran beside other processes' load."""
+
+
+def loaded_calibration(cal: HostCalibration) -> dict | None:
+    """The load check of a calibration measured under load (workbench.noise), else None."""
+    check = cal.provenance.get("load_check") or {}
+    return check if check.get("loaded") else None
+
+
+def load_sentence(check: dict) -> str:
+    """A loaded calibration's load, in words (the faces' one wording)."""
+    others = check.get("others_cores")
+    took = ("" if others is None else
+            f"other processes kept {others:.1f} of its {check.get('cores')} cores busy")
+    avg = max((x for x in (check.get("load_start"), check.get("load_end")) if x is not None), default=None)
+    over = "" if avg is None or not check.get("load_over_cores") else f"load average {avg:.1f}"
+    return "calibrated under load (" + ", ".join(filter(None, [took, over])) + ")"
 
 
 def spread_of(cal: HostCalibration) -> tuple[float, str]:
@@ -412,17 +438,25 @@ def calibrated_with_retries(measure=None) -> HostCalibration:
     for attempt in range(_ATTEMPTS):
         cal = (measure or _live_calibration)()
         spread = spread_of(cal)
-        if best is None or spread[0] < best[1][0]:
-            best = (cal, spread)
-        if spread[0] <= WIDE_SPREAD:
+        check = loaded_calibration(cal)
+        # an unloaded attempt beats a loaded one, the less loaded of two loaded ones, then
+        # the narrower band
+        rank = (check is not None, (check or {}).get("others_cores") or 0.0, spread[0])
+        if best is None or rank < best[2]:
+            best = (cal, spread, rank)
+        if spread[0] <= WIDE_SPREAD and check is None:
             break
-    cal, (factor, path) = best
+    cal, (factor, path), (loaded, _, _) = best
     cal.provenance["spread"] = {"worst_band_factor": round(factor, 2), "path": path, "attempts": attempt + 1}
     if factor > WIDE_SPREAD:
         warnings.warn(f"this machine's calibration is noisy: the {path} fit's band spans {factor:.0f}x "
                       f"after {attempt + 1} attempts (load average {os.getloadavg()[0]:.1f}); "
                       "its predictions are wide. Recalibrate on a quieter machine "
                       "(WORKBENCH_RECALIBRATE=1).", CalibrationSpreadWarning, stacklevel=3)
+    if loaded:
+        warnings.warn(f"this machine was {load_sentence(loaded_calibration(cal))} in all {attempt + 1} "
+                      "attempts: its host predictions carry that load, and say so. Recalibrate on a "
+                      "quieter machine (WORKBENCH_RECALIBRATE=1).", CalibrationLoadWarning, stacklevel=3)
     return cal
 
 

@@ -203,9 +203,13 @@ def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platfor
                           f"{base} did not run on this machine")
     us, fit = got
     if hw is None:  # this machine
+        from workbench.perf.cpu import load_sentence, loaded_calibration
+
         lo, hi = _band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, "measured")
+        loaded = loaded_calibration(cal)
         return Prediction(platform, path, m, n, k, g, us, lo, hi, "measured", kernel, None,
-                          f"fitted on this machine's bench ({cal.threads} threads)")
+                          f"fitted on this machine's bench ({cal.threads} threads)"
+                          + (f"; {load_sentence(loaded)}" if loaded else ""))
     return _cpu_preset(hw, cal, base, path, m, n, k, g, platform, kernel, roof)
 
 

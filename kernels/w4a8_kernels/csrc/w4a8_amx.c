@@ -18,14 +18,21 @@
  * tokens, C tile = 16 weight rows x 16 tokens of int32: each group's sum is exact in
  * int32 (the caller checks the group length), then scaled in float32 and summed in
  * group order, then multiplied by xs, as the float64 reference does.
+ *
+ * Threads share the work dynamically (w4a8_sched.h), as w4a8_u4.c's: an item is a chunk of
+ * token blocks against a run of weight-row pairs, taken from one atomic counter, so a thread
+ * another process holds off its core costs the items it did not take, never a wait at a
+ * barrier. Each output block is written by the one item that computes it, from the same
+ * sums in the same order whichever thread runs it: the bits do not depend on the threads.
  */
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+
+#include "w4a8_sched.h"
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
 #define XFEATURE_XTILEDATA 18
@@ -175,128 +182,153 @@ static int64_t chunk_blocks(int64_t blocks, int64_t k64) {
 typedef struct {
   const int8_t* Bt; int64_t Mp, M, G, kpg;
   const uint8_t* Bp; const int32_t* zs; const float* sc; const float* xs;
-  float* C; int64_t ldc, N, pair_begin, pair_end, chunk; /* token blocks a chunk */
-  int rc; /* -3: no memory for the unpacked weight rows */
+  float* C; int64_t ldc, N;
+  int64_t chunk, nchunks; /* token blocks per chunk, chunks */
+  int64_t run, nruns;     /* pairs per item, items per chunk */
+  /* per thread (slot) of the call: its unpacked pair buffer, the pair it holds, -3 when
+     it had no memory for the buffer */
+  int8_t* abuf[SCHED_MAX_SLOTS];
+  int64_t have[SCHED_MAX_SLOTS];
+  int rc[SCHED_MAX_SLOTS];
 } job_t;
 
-/* Step st runs group st's tile dots. Group st - 1's sums leave the C tiles one by one at
+/* A thread's first item of the call: its tile configuration (per thread) and buffer. */
+static void enter_job(void* ctx, int slot) {
+  job_t* j = (job_t*)ctx;
+  j->abuf[slot] = (int8_t*)aligned_alloc(64, (size_t)(2 * j->G * j->kpg * 1024));
+  j->have[slot] = -1;
+  j->rc[slot] = j->abuf[slot] ? 0 : -3;
+  config_tiles();
+}
+
+static void leave_job(void* ctx, int slot) {
+  job_t* j = (job_t*)ctx;
+  _tile_release();
+  free(j->abuf[slot]);
+  j->abuf[slot] = NULL;
+}
+
+/* Pair np (weight rows np * 32 ..) against token blocks [mc, mend).
+   Step st runs group st's tile dots. Group st - 1's sums leave the C tiles one by one at
    the start of step st, each tile's store followed at once by group st's first dot into it
    (stored after a group's last dots, all four stores waited on those dots and the next
    group's dots on the stores: measured slower); they go to cbuf[(st - 1) % 4]. Between the
    dots runs half of the epilogue of the pair of groups stored before; the last pair has no
    dots left to share and runs whole. */
-static void run_job(job_t* j) {
+static void run_pair(const job_t* j, const int8_t* abuf, int64_t np, int64_t mc, int64_t mend) {
   const int64_t k64 = j->G * j->kpg, G = j->G, kpg = j->kpg;
-  int8_t* abuf = (int8_t*)aligned_alloc(64, (size_t)(2 * k64 * 1024));
-  if (!abuf) { j->rc = -3; return; }
   int32_t cbuf[4][32][32] __attribute__((aligned(64)));
   float facc[32][32];
-  const int64_t steps = ((G + 1) / 2 + 1) * 2, blocks = j->Mp / 32;
-  const int64_t chunk = j->chunk, npairs = j->pair_end - j->pair_begin;
-  int64_t have = -1; /* the pair abuf holds */
-  config_tiles();
-  for (int64_t c = 0, mc = 0; mc < blocks; ++c, mc += chunk) {
-    const int64_t mend = mc + chunk < blocks ? mc + chunk : blocks;
-    for (int64_t q = 0; q < npairs; ++q) {
-      /* every other chunk walks the pairs backwards, so its first pair is still unpacked */
-      const int64_t np = c & 1 ? j->pair_end - 1 - q : j->pair_begin + q;
-      if (np != have) unpack_rows(j->Bp + np * 2 * k64 * 512, k64, kpg, j->zs, G, np * 32, abuf);
-      have = np;
-      const float* sc = j->sc + np * 32 * G;
-      for (int64_t mp = mc; mp < mend; ++mp) {
-        const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
-        const int8_t* b1 = b0 + k64 * 1024;
-        for (int64_t st = 0; st < steps; ++st) {
-          /* the pair g, g + 1 whose epilogue takes rows r0 .. r0 + 15 in this step: in even
-             steps the pair is (st - 2, st - 1), rows 0-15, which the first two stores of
-             this step hold; in odd steps (st - 3, st - 2), stored in earlier steps */
-          const int64_t g = st - 2 - (st & 1);
-          const int pass = g >= 0 && g < G, r0 = (int)(st & 1) * 16;
-          int32_t(*c0)[32] = cbuf[g & 3];
-          int32_t(*c1)[32] = g + 1 < G ? cbuf[(g + 1) & 3] : NULL;
-          int32_t(*pb)[32] = cbuf[(st - 1) & 3];
-          if (st >= G) {
-            if (st == G) {
-              _tile_stored(0, &pb[0][0], 128);
-              _tile_stored(1, &pb[0][16], 128);
-              _tile_stored(2, &pb[16][0], 128);
-              _tile_stored(3, &pb[16][16], 128);
-            }
-            if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, r0, r0 + 16);
-            continue;
-          }
-          for (int64_t i = 0; i < kpg; ++i) {
-            const int64_t kb = st * kpg + i;
-            const int first = i == 0, store = first && st > 0;
-            /* the half pass's 16 rows spread over the step's 2 kpg pairs of dots */
-            const int ra = r0 + (int)(16 * i / kpg), rm = r0 + (int)((16 * i + 8) / kpg),
-                      rb = r0 + (int)(16 * (i + 1) / kpg);
-            /* the hint not to keep the weight tiles in L1 (re-read from L2 per token block
-               anyway): measured faster */
-            if (store) _tile_stored(0, &pb[0][0], 128);
-            if (first) _tile_zero(0);
-            _tile_stream_loadd(4, abuf + kb * 1024, 64);
-            _tile_loadd(6, b0 + kb * 1024, 64);
-            _tile_dpbssd(0, 4, 6);
-            if (store) _tile_stored(1, &pb[0][16], 128);
-            if (first) _tile_zero(1);
-            _tile_loadd(7, b1 + kb * 1024, 64);
-            _tile_dpbssd(1, 4, 7);
-            if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, ra, rm);
-            if (store) _tile_stored(2, &pb[16][0], 128);
-            if (first) _tile_zero(2);
-            _tile_stream_loadd(5, abuf + (k64 + kb) * 1024, 64);
-            _tile_dpbssd(2, 5, 6);
-            if (store) _tile_stored(3, &pb[16][16], 128);
-            if (first) _tile_zero(3);
-            _tile_dpbssd(3, 5, 7);
-            if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, rm, rb);
-          }
+  const int64_t steps = ((G + 1) / 2 + 1) * 2;
+  const float* sc = j->sc + np * 32 * G;
+  for (int64_t mp = mc; mp < mend; ++mp) {
+    const int8_t* b0 = j->Bt + (2 * mp) * k64 * 1024;
+    const int8_t* b1 = b0 + k64 * 1024;
+    for (int64_t st = 0; st < steps; ++st) {
+      /* the pair g, g + 1 whose epilogue takes rows r0 .. r0 + 15 in this step: in even
+         steps the pair is (st - 2, st - 1), rows 0-15, which the first two stores of
+         this step hold; in odd steps (st - 3, st - 2), stored in earlier steps */
+      const int64_t g = st - 2 - (st & 1);
+      const int pass = g >= 0 && g < G, r0 = (int)(st & 1) * 16;
+      int32_t(*c0)[32] = cbuf[g & 3];
+      int32_t(*c1)[32] = g + 1 < G ? cbuf[(g + 1) & 3] : NULL;
+      int32_t(*pb)[32] = cbuf[(st - 1) & 3];
+      if (st >= G) {
+        if (st == G) {
+          _tile_stored(0, &pb[0][0], 128);
+          _tile_stored(1, &pb[0][16], 128);
+          _tile_stored(2, &pb[16][0], 128);
+          _tile_stored(3, &pb[16][16], 128);
         }
-        write_out(facc, j->C, j->ldc, j->xs, mp * 32, j->M, np * 32, j->N);
+        if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, r0, r0 + 16);
+        continue;
+      }
+      for (int64_t i = 0; i < kpg; ++i) {
+        const int64_t kb = st * kpg + i;
+        const int first = i == 0, store = first && st > 0;
+        /* the half pass's 16 rows spread over the step's 2 kpg pairs of dots */
+        const int ra = r0 + (int)(16 * i / kpg), rm = r0 + (int)((16 * i + 8) / kpg),
+                  rb = r0 + (int)(16 * (i + 1) / kpg);
+        /* the hint not to keep the weight tiles in L1 (re-read from L2 per token block
+           anyway): measured faster */
+        if (store) _tile_stored(0, &pb[0][0], 128);
+        if (first) _tile_zero(0);
+        _tile_stream_loadd(4, abuf + kb * 1024, 64);
+        _tile_loadd(6, b0 + kb * 1024, 64);
+        _tile_dpbssd(0, 4, 6);
+        if (store) _tile_stored(1, &pb[0][16], 128);
+        if (first) _tile_zero(1);
+        _tile_loadd(7, b1 + kb * 1024, 64);
+        _tile_dpbssd(1, 4, 7);
+        if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, ra, rm);
+        if (store) _tile_stored(2, &pb[16][0], 128);
+        if (first) _tile_zero(2);
+        _tile_stream_loadd(5, abuf + (k64 + kb) * 1024, 64);
+        _tile_dpbssd(2, 5, 6);
+        if (store) _tile_stored(3, &pb[16][16], 128);
+        if (first) _tile_zero(3);
+        _tile_dpbssd(3, 5, 7);
+        if (pass) scale_rows(facc, c0, c1, sc + g, G, g == 0, rm, rb);
       }
     }
+    write_out(facc, j->C, j->ldc, j->xs, mp * 32, j->M, np * 32, j->N);
   }
-  _tile_release();
-  free(abuf);
 }
 
-#if !defined(_OPENMP)
-static void* thread_main(void* arg) { run_job((job_t*)arg); return NULL; }
-#endif
+/* Item i: token chunk c = i / nruns against run r of pairs. Items go chunk first, so the
+   threads share one chunk's B tiles at a time (in L2), each unpacking its pairs past them.
+   Odd chunks take the runs and the pairs in them backwards: one thread alone then starts
+   each chunk on the pair it unpacked last, as the static split did. */
+static void run_item(void* ctx, int slot, int64_t i) {
+  job_t* j = (job_t*)ctx;
+  if (j->rc[slot]) return; /* no buffer: the call returns -3 */
+  const int64_t pairs = (j->N + 31) / 32, k64 = j->G * j->kpg, blocks = j->Mp / 32;
+  const int64_t c = i / j->nruns, back = c & 1, r = back ? j->nruns - 1 - i % j->nruns : i % j->nruns;
+  const int64_t mc = c * j->chunk, mend = mc + j->chunk < blocks ? mc + j->chunk : blocks;
+  const int64_t p0 = r * j->run, p1 = p0 + j->run < pairs ? p0 + j->run : pairs;
+  for (int64_t q = 0; q < p1 - p0; ++q) {
+    const int64_t np = back ? p1 - 1 - q : p0 + q;
+    if (np != j->have[slot])
+      unpack_rows(j->Bp + np * 2 * k64 * 512, k64, j->kpg, j->zs, j->G, np * 32, j->abuf[slot]);
+    j->have[slot] = np;
+    run_pair(j, j->abuf[slot], np, mc, mend);
+  }
+}
+
+/* as w4a8_u4.c: a thread stalled holding one item delays the call by 1/16 of its share */
+#define ITEMS_PER_THREAD 16
 
 int w4a8_amx_gemm(const int8_t* Bt, int64_t Mp, int64_t M, int64_t G,
                   int64_t kpg, const uint8_t* Bp, const int32_t* zs, const float* sc,
                   const float* xs, float* C, int64_t ldc, int64_t N, int nthreads) {
-  const int64_t pairs = (N + 31) / 32;
+  const int64_t pairs = (N + 31) / 32, blocks = Mp / 32;
   if (Mp % 32) return -2;
   if (nthreads < 1) nthreads = 1;
-  if (nthreads > 64) nthreads = 64;
-  if (nthreads > pairs) nthreads = (int)pairs;
-  const int64_t chunk = chunk_blocks(Mp / 32, G * kpg);
-  job_t jobs[64];
-  for (int i = 0; i < nthreads; ++i) {
-    job_t jb = {Bt, Mp, M, G, kpg, Bp, zs, sc, xs, C, ldc, N,
-                pairs * i / nthreads, pairs * (i + 1) / nthreads, chunk, 0};
-    jobs[i] = jb;
+  if (blocks <= 0 || pairs <= 0) return 0;
+  job_t j; /* 1.3 KiB of per-slot state: on the caller's stack, as concurrent calls need */
+  j.Bt = Bt; j.Mp = Mp; j.M = M; j.G = G; j.kpg = kpg; j.Bp = Bp; j.zs = zs; j.sc = sc;
+  j.xs = xs; j.C = C; j.ldc = ldc; j.N = N;
+  j.chunk = chunk_blocks(blocks, G * kpg);
+  j.nchunks = (blocks + j.chunk - 1) / j.chunk;
+  /* one thread: one item per chunk, in the static split's order; more: runs of pairs,
+     ITEMS_PER_THREAD a chunk per thread (a pair's unpack reads its weight bytes once a
+     chunk whichever thread takes it) */
+  j.run = pairs;
+  if (nthreads > 1)
+    j.run = (pairs + (int64_t)nthreads * ITEMS_PER_THREAD - 1) / ((int64_t)nthreads * ITEMS_PER_THREAD);
+  j.nruns = (pairs + j.run - 1) / j.run;
+  while (j.nchunks * j.nruns > SCHED_MAX_ITEMS) { /* a huge N: longer runs */
+    j.run *= 2;
+    j.nruns = (pairs + j.run - 1) / j.run;
   }
-#if defined(_OPENMP)
-  /* torch's own OpenMP threads, as w4a8_u4.c: no thread start per call (tile state is
-     per thread, configured in run_job; the AMX permission is the process's) */
-#pragma omp parallel for num_threads(nthreads) schedule(static, 1)
-  for (int i = 0; i < nthreads; ++i) run_job(&jobs[i]);
-#else
-  pthread_t th[64];
-  int started[64] = {0};
-  for (int i = 1; i < nthreads; ++i)
-    started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
-  run_job(&jobs[0]);
-  for (int i = 1; i < nthreads; ++i) {
-    if (started[i]) pthread_join(th[i], NULL);
-    else run_job(&jobs[i]);
-  }
-#endif
-  for (int i = 0; i < nthreads; ++i)
-    if (jobs[i].rc) return jobs[i].rc;
-  return 0;
+  for (int i = 0; i < SCHED_MAX_SLOTS; ++i) j.rc[i] = 0;
+  const sched_work_t work = {run_item, enter_job, leave_job, &j};
+  sched_run(&work, j.nchunks * j.nruns, nthreads);
+  int rc = 0;
+  for (int i = 0; i < SCHED_MAX_SLOTS; ++i)
+    if (j.rc[i]) rc = j.rc[i];
+  return rc;
 }
+
+/* every worker sleeps `us` after waking for a call, before it takes an item (a test) */
+int w4a8_amx_sched_test_stall(int us) { sched_set_stall(us); return 0; }

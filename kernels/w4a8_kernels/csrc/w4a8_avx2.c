@@ -16,12 +16,17 @@
  * caller checks the weight range). `ch` such results are first summed in int16
  * (|sum| <= 32640 for |B| <= 8 with ch = 8, <= 30600 for |B| <= 15 with ch = 4),
  * then widened with vpmaddwd into int32: the partial sums stay exact throughout.
+ *
+ * Threads share the N tiles in chunks taken dynamically (w4a8_sched.h), as w4a8_u4.c's:
+ * a thread another process holds off its core costs the chunks it did not take, never a
+ * wait at a barrier. A chunk's bits do not depend on the thread that runs it.
  */
 #include <immintrin.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <math.h>
 #include <string.h>
+
+#include "w4a8_sched.h"
 
 #define NR 8
 #define MR 6
@@ -71,11 +76,12 @@ typedef struct {
   const uint8_t* A; int64_t lda, M, K4;
   const int8_t* Bp; const int32_t* comp; const float* sc; int64_t G, g4, ch;
   const float* xs; float* C; int64_t ldc, N;
-  int64_t tile_begin, tile_end;
+  int64_t chunk; /* tiles per item */
 } job_t;
 
-static void run_tiles(const job_t* j) {
-  for (int64_t t = j->tile_begin; t < j->tile_end; ++t) {
+/* Tiles [t0, t1) against every row. */
+static void run_tiles(const job_t* j, int64_t t0, int64_t t1) {
+  for (int64_t t = t0; t < t1; ++t) {
     const int8_t* Bt = j->Bp + t * j->K4 * 32;
     const int32_t* compt = j->comp + t * j->G * NR;
     const float* sct = j->sc + t * j->G * NR;
@@ -98,9 +104,17 @@ static void run_tiles(const job_t* j) {
   }
 }
 
-#if !defined(_OPENMP)
-static void* thread_main(void* arg) { run_tiles((const job_t*)arg); return NULL; }
-#endif
+/* Item i: tiles [i chunk, (i + 1) chunk). */
+static void run_item(void* ctx, int slot, int64_t i) {
+  (void)slot;
+  const job_t* j = (const job_t*)ctx;
+  const int64_t tiles = (j->N + NR - 1) / NR, t0 = i * j->chunk;
+  run_tiles(j, t0, t0 + j->chunk < tiles ? t0 + j->chunk : tiles);
+}
+
+/* as w4a8_u4.c: a thread stalled holding one item delays the call by 1/16 of its share */
+#define ITEMS_PER_THREAD 16
+#define MIN_ITEM_TILES 2
 
 int w4a8_gemm_u8s8(const uint8_t* A, int64_t lda, int64_t M, int64_t K4, const int8_t* Bp,
                    const int32_t* comp, const float* sc, int64_t G, int64_t g4, int64_t ch,
@@ -108,31 +122,20 @@ int w4a8_gemm_u8s8(const uint8_t* A, int64_t lda, int64_t M, int64_t K4, const i
   const int64_t tiles = (N + NR - 1) / NR;
   if (ch < 1 || ch > 8) return -2; /* int16 sums are exact only up to 8 (|B| <= 8) */
   if (nthreads < 1) nthreads = 1;
-  if (nthreads > 64) nthreads = 64;
-  if (nthreads > tiles) nthreads = (int)tiles;
-  job_t jobs[64];
-  for (int i = 0; i < nthreads; ++i) {
-    job_t j = {A, lda, M, K4, Bp, comp, sc, G, g4, ch, xs, C, ldc, N,
-               tiles * i / nthreads, tiles * (i + 1) / nthreads};
-    jobs[i] = j;
+  if (M <= 0 || tiles <= 0) return 0;
+  int64_t chunk = tiles; /* one thread: one item */
+  if (nthreads > 1) {
+    chunk = (tiles + (int64_t)nthreads * ITEMS_PER_THREAD - 1) / ((int64_t)nthreads * ITEMS_PER_THREAD);
+    if (chunk < MIN_ITEM_TILES) chunk = MIN_ITEM_TILES;
   }
-#if defined(_OPENMP)
-  /* torch's own OpenMP threads, as w4a8_u4.c: no thread start per call competing with
-     torch's still-spinning workers for the cores */
-#pragma omp parallel for num_threads(nthreads) schedule(static, 1)
-  for (int i = 0; i < nthreads; ++i) run_tiles(&jobs[i]);
-#else
-  pthread_t th[64];
-  int started[64] = {0};
-  for (int i = 1; i < nthreads; ++i)
-    started[i] = pthread_create(&th[i], NULL, thread_main, &jobs[i]) == 0;
-  run_tiles(&jobs[0]);
-  for (int i = 1; i < nthreads; ++i) {
-    if (started[i]) pthread_join(th[i], NULL);
-    else run_tiles(&jobs[i]); /* no thread to spare: do its share here */
-  }
-#endif
+  while ((tiles + chunk - 1) / chunk > SCHED_MAX_ITEMS) chunk *= 2; /* a huge N: longer items */
+  job_t j = {A, lda, M, K4, Bp, comp, sc, G, g4, ch, xs, C, ldc, N, chunk};
+  const sched_work_t work = {run_item, NULL, NULL, &j};
+  sched_run(&work, (tiles + chunk - 1) / chunk, nthreads);
   return 0;
 }
 
-int w4a8_avx2_abi_version(void) { return 2; }
+/* every worker sleeps `us` after waking for a call, before it takes an item (a test) */
+int w4a8_u8s8_sched_test_stall(int us) { sched_set_stall(us); return 0; }
+
+int w4a8_avx2_abi_version(void) { return 3; }

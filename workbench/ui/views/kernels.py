@@ -35,7 +35,9 @@ def _noise_text(noise) -> str:
     spread = (f"p80/p20 up to {noise.worst_spread:.2f}x ({noise.worst_path} at M = {noise.worst_m})"
               if noise.worst_spread else "no spread recorded")
     load = f"load {noise.load:.1f}" if noise.load is not None else "load unknown"
-    return f"{spread}; {load} on {noise.cores} cores"
+    others = ("" if noise.others_cores is None else
+              f", other processes kept {noise.others_cores:.1f} of them busy")
+    return f"{spread}; {load} on {noise.cores} cores{others}"
 
 
 def noise_view(meta: dict) -> None:
@@ -45,7 +47,9 @@ def noise_view(meta: dict) -> None:
     noise = _noise(meta)
     st.caption(f"Noise: {_noise_text(noise)}.")
     why = ([f"a p80/p20 band above {SPREAD_LIMIT}x"] if noise.spread_high else []) + (
-        [f"a load above the {noise.cores} cores"] if noise.overloaded else [])
+        [f"other processes took the cores {noise.threads} thread(s) needed"] if noise.crowded else []) + (
+        [f"a load above the {noise.cores} cores"] if noise.load is not None and noise.load > noise.cores
+        else [])
     if why:
         st.warning(f"These timings are noisy ({' and '.join(why)}): medians can move between runs. "
                    "Raise Repeats, or re-run when the machine is quiet; the ratios between paths are "
@@ -157,6 +161,7 @@ def _compile_first(layer, ref, paths: list[str]) -> None:
 
 def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> None:
     from workbench.bench import bench_layer_weight, host_provenance
+    from workbench.noise import cpu_sample, load_check
 
     _compile_first(layer, ref, paths)
     ss = st.session_state
@@ -167,6 +172,7 @@ def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> No
     ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": paths, "ms": ms,
                        "status": "running", "provenance": host_provenance()}
     total = len(ms) * len(paths)
+    start = cpu_sample()
     bar = st.progress(0.0, text="starting")
     # The figures so far are redrawn after each M: the header's Stop (which ends the script
     # with no rerun) then leaves them on the page, and the records stay in the session.
@@ -180,6 +186,8 @@ def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> No
         ss["kern.records"] = ss["kern.records"] + [r.to_dict() for r in recs]
         ss["kern.meta"]["done_m"] = m
         ss["kern.meta"]["load_end"] = _load()
+        prov = ss["kern.meta"]["provenance"]  # the sweep so far, flagged where it was loaded
+        prov["load_check"] = load_check(start, cpu_sample(), prov["threads"]).to_dict()
         with live.container():
             st.caption(f"Measured so far: M up to {m}.")
             figures(runs.record_rows(ss["kern.records"]), [], ss["kern.meta"], f"{key}-live-{m}",
