@@ -11,6 +11,7 @@ from workbench.dispatch.runtime_text import describe_runtime
 
 if TYPE_CHECKING:
     from workbench.dispatch.types import MPConfig, Runtime
+    from workbench.dispatch.versions import RuleSet
 
 OUTCOMES = ("selected", "rejected", "disabled", "capability", "crashed")
 
@@ -64,6 +65,7 @@ class Trace:
     method: str | None = None  # the linear method `get_quant_method` returned (gptq/awq/inc)
     inner: list[str] = field(default_factory=list)  # what that method delegates to
     quantization: str | None = None  # the method name vLLM resolved from the checkpoint
+    rules: "RuleSet | None" = field(default=None, compare=False, repr=False)  # what traced it
 
     @property
     def ok(self) -> bool:
