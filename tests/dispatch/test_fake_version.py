@@ -128,6 +128,20 @@ def test_the_docs_matrix_is_computed_by_the_fake(fake):
     assert f"{FAKE} code selects" in plots.docs_matrix_figure(other, fake).layout.title.text
 
 
+def test_a_traces_notes_are_the_rule_sets_that_made_it():
+    """The notes the trace page adds (vLLM's surprises) are the release's, not the page's."""
+    import dataclasses
+
+    pytest.importorskip("streamlit")
+    from workbench.ui import widgets
+
+    env = {"VLLM_DISABLED_KERNELS": "A, B"}
+    t = trace_mp(SHARD, "sm90-h200", env)
+    assert any("split on commas and not stripped" in n for n in widgets.ambiguity_notes(t, env))
+    other = dataclasses.replace(versions.pinned(), ambiguity_notes=lambda t, e: ["another note"])
+    assert widgets.ambiguity_notes(dataclasses.replace(t, rules=other), env) == ["another note"]
+
+
 # --------------------------------------------------------------------------- the app's pages
 
 

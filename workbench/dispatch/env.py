@@ -23,13 +23,18 @@ class EnvRules:
     linear_backends: tuple[str, ...]  # KernelConfig's Literal, in its order
     xpu_inc_backends: tuple[str, ...]  # VLLM_XPU_INC_WNA16_BACKEND's choices
     marlin_input_dtypes: tuple[str, ...]  # VLLM_MARLIN_INPUT_DTYPE's choices
-    # every key this dispatch reads -> its unset value, spelled as a value the env accepts
-    unset_values: Mapping[str, str]
+    # (every key this dispatch reads, its unset value spelled as a value the env accepts);
+    # pairs, so that an Env holding these rules stays hashable
+    unset_pairs: tuple[tuple[str, str], ...]
     pydantic_url: str  # the error links of the pydantic release vLLM's errors were recorded with
 
     @property
+    def unset_values(self) -> dict[str, str]:
+        return dict(self.unset_pairs)
+
+    @property
     def known_keys(self) -> tuple[str, ...]:
-        return tuple(self.unset_values)
+        return tuple(k for k, _ in self.unset_pairs)
 
 
 class EnvChoiceError(InvalidInputError):

@@ -24,7 +24,7 @@ KNOWN_KEYS = tuple(UNSET_VALUES)
 PYDANTIC_URL = "https://errors.pydantic.dev/2.14/v/"
 
 ENV_RULES = EnvRules(tuple(LINEAR_BACKENDS), tuple(XPU_INC_BACKENDS), tuple(MARLIN_INPUT_DTYPES),
-                     UNSET_VALUES, PYDANTIC_URL)
+                     tuple(UNSET_VALUES.items()), PYDANTIC_URL)
 
 __all__ = ["ENV_RULES", "LINEAR_BACKENDS", "XPU_INC_BACKENDS", "MARLIN_INPUT_DTYPES", "KNOWN_KEYS",
            "UNSET_VALUES", "PYDANTIC_URL"]
