@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 __all__ = [
     "small_mode", "static_mode", "live_widgets", "repo_root", "sample_path", "show", "Panel",
     "panel", "dropdown", "multi", "checkbox", "dispatch_controls", "link_preset",
-    "platform_from_values", "env_from_values", "trace_table", "steps_table", "MP_KERNELS",
+    "platform_from_values", "env_from_values", "trace_table", "steps_table", "mp_kernel_names",
 ]
 
 SMALL_ENV = "WORKBENCH_NOTEBOOK_SMALL"
@@ -252,34 +252,32 @@ def checkbox(value: bool, description: str) -> Any:
 # --------------------------------------------------------------------------- dispatch controls
 
 
-def _mp_kernel_names() -> tuple[str, ...]:
-    from workbench.dispatch.versions import rules
+def mp_kernel_names(rules=None) -> tuple[str, ...]:
+    """Every candidate kernel of a rule set (None: the pinned one), in its lists' order."""
+    from workbench.dispatch.versions import rule_set
 
     seen: dict[str, None] = {}
-    for kernels in rules().POSSIBLE_KERNELS.values():
+    for kernels in rule_set(rules).POSSIBLE_KERNELS.values():
         for k in kernels:
             seen.setdefault(k.__name__, None)
     return tuple(seen)
 
 
-MP_KERNELS = _mp_kernel_names()
-
-
 def version_control() -> Any:
     """The vLLM version to trace with: one of the versions with a rule set."""
-    from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+    from workbench.dispatch.versions import DEFAULT_VERSION, available
 
-    return dropdown(VERSIONS, DEFAULT_VERSION, "vLLM version")
+    return dropdown(available(), DEFAULT_VERSION, "vLLM version")
 
 
 def dispatch_controls(preset: str = "sm90-h200", layers: Iterable[str] = (),
                       layer: str | None = None) -> dict[str, Any]:
     """The vLLM version, the platform preset, its packages / torch ops / AMX, and vLLM's
-    dispatch knobs. `version` holds the rule set to trace with (`trace_*(..., version=)`).
+    dispatch knobs. `version` holds the rule set to trace with (`trace_*(..., rules=)`).
 
     Choosing a preset resets packages, ops and AMX to that preset's values (see `link_preset`).
     """
-    from workbench.dispatch.env import LINEAR_BACKENDS
+    from workbench.dispatch.versions import pinned
     from workbench.platforms import KNOWN_PACKAGES, KNOWN_TORCH_OPS, PRESETS
 
     base = PRESETS[preset]
@@ -294,8 +292,8 @@ def dispatch_controls(preset: str = "sm90-h200", layers: Iterable[str] = (),
         packages=multi(KNOWN_PACKAGES, base.packages, "packages"),
         torch_ops=multi(KNOWN_TORCH_OPS, base.torch_ops, "torch ops"),
         amx=checkbox(base.amx, "AMX tiles"),
-        disabled=multi(MP_KERNELS, (), "VLLM_DISABLED_KERNELS", rows=6),
-        linear_backend=dropdown(LINEAR_BACKENDS, "auto", "--linear-backend"),
+        disabled=multi(mp_kernel_names(), (), "VLLM_DISABLED_KERNELS", rows=6),
+        linear_backend=dropdown(pinned().ENV.linear_backends, "auto", "--linear-backend"),
         cpu_int4_w4a8=checkbox(True, "VLLM_CPU_INT4_W4A8"),
         marlin_input_dtype=dropdown(["unset", "int8", "fp8"], "unset", "VLLM_MARLIN_INPUT_DTYPE"),
     )

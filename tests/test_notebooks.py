@@ -234,7 +234,7 @@ def test_dispatch_controls_carry_the_vllm_version_into_the_trace():
 
     def render(version, **values):
         t = trace_mp(c1, nbw.platform_from_values(**values), nbw.env_from_values(**values),
-                     version=version)
+                     rules=version)
         return [t.vllm_version]
 
     p = nbw.panel(nbw.dispatch_controls("sm90-h200"), render, display_now=False)

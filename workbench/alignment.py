@@ -7,8 +7,14 @@ thread-tile families.
 """
 from __future__ import annotations
 
+import functools
+from typing import TYPE_CHECKING
+
 from workbench.errors import InvalidInputError
 from workbench.limits import MAX_DIM, check_int, shown
+
+if TYPE_CHECKING:
+    from workbench.dispatch.versions import RuleSet
 
 
 def _disabled(env: dict[str, str], extra: list[str]) -> dict[str, str]:
@@ -19,7 +25,7 @@ def _disabled(env: dict[str, str], extra: list[str]) -> dict[str, str]:
 
 def kernel_verdicts(t, platform, env: dict[str, str]) -> dict:
     """What vLLM picked in trace `t` and what every other candidate says about the same config
-    (asked of the rule set that made `t`)."""
+    (asked of the rule set that made `t`, `t.rules`)."""
     from workbench.dispatch import trace_mp
 
     verdicts: dict[str, tuple[str, str]] = {}
@@ -38,17 +44,24 @@ def kernel_verdicts(t, platform, env: dict[str, str]) -> dict:
             break
         accepted.append(cur.selected)
         first = False
-        cur = trace_mp(t.mp_config, platform, _disabled(env, accepted), t.vllm_version)
+        cur = trace_mp(t.mp_config, platform, _disabled(env, accepted), t.rules)
     return verdicts
 
 
-def _pad_rules() -> tuple[tuple[str, int, int], ...]:
+def _rules(rules: "RuleSet | None") -> "RuleSet":
+    from workbench.dispatch.versions import pinned
+
+    return rules or pinned()
+
+
+@functools.lru_cache(maxsize=8)  # a RuleSet hashes by identity
+def pad_rules(rules: "RuleSet | None" = None) -> tuple[tuple[str, int, int], ...]:
     """Tile rules that force zero-padding, as (label, K multiple, N multiple), read from the
-    rule set's kernels; Marlin picks the cheaper of its two families itself."""
-    from workbench.dispatch.versions import rules
+    rule set's kernels (None: the pinned one's); Marlin picks the cheaper of its two families
+    itself."""
     from workbench.models import TORCH_INT4PACK, rule_name
 
-    r = rules()
+    r = _rules(rules)
     machete = r.KERNELS_BY_NAME["MacheteLinearKernel"].shape_multiples
     cutlass = r.KERNELS_BY_NAME["CutlassW4A8LinearKernel"].shape_multiples
     xpu = r.KERNELS_BY_NAME["XPUW4A8IntLinearKernel"].shape_multiples
@@ -58,25 +71,24 @@ def _pad_rules() -> tuple[tuple[str, int, int], ...]:
             (f"XPU / INC W4A8 ({rule_name(*xpu)})", *xpu))
 
 
-PAD_RULES = _pad_rules()
-
 
 def _round_up(x: int, m: int) -> int:
     return -(-x // m) * m
 
 
-def marlin_padded_nk(n: int, k: int, group_size: int) -> tuple[int, int]:
+def marlin_padded_nk(n: int, k: int, group_size: int,
+                     rules: "RuleSet | None" = None) -> tuple[int, int]:
     """The rule set's `marlin_padded_nk`: the cheaper of Marlin's two padded tile families."""
-    from workbench.dispatch.versions import rules
-
     check_int("n", n, 1, MAX_DIM), check_int("k", k, 1, MAX_DIM)
     check_int("group_size", group_size, 1, MAX_DIM, also=(-1,))
 
-    return rules().marlin_padded_nk(n, k, group_size)
+    return _rules(rules).marlin_padded_nk(n, k, group_size)
 
 
-def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size: int) -> list[dict]:
-    """Extra work (%) of zero-padding each shape up to what each tile rule needs."""
+def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size: int,
+                 rules: "RuleSet | None" = None) -> list[dict]:
+    """Extra work (%) of zero-padding each shape up to what each tile rule of `rules` (None: the
+    pinned rule set) needs."""
     if dim not in ("K", "N"):
         raise InvalidInputError(f"dim: {shown(dim)}; accepted: 'K' or 'N'")
     check_int("base", base, 1, MAX_DIM), check_int("other", other, 1, MAX_DIM)
@@ -88,10 +100,10 @@ def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size
         k, n = (size, other) if dim == "K" else (other, size)
         if k <= 0 or n <= 0:
             continue
-        pn, pk = marlin_padded_nk(n, k, group_size)
+        pn, pk = marlin_padded_nk(n, k, group_size, rules)
         rows.append({"offset": off, "size": size, "rule": "Marlin (marlin_padded_nk)",
                      "cost": 100.0 * (pn * pk / (n * k) - 1)})
-        for label, km, nm in PAD_RULES:
+        for label, km, nm in pad_rules(rules):
             rows.append({"offset": off, "size": size, "rule": label,
                          "cost": 100.0 * (_round_up(n, nm) * _round_up(k, km) / (n * k) - 1)})
     return rows
@@ -107,11 +119,11 @@ def spec_with_shape(spec, name: str, k: int, n: int):
     return replace(spec, name=name, in_features=k, out_features=n)
 
 
-def rules_broken(k: int, n: int, group_size: int) -> list[str]:
+def rules_broken(k: int, n: int, group_size: int, rules: "RuleSet | None" = None) -> list[str]:
     """The alignment rules a K x N shard breaks, each with the kernel or op that checks it."""
-    from workbench.models import ALIGNMENT_RULES
+    from workbench.models import alignment_rules
 
-    return [f"{r.name} ({r.who})" for r in ALIGNMENT_RULES if not r.holds(k, n, group_size)]
+    return [f"{r.name} ({r.who})" for r in alignment_rules(rules) if not r.holds(k, n, group_size)]
 
 
 def _shard_row(name: str, k: int | None, n: int | None, trace_fn, platform, env) -> dict:
@@ -141,9 +153,9 @@ def _mark_refused(rows: list[dict]) -> list[dict]:
 
 
 def shard_rows(specs, platform, env: dict[str, str], tp_size: int, parallel: str | None = None,
-               version: str | None = None) -> list[dict]:
+               version: "RuleSet | str | None" = None) -> list[dict]:
     """Each layer's shard at TP `tp_size`: vLLM's choice and what every candidate says
-    (`version`: the vLLM rule set, None for the default)."""
+    (`version`: the vLLM rule set or its version, None for the pinned one)."""
     from workbench.checkpoints import trace_layer
 
     rows = []
@@ -158,7 +170,7 @@ def shard_rows(specs, platform, env: dict[str, str], tp_size: int, parallel: str
 
 
 def model_shard_traces(model: str, tp_size: int, scheme_of, platform, env: dict[str, str] | None = None,
-                       version: str | None = None) -> list[tuple]:
+                       version: "RuleSet | str | None" = None) -> list[tuple]:
     """(partition, trace it) for each per-rank shard of a model preset, as vLLM builds it:
     the layer's own quantization args at its full shape (`scheme_of(layer, K, N)`, so its real
     group size) with the shard's input and output sizes, which vLLM's checks read
@@ -183,7 +195,7 @@ def model_shard_traces(model: str, tp_size: int, scheme_of, platform, env: dict[
 
 
 def model_shard_rows(spec, model: str, platform, env: dict[str, str], tp_size: int,
-                     version: str | None = None) -> list[dict]:
+                     version: "RuleSet | str | None" = None) -> list[dict]:
     """A model preset's per-rank shapes (as vLLM shards them) with `spec`'s quantization args."""
     def scheme_of(layer: str, k: int, n: int):
         return spec_with_shape(spec, f"{model}.{layer}", k, n).scheme_input(1)

@@ -30,7 +30,7 @@ from w4a8_kernels.quant import quantize_per_token_int8
 from w4a8_kernels.registry import PATHS, Int4Weight, KernelPath, get_path
 from workbench.dispatch.runtime_text import describe_runtime
 from workbench.dispatch.types import Runtime
-from workbench.dispatch.versions import rules
+from workbench.dispatch.versions import pinned
 from workbench.errors import InvalidInputError
 
 __all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "default_bench_paths",
@@ -171,10 +171,6 @@ def default_bench_paths(host: Any) -> list[str]:
 
 # --------------------------------------------------------------------------- Marlin W4A8-INT8
 
-# marlin_act_int8_process_scales: the group scales become multiples of max / this.
-_INT16_LEVELS = rules().MARLIN_INT8_SCALE_LEVELS
-
-
 def marlin_int8_scales(scales: torch.Tensor, dtype: torch.dtype = torch.bfloat16
                        ) -> tuple[torch.Tensor, torch.Tensor]:
     """`marlin_act_int8_process_scales` (layers/quantization/utils/marlin_utils.py:544-548).
@@ -184,10 +180,11 @@ def marlin_int8_scales(scales: torch.Tensor, dtype: torch.dtype = torch.bfloat16
     lost factor max(s) / 4096 (float32) moves onto the activation scales. Returns the int64
     levels [N, G] and that float32 factor.
     """
+    top = pinned().MARLIN_INT8_SCALE_LEVELS  # the scales become multiples of max / this
     s = scales.to(dtype)
     smax = s.max()
-    levels = (s / smax * _INT16_LEVELS).round().to(torch.int16)
-    return levels.to(torch.int64), (1 / _INT16_LEVELS) * smax.float()
+    levels = (s / smax * top).round().to(torch.int16)
+    return levels.to(torch.int64), (1 / top) * smax.float()
 
 
 def _marlin_prepare(w: Int4Weight) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -220,7 +217,7 @@ def marlin_w4a8_int8(x: torch.Tensor, prepared: tuple) -> torch.Tensor:
 def _marlin_supports(w: Int4Weight) -> tuple[bool, str]:
     """Whether vLLM's Marlin runs these weights with int8 activations: the rule set's Marlin
     runtime says (asymmetric weights fail at load, a single group at the first forward)."""
-    from workbench.dispatch.env import parse_env
+    from workbench.dispatch import parse_env
     from workbench.dispatch.types import MPConfig
     from workbench.platforms import get_preset
 
@@ -228,8 +225,8 @@ def _marlin_supports(w: Int4Weight) -> tuple[bool, str]:
                             "act_type": "int8", "group_size": w.effective_group,
                             "zero_points": w.zeros is not None,
                             "full_weight_shape": [w.k, w.n], "partition_weight_shape": [w.k, w.n]})
-    rt = rules().KERNELS_BY_NAME["MarlinLinearKernel"].runtime(c, get_preset("sm80-a100"),
-                                                               parse_env({}))
+    r = pinned()
+    rt = r.KERNELS_BY_NAME["MarlinLinearKernel"].runtime(c, get_preset("sm80-a100"), parse_env({}, r))
     if rt.fails_at is not None:
         return False, (f"vLLM's Marlin W4A8-INT8 fails at {rt.fails_at} for these weights: "
                        f"{rt.error_type}: {rt.error}")
@@ -251,7 +248,7 @@ def inc_xpu_w4a8_runtime(w: Int4Weight) -> tuple[Runtime | None, str]:
 
     t = trace_inc({"bits": 4, "group_size": w.group_size, "sym": w.zeros is None,
                    "in_features": w.k, "out_features": w.n, "layer_name": "layer"},
-                  "xpu", {"VLLM_XPU_INC_WNA16_BACKEND": "w4a8"})
+                  "xpu", {"VLLM_XPU_INC_WNA16_BACKEND": "w4a8"}, rules=pinned())
     if t.error is not None:
         return None, f"vLLM's INC W4A8 on XPU refuses these weights: {t.error_type}: {t.error}"
     return t.runtime_detail, ""
@@ -277,9 +274,8 @@ def _inc_probe() -> tuple[bool, str]:
     return True, "emulated: INC's per-call policy and fp16 scales, our integer GEMM (no XPU here)"
 
 
-_INC_THRESHOLD = rules().MIN_TOKENS_FOR_INT8  # for the summaries; the path reads the trace's
-INC_XPU_W4A8 = KernelPath(
-    "inc_xpu_w4a8", f"INC XPU W4A8 policy: W4A16 below {_INC_THRESHOLD} tokens, fp16 scales above",
+INC_XPU_W4A8 = KernelPath(  # the token threshold is the trace's (`Runtime.min_tokens`)
+    "inc_xpu_w4a8", "INC XPU W4A8 policy: W4A16 below INC's token threshold, fp16 scales above",
     "w4a8", _inc_prepare(False), engine_paths.inc_xpu_w4a8, probe=_inc_probe,
     supports=_inc_supports, activation_dtype=torch.bfloat16, emulated=True, tags=("engine",))
 INC_XPU_W4A8_BF16_MISREAD = KernelPath(

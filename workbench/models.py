@@ -13,20 +13,24 @@ shapes the way vLLM shards them:
 - MoE experts shard their own intermediate size the same way; MLA projections
   (DeepSeek-V2) are listed with their own widths.
 
-`ALIGNMENT_RULES` are the divisibility rules the dispatch rule set's kernels (and torch's CPU
+`alignment_rules(rules)` are the divisibility rules the dispatch rule set's kernels (and torch's CPU
 int4 kernel) check, read from the kernel classes; `partition_table` says which ones each
 shard breaks.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from workbench.errors import InvalidInputError, UnknownPresetError
 from workbench.limits import MAX_DIM, check_int, shown
 
+if TYPE_CHECKING:
+    from workbench.dispatch.versions import RuleSet
+
 __all__ = [
-    "ModelShape", "MODELS", "get_model", "Partition", "partitions", "ALIGNMENT_RULES",
+    "ModelShape", "MODELS", "get_model", "Partition", "partitions", "alignment_rules",
     "AlignmentRule", "broken_rules", "partition_table", "TP_SIZES",
 ]
 
@@ -190,11 +194,9 @@ def rule_name(k: int, n: int) -> str:
     return f"K % {k}, N % {n}"
 
 
-def _alignment_rules() -> tuple[AlignmentRule, ...]:
-    """The rule set's partition multiples, one rule per (K, N) pair naming every checker."""
-    from workbench.dispatch.versions import rules
-
-    multiples = [*rules().SHAPE_MULTIPLES, TORCH_INT4PACK]
+@functools.lru_cache(maxsize=8)  # a RuleSet hashes by identity: one table per release
+def _alignment_rules(rules: "RuleSet") -> tuple[AlignmentRule, ...]:
+    multiples = [*rules.SHAPE_MULTIPLES, TORCH_INT4PACK]
     who: dict[tuple[int, int], list[str]] = {}
     for name, k, n in multiples:
         who.setdefault((k, n), []).append(name)
@@ -206,16 +208,23 @@ def _alignment_rules() -> tuple[AlignmentRule, ...]:
     return tuple(out)
 
 
+def alignment_rules(rules: "RuleSet | None" = None) -> tuple[AlignmentRule, ...]:
+    """A rule set's partition multiples (None: the pinned one's), one rule per (K, N) pair
+    naming every checker, after the group-size rule every scheme checks."""
+    from workbench.dispatch.versions import pinned
+
+    return _alignment_rules(rules or pinned())
+
+
 # torch's `_convert_weight_to_int4pack_for_cpu` (the W4A16 fallback here), not a vLLM rule.
 TORCH_INT4PACK = ("torch _convert_weight_to_int4pack_for_cpu", 1, 16)
-ALIGNMENT_RULES: tuple[AlignmentRule, ...] = _alignment_rules()
 
 
-def broken_rules(k: int, n: int, group_size: int = 128) -> list[str]:
+def broken_rules(k: int, n: int, group_size: int = 128, rules: "RuleSet | None" = None) -> list[str]:
     """Names of the alignment rules a K x N shard breaks (with this group size)."""
     check_int("k", k, 1, MAX_DIM), check_int("n", n, 1, MAX_DIM)
     check_int("group_size", group_size, 1, MAX_DIM, also=(-1, 0))  # 0: channelwise, as holds()
-    return [r.name for r in ALIGNMENT_RULES if not r.holds(k, n, group_size)]
+    return [r.name for r in alignment_rules(rules) if not r.holds(k, n, group_size)]
 
 
 def partition_table(models: list[str] | None = None, tp_sizes: tuple[int, ...] = TP_SIZES,

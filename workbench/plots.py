@@ -11,17 +11,14 @@ from typing import Any, Iterable, Sequence
 
 import plotly.graph_objects as go
 
-from workbench.dispatch.versions import rules
+from workbench.dispatch.versions import RuleSet, pinned
 
 __all__ = [
     "int4_histogram", "scale_histogram", "docs_matrix_figure", "alignment_figure",
     "padding_cost_figure", "latency_figure", "speedup_figure", "error_figure",
-    "per_token_error_figure", "figure_html", "figure_png", "INC_TOKEN_THRESHOLD",
+    "per_token_error_figure", "figure_html", "figure_png",
     "prediction_figure", "crossover_band", "has_roofline",
 ]
-
-# vLLM's INC XPU W4A8 path falls back to W4A16 per call below this many tokens (facts §5).
-INC_TOKEN_THRESHOLD = rules().MIN_TOKENS_FOR_INT8
 
 _OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"
 # One row of a chart's line labels, as a share of the plot's height (a 15 px line on a
@@ -77,9 +74,10 @@ def scale_histogram(layer) -> go.Figure:
 # --------------------------------------------------------------------------- dispatch tables
 
 
-def docs_matrix_figure(rows: list[dict]) -> go.Figure:
+def docs_matrix_figure(rows: list[dict], rules: RuleSet | None = None) -> go.Figure:
     """vLLM's documented hardware table against the code: each cell docs / code, disagreements red,
-    and where vLLM fails (selection, load, first forward)."""
+    and where vLLM fails (selection, load, first forward); `rules`: the rule set that computed
+    the rows (None: the pinned one)."""
     from workbench.dispatch.docs_matrix import FAILS_AT_WORDS
 
     hardware = [c["hardware"] for c in rows[0]["cells"]] if rows else []
@@ -117,7 +115,7 @@ def docs_matrix_figure(rows: list[dict]) -> go.Figure:
     fig.update_yaxes(autorange="reversed", tickfont=dict(size=12))
     fig.update_xaxes(tickfont=dict(size=12))
     return _layout(fig, "vLLM docs (Supported Hardware) against what the "
-                        f"{rules().VLLM_VERSION} code selects; red: they disagree",
+                        f"{(rules or pinned()).version} code selects; red: they disagree",
                    # a cell of four lines (docs, code, W4A16, where vLLM fails) needs ~15 px a line
                    height=170 + max(60, 15 * max((t.count("<br>") + 1 for tr in text for t in tr), default=1)
                                     + 12) * len(names))
@@ -202,9 +200,12 @@ def latency_figure(rows: list[dict], *, x: str = "m", y: str = "latency_us", ser
 
 def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series: str = "series",
                    crossovers: dict[str, float | None] | None = None,
-                   inc_threshold: int | None = INC_TOKEN_THRESHOLD,
+                   rules: RuleSet | None = None,
                    title: str = "W4A8 speedup over the W4A16 fallback") -> go.Figure:
-    """Speedup (W4A16 time / W4A8 time) against M, 1.0 drawn, crossovers and INC's 512 marked."""
+    """Speedup (W4A16 time / W4A8 time) against M, 1.0 drawn, crossovers and INC's token switch
+    marked: vLLM's INC XPU W4A8 path falls back to W4A16 per call below the `rules`' threshold
+    (None: the pinned rule set's)."""
+    inc_threshold = (rules or pinned()).MIN_TOKENS_FOR_INT8
     fig = go.Figure()
     for name, pts in _group(rows, series):
         pts = sorted(pts, key=lambda p: p[x])

@@ -73,7 +73,7 @@ def test_every_level_carries_the_version_and_an_unknown_version_is_named():
               trace_scheme({"in_features": 64, "out_features": 64})):
         assert t.to_json()["vllm_version"] == DEFAULT_VERSION
     with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'; available: "):
-        trace_mp(CONFIGS[0], version="0.1.0")
+        trace_mp(CONFIGS[0], rules="0.1.0")
     assert rules(DEFAULT_VERSION).VLLM_VERSION == DEFAULT_VERSION
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from workbench.dispatch import trace_mp
-from workbench.dispatch.env import parse_env
+from workbench.dispatch import parse_env
 from workbench.errors import InvalidInputError
 
 GPTQ = {"weight_type": "uint4b8", "act_type": "bfloat16", "group_size": 128, "zero_points": False,

@@ -1,5 +1,5 @@
 """The version seam: a vLLM version is named only by its rule-set package, the registry, the
-docs and recorded data; everything else reads it (`rules().VLLM_VERSION`, DEFAULT_VERSION)."""
+docs and recorded data; everything else reads it (`RuleSet.version`, DEFAULT_VERSION)."""
 from __future__ import annotations
 
 import re
@@ -49,12 +49,13 @@ def _package_entry(name: str, line: str) -> bool:
 
 def test_the_env_is_read_with_the_rule_set_of_the_version_traced():
     from workbench.dispatch import parse_env, trace_mp
-    from workbench.dispatch.versions import DEFAULT_VERSION, UnknownVersionError
+    from workbench.dispatch.versions import DEFAULT_VERSION, UnknownVersionError, rule_set
 
     c = {"weight_type": "uint4b8", "act_type": "bfloat16", "group_size": 128,
          "zero_points": False, "full_weight_shape": [4096, 4096]}
-    assert parse_env({"VLLM_MARLIN_INPUT_DTYPE": "int8"}, DEFAULT_VERSION).version == DEFAULT_VERSION
+    assert parse_env({"VLLM_MARLIN_INPUT_DTYPE": "int8"}, DEFAULT_VERSION).rules is rule_set().ENV
     with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'"):
         parse_env({"linear_backend": "marlin"}, "0.1.0")
-    t = trace_mp(c, "sm90-h200", {"linear_backend": "nope"}, version=DEFAULT_VERSION)
+    t = trace_mp(c, "sm90-h200", {"linear_backend": "nope"}, rules=DEFAULT_VERSION)
     assert t.error_type == "ValidationError" and t.vllm_version == DEFAULT_VERSION
+    assert t.rules is rule_set(DEFAULT_VERSION)

@@ -3,11 +3,14 @@ from __future__ import annotations
 
 import json
 
+from workbench.dispatch.versions import DEFAULT_VERSION
+
 
 def test_sweep_runs_and_draws_every_figure(ui):
     at = ui.open_app("kernels")
     shown = ui.text(at)
-    assert "vLLM selects **`Dynamic4bitLinearKernel`**" in shown or "vLLM finds no kernel" in shown
+    assert (f"vLLM {DEFAULT_VERSION} selects **`Dynamic4bitLinearKernel`**" in shown
+            or f"vLLM {DEFAULT_VERSION} finds no kernel" in shown)
     at.text_input(key="w:kern.m_list").set_value("1,16").run()
     at.number_input(key="w:kern.reps").set_value(1).run()
     at.multiselect(key="w:kern.paths").set_value(["w4a8_native", "w4a16_fallback"]).run()

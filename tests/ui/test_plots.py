@@ -8,6 +8,7 @@ import pytest
 pytest.importorskip("plotly")
 
 from workbench import plots  # noqa: E402
+from workbench.dispatch.versions import pinned  # noqa: E402
 
 
 def test_int4_histogram_counts_every_weight():
@@ -39,7 +40,7 @@ def test_speedup_marks_crossover_and_inc_threshold():
     pts = [{"m": m, "speedup": s, "series": "a"} for m, s in ((1, 0.5), (64, 0.9), (512, 1.4))]
     fig = plots.speedup_figure(pts, crossovers={"a": 512, "b": None})
     xs = sorted(sh.x0 for sh in fig.layout.shapes if sh.type == "line" and sh.x0 == sh.x1)
-    assert xs == [512, plots.INC_TOKEN_THRESHOLD]
+    assert xs == [512, pinned().MIN_TOKENS_FOR_INT8]
     assert [sh.y0 for sh in fig.layout.shapes if sh.y0 == sh.y1] == [1.0]
     assert list(fig.data[0].x) == [1, 64, 512] and fig.layout.xaxis.type == "log"
 

@@ -6,19 +6,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from workbench.dispatch import parse_env
-from workbench.dispatch.versions import rule_module
+from workbench.dispatch.versions import pinned
 from workbench.ui import state
 
 STATE = Path(state.__file__)
 
 
 def test_the_env_knobs_and_their_unset_values_are_the_rule_sets():
-    pinned = rule_module("env_rules")
-    assert state.ENV_DEFAULTS == pinned.UNSET_VALUES
-    assert tuple(state.ENV_DEFAULTS) == pinned.KNOWN_KEYS
-    assert all(state.DEFAULTS[f"env.{k}"] == v for k, v in pinned.UNSET_VALUES.items())
+    env = pinned().ENV  # the sidebar's version is the pinned one until the user picks another
+    assert state.env_defaults() == dict(env.unset_values)
+    assert tuple(state.env_defaults()) == env.known_keys
     # each unset value, handed to the env parser, is what vLLM reads when the key is absent
-    set_ones = {k: v for k, v in pinned.UNSET_VALUES.items() if v != ""}
+    set_ones = {k: v for k, v in env.unset_values.items() if v != ""}
     assert replace(parse_env(set_ones), raw=()) == parse_env({})
 
 

@@ -6,7 +6,7 @@ import json
 import textwrap
 
 from workbench.cli.inputs import checkpoint_path, int_in, platform_arg
-from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+from workbench.dispatch.versions import DEFAULT_VERSION, available
 from workbench.text import printable
 
 ERROR_WIDTH = 100  # the footnotes under the table wrap vLLM's messages at this width
@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tp", type=int_in(1, 1024), default=1,
                    help="tensor-parallel size for the resolution; K and N are then each shard's")
     p.add_argument("--no-scheme", action="store_true", help="skip the resolved-scheme column")
-    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+    p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
                    help=f"the vLLM rule set resolving the scheme column (default: {DEFAULT_VERSION})")
     p.add_argument("--json", action="store_true", help="print the listing as JSON")
     p.set_defaults(func=run)

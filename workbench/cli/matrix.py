@@ -14,13 +14,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.trace import _env_mapping
-    from workbench.dispatch.docs_matrix import HARDWARE, compute_matrix
+    from workbench.dispatch.docs_matrix import compute_matrix
+    from workbench.dispatch.versions import pinned
 
-    rows = compute_matrix(_env_mapping(args.env))
+    rules = pinned()
+    rows = compute_matrix(_env_mapping(args.env), rules)
     if args.json:
-        print(json.dumps({"hardware": list(HARDWARE), "rows": rows}, indent=1))
+        print(json.dumps({"hardware": list(rules.DOCS_HARDWARE), "rows": rows}, indent=1))
         return 0
-    print(f"{'implementation':30s} " + " ".join(f"{h[:9]:>9s}" for h in HARDWARE))
+    print(f"{'implementation':30s} " + " ".join(f"{h[:9]:>9s}" for h in rules.DOCS_HARDWARE))
     for row in rows:
         cells = []
         for c in row["cells"]:

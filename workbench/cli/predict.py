@@ -12,7 +12,7 @@ import argparse
 import json
 
 from workbench.cli.inputs import int_in, m_list, name_list
-from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+from workbench.dispatch.versions import DEFAULT_VERSION, available
 
 _DEFAULT_PATHS = "w4a8_native,w4a16_fallback,bf16_dense,int8_mm,selected"
 
@@ -28,7 +28,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--m", default="1,16,256", help="token counts, comma-separated")
     p.add_argument("--paths", default=_DEFAULT_PATHS,
                    help=f"comma-separated, from: {', '.join(__import__('workbench.perf.predict', fromlist=['PATHS']).PATHS)}")
-    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+    p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
                    help=f"the vLLM rule set 'selected' is traced with (default: {DEFAULT_VERSION})")
     p.add_argument("--scheme", choices=("w4a16", "w4a8-int", "w4a8-fp8"), default="w4a8-int",
                    help="the layer's scheme 'selected' traces: int4 weights with bf16, int8 or fp8 "

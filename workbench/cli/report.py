@@ -6,7 +6,7 @@ import argparse
 import json
 
 from workbench.cli.inputs import int_in
-from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+from workbench.dispatch.versions import DEFAULT_VERSION, available
 from workbench.limits import MAX_M
 from workbench.text import printable
 
@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tp", type=int_in(1, 1024), default=1, help="tensor-parallel size (default 1)")
     p.add_argument("--decode-m", type=int_in(1, MAX_M), default=1, help="decode tokens per call (default 1)")
     p.add_argument("--prefill-m", type=int_in(1, MAX_M), default=2048, help="prefill tokens per call (default 2048)")
-    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+    p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
                    help=f"the vLLM rule set every layer is traced with (default: {DEFAULT_VERSION})")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--csv", action="store_true", help="print the layer rows as CSV")

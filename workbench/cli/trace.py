@@ -9,7 +9,7 @@ from typing import Any
 from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, check_path, checkpoint_path,
                                   int_in, json_arg, json_object, open_input, open_stdin, parse_json,
                                   platform_arg, shown)
-from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS
+from workbench.dispatch.versions import DEFAULT_VERSION, available, rule_set
 from workbench.errors import USER_ERRORS, InvalidInputError
 from workbench.text import printable
 
@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "'host-cpu', or platform JSON (default: sm90-h200)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="VLLM_* variable or linear_backend / linear_backend_per_quant (repeatable)")
-    p.add_argument("--vllm-version", choices=VERSIONS, default=DEFAULT_VERSION,
+    p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
                    help=f"the vLLM rule set to trace with (default: {DEFAULT_VERSION})")
     p.add_argument("--against-vllm", metavar="DIR",
                    help="also run the case through vLLM's own code from an unpacked sdist DIR "
@@ -111,7 +111,7 @@ def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None =
         raise InvalidInputError(f"case.vllm_version: expected a version string such as "
                                 f"{DEFAULT_VERSION!r}, got {shown(version, 40)}")
     return TRACERS[kinds[0]](json_object(case[kinds[0]], f"case.{kinds[0]}"), platform, env,
-                             version=version)
+                             rules=rule_set(version))
 
 
 def _env_mapping(pairs: list[str]) -> dict[str, str]:
@@ -180,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
     if given:
         flag = "--" + given[0].replace("_", "-")
         data = _object_arg(getattr(args, given[0]), flag)
-        trace = TRACERS[given[0]](data, platform, env, version=args.vllm_version)
+        trace = TRACERS[given[0]](data, platform, env, rules=rule_set(args.vllm_version))
         if args.against_vllm is not None:
             return _against_vllm(args.against_vllm, given[0], data, platform, env, trace)
     elif args.against_vllm is not None:

@@ -1,9 +1,10 @@
 """vLLM's documented Implementation x Hardware table next to what the pinned rules compute.
 
-The docs table is the pinned release's `docs/features/quantization/README.md`, "Supported
-Hardware" (facts §6), held cell by cell in its rule set (`docs_table`). For the rows this workbench models, each cell is recomputed by
-tracing a representative layer on a preset of that hardware; a cell where the docs and the
-code disagree names the kernel (or the error) that makes the difference.
+The docs table is a release's `docs/features/quantization/README.md`, "Supported Hardware",
+held cell by cell in its rule set (`RuleSet.DOCS_TABLE`). For the rows this workbench models,
+each cell is recomputed by tracing a representative layer on a preset of that hardware with
+the same rule set; a cell where the docs and the code disagree names the kernel (or the error)
+that makes the difference.
 """
 from __future__ import annotations
 
@@ -11,26 +12,26 @@ from dataclasses import dataclass
 
 from workbench.dispatch import trace_scheme
 from workbench.dispatch.trace import Trace
-from workbench.dispatch.versions import rule_module
+from workbench.dispatch.versions import RuleSet, rule_set
 
-_DOCS = rule_module("docs_table")
-HARDWARE, DOCS_TABLE = _DOCS.HARDWARE, _DOCS.DOCS_TABLE
 # The preset each documented hardware column is computed on.
 HARDWARE_PRESET = {"Volta": "sm70-v100", "Turing": "sm75-t4", "Ampere": "sm80-a100",
                    "Ada": "sm89-l40s", "Hopper": "sm90-h200", "AMD GPU": "rocm-mi300x",
                    "Intel GPU": "xpu", "x86 CPU": "x86-avx512", "Arm CPU": "arm-kleidiai"}
 
-# The docs name GPU architectures; vLLM checks compute capabilities: [lo, hi) per column.
-_CUDA_COLUMNS = _DOCS.CUDA_COLUMNS
 _DEVICE_COLUMNS = {"rocm": "AMD GPU", "xpu": "Intel GPU"}
 _CPU_COLUMNS = {"x86": "x86 CPU", "arm": "Arm CPU"}
 
 
-def hardware_column(platform) -> str | None:
-    """The docs table's hardware column for a platform (None: the table has no column for it)."""
+def hardware_column(platform, rules: RuleSet | str | None = None) -> str | None:
+    """The docs table's hardware column for a platform (None: the table has no column for it).
+
+    The docs name GPU architectures; vLLM checks compute capabilities: the rule set's
+    [lo, hi) per column."""
     if platform.device == "cuda":
         cap = platform.capability
-        return next((c for lo, hi, c in _CUDA_COLUMNS if cap is not None and lo <= cap < hi), None)
+        return next((c for lo, hi, c in rule_set(rules).DOCS_CUDA_COLUMNS
+                     if cap is not None and lo <= cap < hi), None)
     if platform.device == "cpu":
         return _CPU_COLUMNS.get(platform.cpu_arch)
     return _DEVICE_COLUMNS.get(platform.device)
@@ -140,18 +141,26 @@ def _fails_at(row: str, t: Trace) -> str | None:
     return t.runtime_detail.fails_at if t.runtime_detail is not None else None
 
 
-def compute_matrix(env: dict | None = None) -> list[dict]:
-    """Every row of the docs table with, where modelled, the computed cell beside it."""
+def docs_says(row: str, column: str, rules: RuleSet | str | None = None) -> bool:
+    """The docs table's cell: whether the rule set's docs say `column` supports `row`."""
+    r = rule_set(rules)
+    return r.DOCS_TABLE[row][r.DOCS_HARDWARE.index(column)]
+
+
+def compute_matrix(env: dict | None = None, rules: RuleSet | str | None = None) -> list[dict]:
+    """Every row of a rule set's docs table (None: the pinned one's) with, where modelled, the
+    cell computed by the same rule set beside it."""
+    r = rule_set(rules)
     rows = []
-    for row, docs_cells in DOCS_TABLE.items():
+    for row, docs_cells in r.DOCS_TABLE.items():
         cells = []
-        for hw, docs in zip(HARDWARE, docs_cells):
+        for hw, docs in zip(r.DOCS_HARDWARE, docs_cells):
             preset = HARDWARE_PRESET[hw]
             if row not in MODELLED_ROWS:
                 cells.append(Cell(hw, preset, docs, None, None, False, None,
                                   "not modelled by this workbench"))
                 continue
-            t = trace_scheme(MODELLED_ROWS[row][0], preset, env)
+            t = trace_scheme(MODELLED_ROWS[row][0], preset, env, r)
             code = t.selected is not None
             if row.startswith("Marlin"):
                 code = t.selected == "MarlinLinearKernel"

@@ -1,9 +1,10 @@
-"""The environment variables and kernel-config knobs that change vLLM's dispatch (facts §7).
+"""The environment variables and kernel-config knobs that change vLLM's dispatch.
 
 Parsed as `vllm/envs.py` and `vllm/config/kernel.py` parse them, so a value vLLM would refuse
 is refused here with the same words, and a value vLLM takes literally (no whitespace
 stripping in `VLLM_DISABLED_KERNELS`) is taken literally here too. The accepted keys and
-values are the rule set's (`env_rules` of a version package, through the registry).
+values are a rule set's (`EnvRules`, built by each version package's `env_rules`): the caller
+hands them in, so this module needs no registry.
 """
 from __future__ import annotations
 
@@ -15,19 +16,25 @@ from workbench.errors import InvalidInputError
 
 
 
-def _pinned(version: str | None = None):
-    """A rule set's env values, the default one's for None (read lazily: the rule set imports
-    this module)."""
-    from workbench.dispatch.versions import rule_module
+@dataclass(frozen=True)
+class EnvRules:
+    """What one vLLM release accepts for these knobs, and what an unset knob means."""
 
-    return rule_module("env_rules", version)
+    linear_backends: tuple[str, ...]  # KernelConfig's Literal, in its order
+    xpu_inc_backends: tuple[str, ...]  # VLLM_XPU_INC_WNA16_BACKEND's choices
+    marlin_input_dtypes: tuple[str, ...]  # VLLM_MARLIN_INPUT_DTYPE's choices
+    # (every key this dispatch reads, its unset value spelled as a value the env accepts);
+    # pairs, so that an Env holding these rules stays hashable
+    unset_pairs: tuple[tuple[str, str], ...]
+    pydantic_url: str  # the error links of the pydantic release vLLM's errors were recorded with
 
+    @property
+    def unset_values(self) -> dict[str, str]:
+        return dict(self.unset_pairs)
 
-def __getattr__(name: str):
-    """`XPU_INC_BACKENDS`, `MARLIN_INPUT_DTYPES`, `KNOWN_KEYS`: the default rule set's."""
-    if name in ("XPU_INC_BACKENDS", "MARLIN_INPUT_DTYPES", "KNOWN_KEYS", "LINEAR_BACKENDS"):
-        return getattr(_pinned(), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    @property
+    def known_keys(self) -> tuple[str, ...]:
+        return tuple(k for k, _ in self.unset_pairs)
 
 
 class EnvChoiceError(InvalidInputError):
@@ -44,13 +51,12 @@ class KernelConfigValidationError(InvalidInputError):
     error_type = "ValidationError"
 
 
-def _literal_error(loc: str, value: Any, version: str | None) -> str:
-    rules = _pinned(version)
-    backends = rules.LINEAR_BACKENDS
+def _literal_error(loc: str, value: Any, rules: EnvRules) -> str:
+    backends = rules.linear_backends
     choices = ", ".join(repr(b) for b in backends[:-1]) + f" or {backends[-1]!r}"
     return (f"{loc}\n  Input should be {choices} [type=literal_error, input_value={value!r}, "
             f"input_type={type(value).__name__}]\n    For further information visit "
-            f"{rules.PYDANTIC_URL}literal_error")
+            f"{rules.pydantic_url}literal_error")
 
 
 def _validation_error(errors: list[str]) -> KernelConfigValidationError:
@@ -61,8 +67,8 @@ def _validation_error(errors: list[str]) -> KernelConfigValidationError:
 
 @dataclass(frozen=True)
 class Env:
-    """Dispatch knobs. `raw` keeps what the user set, for display and export; `version` is the
-    rule set whose accepted values they are checked against (None: the default)."""
+    """Dispatch knobs. `raw` keeps what the user set, for display and export; `rules` are the
+    accepted values they are checked against (a lazily read value too)."""
 
     raw: tuple[tuple[str, str], ...] = ()
     disabled_kernels: tuple[str, ...] = ()
@@ -72,7 +78,7 @@ class Env:
     batch_invariant: bool = False
     xpu_inc_wna16_backend_raw: str | None = None
     marlin_input_dtype_raw: str | None = None
-    version: str | None = None
+    rules: EnvRules | None = None  # None only for an Env built by hand with no lazy values
 
     def mp_linear_backend(self) -> tuple[str, str]:
         """`_get_linear_backend(quantization="mixed_precision")`: (backend, where it came from)."""
@@ -85,22 +91,28 @@ class Env:
     def xpu_inc_wna16_backend(self) -> str:
         """Validated lazily, as vLLM's `env_with_choices` does on first read."""
         return _choice("VLLM_XPU_INC_WNA16_BACKEND", self.xpu_inc_wna16_backend_raw, "auto",
-                       _pinned(self.version).XPU_INC_BACKENDS)
+                       self._rules().xpu_inc_backends)
 
     @property
     def marlin_input_dtype(self) -> str | None:
         return _choice("VLLM_MARLIN_INPUT_DTYPE", self.marlin_input_dtype_raw, None,
-                       _pinned(self.version).MARLIN_INPUT_DTYPES)
+                       self._rules().marlin_input_dtypes)
+
+    def _rules(self) -> EnvRules:
+        if self.rules is None:
+            raise InvalidInputError("Env: a VLLM_* choice is set but no rule set's accepted "
+                                    "values came with it; build it with parse_env(env, rules)")
+        return self.rules
 
     def to_json(self) -> dict:
         return dict(self.raw)
 
 
-def _choice(name: str, value: str | None, default: str | None, choices: list[str]) -> str | None:
+def _choice(name: str, value: str | None, default: str | None, choices: tuple[str, ...]) -> str | None:
     if value is None:
         return default
     if value not in choices:
-        raise EnvChoiceError(f"Invalid value '{value}' for {name}. Valid options: {choices}.")
+        raise EnvChoiceError(f"Invalid value '{value}' for {name}. Valid options: {list(choices)}.")
     return value
 
 
@@ -115,16 +127,17 @@ def _env_bool(name: str, value: Any) -> bool:
         ) from None
 
 
-def parse_env(env: Mapping[str, Any] | None, version: str | None = None) -> Env:
+def parse_env(env: Mapping[str, Any] | None, rules: EnvRules) -> Env:
     """Build an `Env` from a mapping like the oracle's `env` object or `--env KEY=VALUE` pairs,
-    checked against the keys and values of vLLM `version`'s rule set (None: the default)."""
-
+    checked against one release's keys and values (`RuleSet.ENV`)."""
+    if not isinstance(rules, EnvRules):
+        raise TypeError(f"parse_env: rules must be an EnvRules (a RuleSet's ENV), got {rules!r}")
     if env is None:
-        return Env(version=version)
+        return Env(rules=rules)
     if not isinstance(env, Mapping):
         raise InvalidInputError(f"env: expected a JSON object of KEY: VALUE, got {env!r}")
     values: dict[str, Any] = {}
-    known_keys = _pinned(version).KNOWN_KEYS
+    known_keys = rules.known_keys
     for key, value in env.items():
         if key not in known_keys:
             if isinstance(key, str) and key.startswith("VLLM_"):
@@ -163,38 +176,28 @@ def parse_env(env: Mapping[str, Any] | None, version: str | None = None) -> Env:
                     '{"mixed_precision": "marlin"}'
                 )
             values["linear_backend_per_quant"] = tuple(value.items())
-    _validate_kernel_config(values, version)
+    _validate_kernel_config(values, rules)
     raw = tuple((k, v if isinstance(v, str) else json.dumps(v)) for k, v in env.items())
-    return Env(raw=raw, **values, version=version)
+    return Env(raw=raw, **values, rules=rules)
 
 
-def _validate_kernel_config(values: dict, version: str | None) -> None:
+def _validate_kernel_config(values: dict, rules: EnvRules) -> None:
     """What `KernelConfig` validation refuses, in its field order (values are not normalized in
     `linear_backend_per_quant`)."""
-    backends = _pinned(version).LINEAR_BACKENDS
+    backends = rules.linear_backends
     errors = []
     backend = values.get("linear_backend", "auto")
     if backend not in backends:
-        errors.append(_literal_error("linear_backend", backend, version))
+        errors.append(_literal_error("linear_backend", backend, rules))
     per_quant = values.get("linear_backend_per_quant")
     if per_quant is not None:
         if not per_quant:
             errors.append("linear_backend_per_quant\n  Dictionary should have at least 1 item after "
                           "validation, not 0 [type=too_short, input_value={}, input_type=dict]\n"
-                          f"    For further information visit {_pinned(version).PYDANTIC_URL}too_short")
+                          f"    For further information visit {rules.pydantic_url}too_short")
         for scheme, value in per_quant:
             if value not in backends:
-                errors.append(_literal_error(f"linear_backend_per_quant.{scheme}", value, version))
+                errors.append(_literal_error(f"linear_backend_per_quant.{scheme}", value, rules))
     if errors:
         raise _validation_error(errors)
 
-
-def parse_env_pairs(pairs: list[str]) -> Env:
-    """`--env KEY=VALUE` arguments, as the CLI takes them."""
-    mapping: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--env: expected KEY=VALUE, got {pair!r}")
-        mapping[key] = value
-    return parse_env(mapping)

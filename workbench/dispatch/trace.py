@@ -8,7 +8,7 @@ has, it returns the trace with the error (`failed`), so a refusal keeps how far 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import IntEnum, StrEnum
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ from workbench.dispatch.runtime_text import describe_runtime
 
 if TYPE_CHECKING:
     from workbench.dispatch.types import MPConfig, Runtime
+    from workbench.dispatch.versions import RuleSet
 
 
 class Level(StrEnum):
@@ -119,6 +120,7 @@ class Trace:
     notes: tuple[str, ...] = ()  # vLLM's log lines and runtime facts
     # Provenance: the rule set that produced it, stamped by the caller that resolved it.
     vllm_version: str | None = None
+    rules: "RuleSet | None" = field(default=None, compare=False, repr=False)  # what traced it
 
     def __post_init__(self):
         object.__setattr__(self, "level", Level(self.level))

@@ -298,7 +298,7 @@ def _scheme(n: int, k: int, g: int, scheme: str = DEFAULT_SCHEME) -> dict:
 def _runtime(platform: str, n: int, k: int, g: int, version: str, scheme: str = DEFAULT_SCHEME):
     from workbench.dispatch import trace_scheme
 
-    t = trace_scheme(_scheme(n, k, g, scheme), platform, version=version)
+    t = trace_scheme(_scheme(n, k, g, scheme), platform, rules=version)
     return t.selected, t.runtime_detail, t.error
 
 
@@ -360,7 +360,7 @@ def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int
         from workbench.dispatch import trace_scheme
         from workbench.platforms import detect_host
 
-        t = trace_scheme(_scheme(n, k, g, scheme), detect_host(), version=version)
+        t = trace_scheme(_scheme(n, k, g, scheme), detect_host(), rules=version)
         selected, rt, error = t.selected, t.runtime_detail, t.error
     else:
         selected, rt, error = _runtime(hw.preset, n, k, g, version, scheme)

@@ -14,14 +14,13 @@ and get their `expected` re-recorded; the other levels are drawn from
 """
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
 from types import ModuleType
 from typing import Any, Callable, Iterable
 
-from workbench.dispatch.versions import RULE_SETS
-from workbench.errors import InvalidInputError
+from workbench.dispatch.versions import RULE_SETS, rule_set
+from workbench.recorder.sdist import RecorderError, sdist_version
 
 # fixture file -> how it is written; the files whose inputs are fixed (re-recorded in place).
 FIXED_FILES = {"vllm_oracle_sample.json": "json", "vllm_oracle_generated.jsonl": "jsonl"}
@@ -36,30 +35,12 @@ CASE_KEYS = ("id", "level", "input", "platform", "env", "expected")
 LEVELS = ("mp", "scheme", *GENERATED_LEVELS)
 
 
-class RecorderError(InvalidInputError):
-    """The recorder was pointed at something it cannot record from."""
-
-
-def sdist_version(src: Path) -> str:
-    """The `Version:` an unpacked sdist's PKG-INFO declares."""
-    if not Path(src).is_dir():
-        raise RecorderError(f"--vllm-src {src}: not a directory")
-    info = Path(src) / "PKG-INFO"
-    if not info.is_file():
-        raise RecorderError(f"--vllm-src {src}: no PKG-INFO; expected an unpacked vLLM sdist "
-                            "(the directory that `tar xzf vllm-X.Y.Z.tar.gz` creates)")
-    for line in info.read_text(errors="replace").splitlines():
-        if line.startswith("Version:"):
-            return line.split(":", 1)[1].strip()
-    raise RecorderError(f"--vllm-src {src}: PKG-INFO has no Version line")
-
-
 def recorder_module(version: str) -> ModuleType:
     """The rule set's recorder for `version` (`<package>.recorder`)."""
     if version not in RULE_SETS:
         raise RecorderError(f"vLLM {version}: no rule set to record for; add a package to "
                             f"workbench.dispatch.versions.RULE_SETS (have: {', '.join(RULE_SETS)})")
-    return importlib.import_module(RULE_SETS[version] + ".recorder")
+    return rule_set(version).module("recorder")
 
 
 def open_vllm(src: str | Path, packages: tuple[str, ...] = ()) -> tuple[ModuleType, Any]:

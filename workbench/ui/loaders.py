@@ -383,7 +383,8 @@ def trace(layer_key: str, _spec, platform_json: str, env_json: str, tp_size: int
 
 
 @st.cache_data(show_spinner=False)
-def docs_matrix(env_json: str) -> list[dict]:
+def docs_matrix(env_json: str, version: str) -> list[dict]:
+    """The docs table of vLLM `version`'s rule set beside what that rule set computes."""
     from workbench.dispatch.docs_matrix import compute_matrix
 
-    return compute_matrix(json.loads(env_json) or None)
+    return compute_matrix(json.loads(env_json) or None, version)

@@ -38,13 +38,13 @@ _log = logging.getLogger(__name__)
 def _sidebar(page: str) -> None:
     from workbench.errors import USER_ERRORS
     from workbench.ui import loaders
-    from workbench.dispatch.versions import VERSIONS
+    from workbench.dispatch.versions import available
     from workbench.ui.widgets import platform_picker
 
     ss = st.session_state
     with st.sidebar:
         st.caption("W4A8 Dispatch Workbench")
-        state.bind(st.selectbox, "vLLM version", "vllm.version", options=list(VERSIONS),
+        state.bind(st.selectbox, "vLLM version", "vllm.version", options=list(available()),
                    help="The vLLM release whose rules every trace follows (the versions with a "
                         "rule set in workbench/dispatch/versions.py).")
         try:

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 import streamlit as st
 
-from workbench.dispatch.versions import DEFAULT_VERSION, VERSIONS, rule_module
+from workbench.dispatch import versions
+from workbench.dispatch.versions import DEFAULT_VERSION, RuleSet
 from workbench.limits import int_list
 from workbench.paths import REPO_ROOT, SAMPLE_ROOT  # noqa: F401 - the pages read them from here
 from workbench.platforms import ALIASES
@@ -34,9 +35,20 @@ SOURCES = {
     "trained": "Real trained layer",
 }
 
-# The env knobs and vLLM's unset values, the rule set's: a knob left at its default is not
-# exported, so a trace's env shows only what the user changed.
-ENV_DEFAULTS: dict[str, str] = dict(rule_module("env_rules").UNSET_VALUES)
+
+def rule_set() -> RuleSet:
+    """The sidebar's rule set: every page traces with it and reads its pinned values from it
+    (a version without one is refused by name, where the page draws)."""
+    return versions.rule_set(st.session_state.get("vllm.version"))
+
+
+def env_defaults() -> dict[str, str]:
+    """The env knobs and vLLM's unset values, the sidebar's rule set's: a knob left at its
+    default is not exported, so a trace's env shows only what the user changed. While the
+    sidebar names a version without a rule set, the pinned one's: the knobs stay editable and
+    each trace refuses the version by name."""
+    known = st.session_state.get("vllm.version", DEFAULT_VERSION) in versions.RULE_SETS
+    return dict((rule_set() if known else versions.pinned()).ENV.unset_values)
 
 DEFAULTS: dict[str, Any] = {
     "layer.source": "sample",
@@ -73,8 +85,7 @@ DEFAULTS: dict[str, Any] = {
     "align.dim": "N",
     "align.offsets": "0,8,16,32,64,96",
     "tour.step": 0,
-    **{f"env.{k}": v for k, v in ENV_DEFAULTS.items()},
-}
+}  # and an `env.<KEY>` per env knob of the rule set (`init_state`)
 
 MAX_M = 16384  # the Kernels page's largest token count
 
@@ -104,6 +115,8 @@ def init_state(*, tour_steps: int) -> None:
     for key, value in DEFAULTS.items():
         if key not in ss:
             ss[key] = value
+    for key, value in env_defaults().items():
+        ss.setdefault(f"env.{key}", value)
     if "pf.fields" not in ss:
         if ss["pf.preset"] not in preset_names():
             ss["pf.preset"] = DEFAULTS["pf.preset"]
@@ -182,7 +195,7 @@ def _validators(tour_steps: int) -> dict[str, Callable[[str], Any]]:
         "step": _tour_step(tour_steps),
         "model": _one_of(["", *MODELS], "a model preset"),
         "m": _m_list,
-        "vllm": _one_of(list(VERSIONS), "a vLLM version with a rule set"),
+        "vllm": _one_of(list(versions.available()), "a vLLM version with a rule set"),
     }
 
 
@@ -225,10 +238,10 @@ def _env_edits(raw: str) -> dict[str, str]:
     from workbench.errors import USER_ERRORS
 
     env = _json_object(raw)
-    _known_only(env, ENV_DEFAULTS, "key")
+    _known_only(env, env_defaults(), "key")
     env = {k: v if isinstance(v, str) else json.dumps(v) for k, v in env.items()}
     try:
-        parse_env({k: v for k, v in env.items() if v != ""})
+        parse_env({k: v for k, v in env.items() if v != ""}, rule_set().ENV)
     except (*USER_ERRORS, TypeError, ValueError) as exc:
         raise _Refused(str(exc)) from None
     return env
@@ -313,7 +326,7 @@ def env_mapping() -> dict[str, str]:
     """The env knobs that differ from vLLM's defaults, as `parse_env` takes them."""
     ss = st.session_state
     out = {}
-    for key, default in ENV_DEFAULTS.items():
+    for key, default in env_defaults().items():
         value = ss[f"env.{key}"]
         if value != default and not (key == "VLLM_DISABLED_KERNELS" and value == ""):
             out[key] = value

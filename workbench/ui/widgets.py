@@ -127,34 +127,35 @@ def platform_editor() -> None:
 
 
 def env_editor(*, columns: int = 3) -> None:
-    """vLLM's dispatch knobs, as the env variables and kernel config name them."""
-    from workbench.dispatch.env import LINEAR_BACKENDS, MARLIN_INPUT_DTYPES, XPU_INC_BACKENDS
-
+    """vLLM's dispatch knobs, as the env variables and kernel config name them, with the
+    values the sidebar's rule set accepts."""
+    accepted = state.rule_set().ENV
     cols = st.columns(columns)
     with cols[0]:
         bind(st.text_input, "VLLM_DISABLED_KERNELS", "env.VLLM_DISABLED_KERNELS",
              placeholder="e.g. MacheteLinearKernel,HummingLinearKernel",
              help="Split on commas and not stripped, exactly as vLLM does: 'A, B' disables A only.")
         bind(st.selectbox, "linear_backend (--linear-backend)", "env.linear_backend",
-             options=list(LINEAR_BACKENDS))
+             options=list(accepted.linear_backends))
     with cols[1 % columns]:
         bind(st.selectbox, "VLLM_CPU_INT4_W4A8", "env.VLLM_CPU_INT4_W4A8", options=["1", "0"])
         bind(st.selectbox, "VLLM_XPU_INC_WNA16_BACKEND", "env.VLLM_XPU_INC_WNA16_BACKEND",
-             options=["", *XPU_INC_BACKENDS], format_func=lambda v: v or "(unset: auto)")
+             options=["", *accepted.xpu_inc_backends], format_func=lambda v: v or "(unset: auto)")
     with cols[2 % columns]:
         bind(st.selectbox, "VLLM_MARLIN_INPUT_DTYPE", "env.VLLM_MARLIN_INPUT_DTYPE",
-             options=["", *MARLIN_INPUT_DTYPES], format_func=lambda v: v or "(unset)")
+             options=["", *accepted.marlin_input_dtypes], format_func=lambda v: v or "(unset)")
         bind(st.selectbox, "VLLM_BATCH_INVARIANT", "env.VLLM_BATCH_INVARIANT", options=["0", "1"])
     bind(st.text_input, "linear_backend_per_quant (JSON)", "env.linear_backend_per_quant",
          placeholder='{"mixed_precision": "marlin"}')
 
 
 def current_env() -> dict[str, str]:
-    """The env mapping, validated by the core (raises its named error)."""
+    """The env mapping, validated by the core with the sidebar's rule set (raises its named
+    error)."""
     from workbench.dispatch.env import parse_env
 
     env = state.env_mapping()
-    parse_env(env)
+    parse_env(env, state.rule_set().ENV)
     return env
 
 
@@ -250,45 +251,23 @@ def outcome_view(trace, platform=None) -> None:
 
 
 def ambiguity_notes(trace, env: dict[str, str]) -> list[str]:
-    """Where vLLM itself is ambiguous or surprising for this trace (README, trace notes)."""
-    notes = []
-    disabled = env.get("VLLM_DISABLED_KERNELS", "")
-    if ", " in disabled or disabled != disabled.strip():
-        notes.append("VLLM_DISABLED_KERNELS is split on commas and not stripped: a name with a space "
-                     "around it matches no kernel, so only the first of 'A, B' is disabled.")
-    if any(s.outcome == "crashed" for s in trace.steps):
-        notes.append("vLLM's own check divides by the group size; with group size 0 it crashes "
-                     "(ZeroDivisionError) instead of giving a reason. The trace reports the crash.")
-    rt = trace.runtime_detail
-    if (trace.selected == "HummingLinearKernel" and rt is not None and rt.weight_only
-            and rt.activation_requested is None):  # a fallback says why in its runtime line
-        notes.append("Humming accepts the layer, but it receives a 16-bit act_type: the INT8 "
-                     "activation scheme is not used, so this W4A8 checkpoint runs weight-only.")
-    if trace.selected == "CPUWNA16LinearKernel" and rt is not None and rt.fails_at == "forward":
-        notes.append("Selection succeeds, but the op is not built for this CPU: vLLM would fail at "
-                     "the first forward pass, not at load.")
-    if trace.selected == "Dynamic4bitLinearKernel" and rt is not None and rt.impl == "reference":
-        notes.append("Selection says W4A8, but on x86 torch's _dyn_quant_matmul_4bit has no KleidiAI "
-                     "micro-kernels: it runs a generic reference path (see the Kernels page for its cost).")
-    if rt is not None and rt.caveat:  # what vLLM's source leaves undetermined, from the Runtime
-        notes.append(rt.caveat)
-    if trace.selected == "MacheteLinearKernel" and trace.scheme == "CompressedTensorsWNA8Int":
-        notes.append("The checkpoint carries an INT8 activation scheme, but Machete is weight-only: "
-                     "it silently runs W4A16.")
-    return notes
+    """Where vLLM itself is ambiguous or surprising for this trace: the notes of the rule set
+    that made it (what a release does is the release's to say)."""
+    return [] if trace.rules is None else trace.rules.ambiguity_notes(trace, env)
 
 
 def headline(trace, platform, ref) -> None:
     """One line that tells the story: what the docs say for this scheme here, what the code picks."""
-    from workbench.dispatch.docs_matrix import DOCS_TABLE, HARDWARE, docs_row, hardware_column
+    from workbench.dispatch.docs_matrix import docs_row, docs_says, hardware_column
 
-    row, col = docs_row(loaders.layer_spec(ref)), hardware_column(platform)
+    rules = trace.rules or state.rule_set()  # the docs of the release that made the trace
+    row, col = docs_row(loaders.layer_spec(ref)), hardware_column(platform, rules)
     if row is None:
         docs = "vLLM's docs table has no row for this layer's scheme. "
     elif col is None:
         docs = f"vLLM's docs table has no column for this platform ({row} row). "
     else:
-        says = "YES" if DOCS_TABLE[row][HARDWARE.index(col)] else "NO"
+        says = "YES" if docs_says(row, col, rules) else "NO"
         docs = f"vLLM's docs say **{col}** runs {row}: **{says}**. "
     if trace.selected:
         code = f"The code picks **`{trace.selected}`**"

@@ -4,6 +4,7 @@
 (`KernelConfig`, validated by pydantic: the error text is pydantic 2.14's, the version the
 reference cases were recorded with).
 """
+from workbench.dispatch.env import EnvRules
 from workbench.dispatch.vllm_0_33.selector import LINEAR_BACKENDS
 
 XPU_INC_BACKENDS = ["auto", "ark", "w4a16", "w4a8"]  # envs.py VLLM_XPU_INC_WNA16_BACKEND
@@ -22,5 +23,8 @@ UNSET_VALUES = {
 KNOWN_KEYS = tuple(UNSET_VALUES)
 PYDANTIC_URL = "https://errors.pydantic.dev/2.14/v/"
 
-__all__ = ["LINEAR_BACKENDS", "XPU_INC_BACKENDS", "MARLIN_INPUT_DTYPES", "KNOWN_KEYS",
+ENV_RULES = EnvRules(tuple(LINEAR_BACKENDS), tuple(XPU_INC_BACKENDS), tuple(MARLIN_INPUT_DTYPES),
+                     tuple(UNSET_VALUES.items()), PYDANTIC_URL)
+
+__all__ = ["ENV_RULES", "LINEAR_BACKENDS", "XPU_INC_BACKENDS", "MARLIN_INPUT_DTYPES", "KNOWN_KEYS",
            "UNSET_VALUES", "PYDANTIC_URL"]

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 
 from workbench.errors import InvalidInputError
 from workbench.recorder import sandbox
+from workbench.recorder.sdist import sdist_version
 
 VLLM_VERSION = "0.33.0"
 
@@ -87,7 +88,6 @@ class Vllm:
     def __init__(self, src: Path, packages: tuple[str, ...] = ()) -> None:
         """Import vLLM from `src` with the optional `packages` importable: some vLLM modules
         decide at import what an optional package provides (`if has_humming(): ...`)."""
-        from workbench.recorder import sdist_version
         src = Path(src).resolve()
         version = sdist_version(src)
         if version != VLLM_VERSION or not (src / "vllm" / "__init__.py").is_file():

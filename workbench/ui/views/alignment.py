@@ -213,7 +213,8 @@ def alignment_sweep(rows: list[dict], *, key: str = "align") -> None:
     base, other = (base_k, base_n) if dim == "K" else (base_n, base_k)
     g = spec.group_size
     where = f"{shard['layer'].split('.')[-1]} at TP {ss['tp.size']} (K {base_k}, N {base_n})"
-    pad = alignment.padding_rows(dim, base, other, offsets, g)
+    rules = state.rule_set()  # the sidebar's: its tile rules, its traces
+    pad = alignment.padding_rows(dim, base, other, offsets, g, rules)
     verdicts = []
     for off in offsets:
         size = base + off
@@ -222,12 +223,12 @@ def alignment_sweep(rows: list[dict], *, key: str = "align") -> None:
             continue
         try:  # the shard's own shape, so TP 1 here: the split is already made
             t = trace_layer(alignment.spec_with_shape(spec, shard["layer"], k, n), platform, env,
-                            version=st.session_state["vllm.version"])
+                            version=rules)
             picks = t.selected or f"{t.error_type}"
         except USER_ERRORS as exc:
             picks = f"{type(exc).__name__}: {exc}"
         verdicts.append({"offset": off, "K": k, "N": n, "vLLM picks": picks,
-                         "rules broken (whose rule)": "; ".join(alignment.rules_broken(k, n, g)) or "none"})
+                         "rules broken (whose rule)": "; ".join(alignment.rules_broken(k, n, g, rules)) or "none"})
     st.plotly_chart(plots.padding_cost_figure(
         pad, series="rule", title=escape(f"Zero-padding cost of {dim} = {base} + offset: {where}, "
                                          f"group {g}"),

@@ -5,14 +5,14 @@ import json
 
 import streamlit as st
 
-from workbench.ui import loaders, widgets
+from workbench.ui import loaders, state, widgets
 
 
 def _cell_trace(row: str, preset: str, env: dict):
     from workbench.dispatch import trace_scheme
     from workbench.dispatch.docs_matrix import MODELLED_ROWS
 
-    return trace_scheme(MODELLED_ROWS[row][0], preset, env or None, st.session_state["vllm.version"])
+    return trace_scheme(MODELLED_ROWS[row][0], preset, env or None, state.rule_set())
 
 
 def disagreements(rows: list[dict]) -> list[tuple[str, dict]]:
@@ -46,15 +46,17 @@ def render(*, focus: tuple[str, str] | None = None) -> None:
         st.title("Docs versus code")
     try:
         env = widgets.current_env()
-        rows = loaders.docs_matrix(json.dumps(env, sort_keys=True))
+        rules = state.rule_set()
+        rows = loaders.docs_matrix(json.dumps(env, sort_keys=True), rules.version)
     except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
         widgets.show_error(exc)
         return
     st.markdown("Left of each cell: vLLM's *Supported Hardware* table "
-                "(`docs/features/quantization/README.md`); right: what the pinned rules select for a "
-                "representative layer on a preset of that hardware, under the env knobs set on the "
+                f"(`docs/features/quantization/README.md`); right: what the vLLM {rules.version} "
+                "rules select for a representative layer on a preset of that hardware, under the "
+                "env knobs set on the "
                 "trace page. Rows the workbench does not model show the docs only.")
-    st.plotly_chart(plots.docs_matrix_figure(rows), key=f"docs-matrix-{bool(focus)}")
+    st.plotly_chart(plots.docs_matrix_figure(rows, rules), key=f"docs-matrix-{bool(focus)}")
     with st.expander("The same as a table", expanded=False):
         st.dataframe(table(rows), hide_index=True, width="stretch")
     from workbench.dispatch.docs_matrix import FAILS_AT_WORDS

@@ -83,18 +83,18 @@ def plan_view(t, plan, host) -> None:
     if t.selected and plan.runs_engine and plan.gpu:
         from workbench.execution import STAND_IN_LABEL
 
-        st.markdown(f"On **{host.label()}** vLLM selects **`{t.selected}`**; it computes "
-                    f"**{plan.computes.upper()}**. Here it runs as vLLM runs it: **`{plan.path}`** "
+        st.markdown(f"On **{host.label()}** vLLM {t.vllm_version} selects **`{t.selected}`**; it "
+                    f"computes **{plan.computes.upper()}**. Here it runs as vLLM runs it: **`{plan.path}`** "
                     f"(what vLLM runs): {plan.note.rstrip('.')}. W4A8 native (`{plan.native}`) is "
                     f"compared with the W4A16 vLLM runs here (`{plan.fallback}`); `triton_w4a8` and "
                     f"`triton_w4a16` are {STAND_IN_LABEL}s.")
     elif t.selected:
-        st.markdown(f"On **{host.label()}** vLLM selects **`{t.selected}`**; it computes "
-                    f"**{plan.computes.upper()}**. Here that is modelled by path **`{plan.path}`** "
+        st.markdown(f"On **{host.label()}** vLLM {t.vllm_version} selects **`{t.selected}`**; it "
+                    f"computes **{plan.computes.upper()}**. Here that is modelled by path **`{plan.path}`** "
                     f"({plan.fidelity}): {plan.note.rstrip('.')}.")
     else:
-        st.markdown(f"On **{host.label()}** vLLM finds no kernel for this layer ({t.error_type}); "
-                    "the comparison runs the W4A8 native and W4A16 fallback paths only.")
+        st.markdown(f"On **{host.label()}** vLLM {t.vllm_version} finds no kernel for this layer "
+                    f"({t.error_type}); the comparison runs the W4A8 native and W4A16 fallback paths only.")
     if plan.path and not plan.available:
         st.warning(f"`{plan.path}` cannot run on this machine: {plan.why}")
     elif plan.why:
@@ -371,13 +371,15 @@ def figures(local: list[dict], saved: list[dict], meta: dict | None, key: str, *
                 _export(lat, name, key)
     pts, cross = _speedups(local, saved, meta)
     if pts:
-        sp = plots.speedup_figure(pts, crossovers=cross, title=escape(
+        rules = state.rule_set()  # the sidebar's: INC's token switch is that release's
+        sp = plots.speedup_figure(pts, crossovers=cross, rules=rules, title=escape(
             "W4A8 speedup over the W4A16 fallback: " + "; ".join(
                 f"{w} {_shapes(r)}" for w, r in (("this machine", local), ("saved", saved)) if r)))
         st.plotly_chart(sp, key=f"{key}-speedup")
         st.caption(plain("Measured crossover: " + "; ".join(
             f"{s}: {'M = ' + str(m) if m else 'never in the measured range'}" for s, m in cross.items())
-            + f". vLLM's INC XPU path switches W4A8 on at {plots.INC_TOKEN_THRESHOLD} tokens per call."))
+            + f". vLLM {rules.version}'s INC XPU path switches W4A8 on at {rules.MIN_TOKENS_FOR_INT8} "
+            "tokens per call."))
         if export:
             _export(sp, "speedup", key)
     err_rows = [r for r in local if r.get("sqnr_db") is not None]
@@ -455,9 +457,9 @@ def speedup_story(*, key: str = "inc") -> None:
     pts, cross = _speedups(local, saved, meta)
     if not pts:
         st.info("No speedup curve yet: run a sweep on the Kernels page, or pick saved results above.")
-        fig = plots.speedup_figure([], crossovers={})
+        fig = plots.speedup_figure([], crossovers={}, rules=state.rule_set())
     else:
-        fig = plots.speedup_figure(pts, crossovers=cross)
+        fig = plots.speedup_figure(pts, crossovers=cross, rules=state.rule_set())
     st.plotly_chart(fig, key=f"{key}-speedup")
     for s, m in cross.items():
         st.markdown(f"- **{plain(s)}**: W4A8 wins from **M = {m}**" if m else

@@ -86,7 +86,7 @@ def _view_machete() -> None:
     t = trace_mp({"weight_type": "uint4b8", "act_type": "int8", "group_size": 128,
                   "zero_points": False, "full_weight_shape": [4096, 4096],
                   "partition_weight_shape": [4096, 4096]}, platform, env,
-                 version=st.session_state["vllm.version"])
+                 rules=state.rule_set())
     widgets.outcome_view(t)
     widgets.steps_view(t, key="tour-machete-int8")
 
@@ -171,7 +171,7 @@ def enter(i: int) -> None:
     """Make step i's settings (the rest of the state is left to vLLM defaults)."""
     ss = st.session_state
     step = STEPS[i]
-    for key, default in state.ENV_DEFAULTS.items():
+    for key, default in state.env_defaults().items():
         ss[f"env.{key}"] = default
     ss["tp.parallel"] = "auto"
     for key, value in step.settings.items():
