@@ -9,7 +9,7 @@ import pytest
 
 from workbench.dispatch import (Level, Outcome, Stage, Step, Trace, trace_awq, trace_gptq,
                                 trace_inc, trace_mp, trace_scheme)
-from workbench.dispatch.env import parse_env
+from workbench.dispatch import parse_env
 from workbench.dispatch.types import MPConfig
 from workbench.dispatch.versions import rules
 from workbench.platforms import resolve_platform
