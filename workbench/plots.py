@@ -20,7 +20,8 @@ __all__ = [
     "prediction_figure", "crossover_band", "has_roofline",
 ]
 
-# vLLM's INC XPU W4A8 path falls back to W4A16 per call below this many tokens (facts §5).
+# vLLM's INC XPU W4A8 path falls back to W4A16 per call below this many tokens (`_MIN_TOKENS_FOR_INT8`,
+# vllm/model_executor/layers/quantization/inc/schemes/inc_w4a8_linear.py:34).
 INC_TOKEN_THRESHOLD = rules().MIN_TOKENS_FOR_INT8
 
 _OK, _SELECTED, _REJECT = "#2e9e5b", "#1a5fb4", "#d9534f"

@@ -1,7 +1,8 @@
 """vLLM's documented Implementation x Hardware table next to what the pinned rules compute.
 
-The docs table is the pinned release's `docs/features/quantization/README.md`, "Supported
-Hardware" (facts §6), held cell by cell in its rule set (`docs_table`). For the rows this workbench models, each cell is recomputed by
+The docs table is the pinned release's "Supported Hardware" table
+(`docs/features/quantization/README.md:43`), held cell by cell in its rule set
+(`docs_table`). For the rows this workbench models, each cell is recomputed by
 tracing a representative layer on a preset of that hardware; a cell where the docs and the
 code disagree names the kernel (or the error) that makes the difference.
 """

@@ -1,4 +1,4 @@
-"""The environment variables and kernel-config knobs that change vLLM's dispatch (facts §7).
+"""The environment variables and kernel-config knobs that change vLLM's dispatch.
 
 Parsed as `vllm/envs.py` and `vllm/config/kernel.py` parse them, so a value vLLM would refuse
 is refused here with the same words, and a value vLLM takes literally (no whitespace
@@ -187,14 +187,3 @@ def _validate_kernel_config(values: dict, version: str | None) -> None:
                 errors.append(_literal_error(f"linear_backend_per_quant.{scheme}", value, version))
     if errors:
         raise _validation_error(errors)
-
-
-def parse_env_pairs(pairs: list[str]) -> Env:
-    """`--env KEY=VALUE` arguments, as the CLI takes them."""
-    mapping: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise InvalidInputError(f"--env: expected KEY=VALUE, got {pair!r}")
-        mapping[key] = value
-    return parse_env(mapping)

@@ -63,12 +63,6 @@ class QuantArgs:
     def to_json(self) -> dict:
         return {name: getattr(self, name) for name in _FIELDS}
 
-    @property
-    def actorder_kind(self) -> str | None:
-        """The ordering the alias means: 'group' (dynamic is its alias) or 'weight' (static)."""
-        return ACTORDERS.get(self.actorder) if self.actorder else None
-
-
 def _dtype_name(value: Any, where: str) -> str | None:
     if value is None:
         return None
