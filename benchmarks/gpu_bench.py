@@ -101,7 +101,7 @@ S0 = {"split_k": 0}  # split K until programs_per_sm programs run on each SM
 # at M = 32 a 128-wide tile grid leaves most of the 132 SMs idle on N = 4096; the split-K
 # candidates fill them. W4A8 variant 2 (grouped) scales each group's dot one dot late;
 # W4A16 bit 1 multiplies the scale as a separate op (grouped only), bit 2 keeps two
-# accumulators, bit 4 (per-channel) feeds exact integers (triton_w4a16.INT_DQ).
+# accumulators, bit 4 (per-channel) feeds exact integers (triton_w4a16.W4A16Variant).
 CANDIDATES = {
     "w4a8": [
         (12, 96, T(16, 64, 128, **S0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4)),

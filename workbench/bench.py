@@ -297,7 +297,7 @@ def bench_weight(
             p = prepared[name]
             rec = BenchRecord(path=name, m=m, n=n, k=k, group_size=g, median_ms=None,
                               rel_error=None, available=p.ok, why=p.why,
-                              computes=p.path.computes, emulated=p.path.emulated,
+                              computes=p.path.computes.value, emulated=p.path.emulated,
                               activation_dtype=str(p.path.activation_dtype or x.dtype).replace("torch.", ""),
                               threads=threads, layer=layer_name)
             per_m[name] = rec
