@@ -52,3 +52,10 @@ def test_shard_tables_ask_the_rule_set_they_are_given():
     assert t.selected  # kernel_verdicts re-asks the candidates after the selected one
     with pytest.raises(UnknownVersionError):
         kernel_verdicts(t, "sm90-h200", {})
+
+
+def test_offset_shapes_fix_the_other_side_and_drop_empty_shapes():
+    from workbench.alignment import offset_shapes
+
+    assert offset_shapes("N", 256, 1024, [-256, -8, 0, 8]) == [(-8, 1024, 248), (0, 1024, 256), (8, 1024, 264)]
+    assert offset_shapes("K", 256, 1024, [0, 16]) == [(0, 256, 1024), (16, 272, 1024)]

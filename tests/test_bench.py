@@ -153,3 +153,35 @@ def test_stays_ahead_from_differs_from_first_win_when_timings_cross_back():
     assert stays_ahead_from([(1, 1.2), (8, 0.9), (64, 1.5), (512, 2.0)]) == 64
     assert stays_ahead_from([(1, 0.5), (8, 0.9)]) is None
     assert stays_ahead_from([(1, 1.1), (8, 1.3)]) == 1
+
+
+def test_per_token_errors_judge_every_path_against_the_float_weight():
+    from workbench.bench import bench_activation, int4_weight_of, per_token_errors
+    from workbench.metrics import per_token_rel_error
+
+    layer = synthetic_bench_layer(64, 256, 64, seed=3)
+    x = bench_activation(9, 256)
+    errs, skipped = per_token_errors(int4_weight_of(layer), layer.source_weight,
+                                     ["w4a8_native", "w4a16_fallback", "triton_w4a8"], x)
+    assert set(errs) == {"w4a8_native", "w4a16_fallback"} and "CUDA" in skipped["triton_w4a8"]
+    ref = x.double() @ layer.source_weight.double().t()
+    from workbench.execution import execution_path
+
+    p = execution_path("w4a16_fallback")
+    state = p.prepare(int4_weight_of(layer))
+    y = p.finish(p.run(p.make_input(x, state), state), None, state)
+    assert errs["w4a16_fallback"] == per_token_rel_error(y, ref).tolist() and len(errs["w4a8_native"]) == 9
+    assert all(0 < e < 0.2 for e in errs["w4a8_native"])
+
+
+def test_result_record_is_the_one_ms_to_us_conversion(small_records):
+    from workbench.bench import result_record
+
+    recs, _ = small_records
+    timed = next(r for r in recs if r.median_ms is not None and r.path == "w4a8_native")
+    rr = result_record(timed)
+    assert rr.median_us == timed.median_ms * 1e3 and rr.p80_us == timed.p80_ms * 1e3
+    assert rr.detail["rel_error"] == timed.rel_error and rr.detail["computes"] == "w4a8"
+    untimed = next(r for r in recs if r.median_ms is None)
+    with pytest.raises(InvalidInputError, match="not timed"):
+        result_record(untimed)
