@@ -66,7 +66,7 @@ def fbgemm_w8a8_dynamic(w_q: torch.Tensor, scales: torch.Tensor):
 
 def main() -> int:
     from bench_ggml import GgmlQ4Matmul, ggml_module  # noqa: PLC0415
-    from w4a8_kernels import _native_lib  # noqa: PLC0415
+    from w4a8_kernels import native  # noqa: PLC0415
     from w4a8_kernels.cpu_dense import dense, dense_choice, prepare_dense  # noqa: PLC0415
     from w4a8_kernels.cpu_w4a8 import LARGE_M, prepare_w4a8, rank_engines, w4a8_native  # noqa: PLC0415
     from w4a8_kernels.cpu_w4a16 import (  # noqa: PLC0415
@@ -78,8 +78,8 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all given)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
-    if _native_lib.isa_cap() == "avx2":
-        unset = [f"{k}={v}" for k, v in _native_lib.AVX2_LIBRARY_CAPS.items() if os.environ.get(k) != v]
+    if native.isa_cap() == "avx2":
+        unset = [f"{k}={v}" for k, v in native.AVX2_LIBRARY_CAPS.items() if os.environ.get(k) != v]
         if unset:  # torch's libraries would run AVX-512 beside our AVX2 kernels: no stand-in
             ap.error(f"W4A8_KERNELS_MAX_ISA=avx2 stands in for an AVX2-only machine only with "
                      f"{' '.join(unset)} set too")
@@ -91,8 +91,8 @@ def main() -> int:
     prov = host_provenance({"script": "benchmarks/bench_cpu_bounds.py", "n": N, "k": K,
                             "activations": "float32", "weights": "RTN int4 of normal(0, 0.02)",
                             "threads": threads, "clock": clock,
-                            "c_variants": {v: (_native_lib.why_unavailable(v) or "built")
-                                           for v in _native_lib.VARIANTS}})
+                            "c_variants": {v: (native.why_unavailable(v) or "built")
+                                           for v in native.VARIANTS}})
     prov["int8_engines_ranked"] = {f"{kind}_m{m}": [list(e) for e in rank_engines(grouped, m)]
                                    for kind, grouped in (("per_channel", False), ("g128", True))
                                    for m in (4, 128)}

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from w4a8_kernels import _native_lib
+from w4a8_kernels import native
 from w4a8_kernels.reference import w4a8_reference, w4a16_reference
 from w4a8_kernels.registry import Computes, Int4Weight, KernelPath
 from workbench.errors import InvalidInputError, KernelError
@@ -173,11 +173,11 @@ def host_provenance(extra: dict | None = None) -> dict:
         "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         # what the kernels and torch were allowed to use, where less than the CPU has
-        "isa_cap": _native_lib.isa_cap(),
+        "isa_cap": native.isa_cap(),
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         # the libraries' own ISA caps: FBGEMM (quantized.linear_dynamic) and oneDNN pick
         # their kernels from the CPU, not from torch's capability
-        "library_isa_env": {v: os.environ[v] for v in _native_lib.AVX2_LIBRARY_CAPS if v in os.environ},
+        "library_isa_env": {v: os.environ[v] for v in native.AVX2_LIBRARY_CAPS if v in os.environ},
     }
     prov.update(extra or {})
     return prov

@@ -13,10 +13,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.trace import _env_mapping
+    from workbench.cli.trace import env_mapping
     from workbench.dispatch.docs_matrix import HARDWARE, compute_matrix
 
-    rows = compute_matrix(_env_mapping(args.env))
+    rows = compute_matrix(env_mapping(args.env))
     if args.json:
         print(json.dumps({"hardware": list(HARDWARE), "rows": rows}, indent=1))
         return 0
