@@ -107,6 +107,7 @@ class KernelPath:
     emulated: bool = False  # same numerics as an op that does not exist here, not its speed
     device: str = "cpu"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    jit: bool = False  # the first preparation in a process compiles CUDA kernels (NVRTC)
 
     def __post_init__(self):
         object.__setattr__(self, "computes", Computes(self.computes))
@@ -401,21 +402,21 @@ PATHS: dict[str, KernelPath] = {p.name: p for p in (
     KernelPath("vllm_humming", "vLLM's HummingLinearKernel, W4A16 (humming, as vLLM builds the layer)",
                Computes.W4A16, _prep_humming("bf16"), _run_humming, probe=_humming_probe,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
-               device="cuda", tags=("w4a16", "gpu", "engine")),
+               device="cuda", jit=True, tags=("w4a16", "gpu", "engine")),
     KernelPath("vllm_humming_int8", "vLLM's HummingLinearKernel handed int8 per-token activations "
                "(CompressedTensorsWNA8Int); vLLM's check may run bf16 instead",
                Computes.W4A8, _prep_humming("int8"), _run_humming, probe=_humming_probe,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
-               device="cuda", tags=("w4a8", "gpu", "engine")),
+               device="cuda", jit=True, tags=("w4a8", "gpu", "engine")),
     KernelPath("vllm_humming_int8_forced", "Humming with int8 activations forced "
                "(allow_fallback=False): not a vLLM path at group sizes vLLM runs in bf16",
                Computes.W4A8, _prep_humming("int8", allow_fallback=False), _run_humming,
                probe=_humming_probe, make_input=_cuda_bf16_input, finish=_cpu_float,
-               activation_dtype=torch.bfloat16, device="cuda", tags=("w4a8", "gpu", "demo")),
+               activation_dtype=torch.bfloat16, device="cuda", jit=True, tags=("w4a8", "gpu", "demo")),
     KernelPath("vllm_machete", "vLLM's MacheteLinearKernel (bf16 x uint4b8), built from the sdist",
                Computes.W4A16, _prep_machete, _run_machete, probe=_machete_probe,
                supports=_machete_supports, make_input=_cuda_bf16_input, finish=_cpu_float,
-               activation_dtype=torch.bfloat16, device="cuda", tags=("w4a16", "gpu", "engine")),
+               activation_dtype=torch.bfloat16, device="cuda", jit=True, tags=("w4a16", "gpu", "engine")),
 )}
 
 

@@ -117,10 +117,6 @@ def _path_options(layer) -> dict[str, str]:
     return out
 
 
-# Paths whose first preparation compiles CUDA kernels (humming's NVRTC JIT).
-_JIT_PATHS = ("vllm_humming", "vllm_humming_int8", "vllm_humming_int8_forced", "vllm_machete")
-
-
 @st.cache_resource(show_spinner=False)
 def _warm_engine(layer_key: str, name: str, _layer) -> float:
     """Prepare a JIT-compiled path once per layer and run it once: the compiled kernels stay in
@@ -145,7 +141,8 @@ def _compile_first(layer, ref, paths: list[str]) -> None:
     from workbench.execution import execution_path
 
     for name in paths:
-        if name not in _JIT_PATHS or not execution_path(name).probe()[0]:
+        path = execution_path(name)
+        if not path.jit or not path.probe()[0]:
             continue
         with st.status(f"Compiling `{name}`'s CUDA kernels (first call only)...") as box:
             try:
