@@ -64,61 +64,49 @@ def fbgemm_w8a8_dynamic(w_q: torch.Tensor, scales: torch.Tensor):
     return lambda x: torch.ops.quantized.linear_dynamic(x, packed, False)
 
 
-def main() -> int:
-    from bench_ggml import GgmlQ4Matmul, ggml_module  # noqa: PLC0415
-    from w4a8_kernels import _native_lib  # noqa: PLC0415
-    from w4a8_kernels.cpu_dense import dense, dense_choice, prepare_dense  # noqa: PLC0415
-    from w4a8_kernels.cpu_w4a8 import LARGE_M, prepare_w4a8, rank_engines, w4a8_native  # noqa: PLC0415
-    from w4a8_kernels.cpu_w4a16 import (  # noqa: PLC0415
-        fallback_candidates, fallback_choice, prepare_w4a16, w4a16_fallback)
-    from workbench.bench import host_provenance  # noqa: PLC0415
+def _args() -> argparse.Namespace:
+    from w4a8_kernels import native  # noqa: PLC0415
 
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="fewer rounds and M (a smoke run)")
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: all given)")
     ap.add_argument("--out", default=str(Path(__file__).parent / "results"))
     args = ap.parse_args()
-    if _native_lib.isa_cap() == "avx2":
-        unset = [f"{k}={v}" for k, v in _native_lib.AVX2_LIBRARY_CAPS.items() if os.environ.get(k) != v]
+    if native.isa_cap() == "avx2":
+        unset = [f"{k}={v}" for k, v in native.AVX2_LIBRARY_CAPS.items() if os.environ.get(k) != v]
         if unset:  # torch's libraries would run AVX-512 beside our AVX2 kernels: no stand-in
             ap.error(f"W4A8_KERNELS_MAX_ISA=avx2 stands in for an AVX2-only machine only with "
                      f"{' '.join(unset)} set too")
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    rounds = 10 if args.quick else 40
-    threads = torch.get_num_threads()
-    clock = clock_for(threads)
+    return args
+
+
+def _provenance(threads: int, clock: str) -> dict:
+    from w4a8_kernels import native  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a8 import rank_engines  # noqa: PLC0415
+    from workbench.bench import host_provenance  # noqa: PLC0415
+
     prov = host_provenance({"script": "benchmarks/bench_cpu_bounds.py", "n": N, "k": K,
                             "activations": "float32", "weights": "RTN int4 of normal(0, 0.02)",
                             "threads": threads, "clock": clock,
-                            "c_variants": {v: (_native_lib.why_unavailable(v) or "built")
-                                           for v in _native_lib.VARIANTS}})
+                            "c_variants": {v: (native.why_unavailable(v) or "built")
+                                           for v in native.VARIANTS}})
     prov["int8_engines_ranked"] = {f"{kind}_m{m}": [list(e) for e in rank_engines(grouped, m)]
                                    for kind, grouped in (("per_channel", False), ("g128", True))
                                    for m in (4, 128)}
-    ggml, ggml_why = ggml_module()
-    prov["ggml"] = "ggml-python 0.0.45" if ggml else f"skipped: {ggml_why}"
-    t_start = time.time()
-    result: dict = {"provenance": prov, "bandwidth": {}, "decode": {}, "m": {}, "ratios": {}}
+    return prov
 
-    w_float, pc_w, g_w = synthetic_weight(N, K)
+
+def _decode(ggml, weights: dict, rounds: int, clock: str, threads: int, quick: bool) -> tuple[dict, dict]:
+    """M = 1 against the int4 read bound, hot and cold; (result["decode"], its ratios)."""
+    from bench_ggml import GgmlQ4Matmul  # noqa: PLC0415
+    from w4a8_kernels.cpu_dense import dense, dense_choice  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a16 import fallback_choice, w4a16_fallback  # noqa: PLC0415
+
+    w_float, pc_w, g_w = weights["float"], weights["pc_w"], weights["g_w"]
+    pc, g128, w16, dn, w8a8 = (weights[k] for k in ("pc", "g128", "w16", "dense", "w8a8"))
     int4_bytes = N * K // 2
-    result["bandwidth"]["hot_weight_size"] = stream_gbs(8 << 20, rounds * 3, clock)
-    result["bandwidth"]["cold_1gib"] = stream_gbs(1 << 30, 5 if args.quick else 10, clock)
-    bw = result["bandwidth"]
-    print(f"stream: hot {bw['hot_weight_size']['gbs_p50']:.1f} GB/s, cold {bw['cold_1gib']['gbs_p50']:.1f} GB/s",
-          flush=True)
-
-    pc = prepare_w4a8(*pc_w, -1)
-    g128 = prepare_w4a8(*g_w, 128)
-    prov["engines"] = {"per_channel": pc.engine.value, "g128": g128.engine.value,
-                       "from_M_large": {"per_channel": pc.engine_for(LARGE_M).value,
-                                        "g128": g128.engine_for(LARGE_M).value, "LARGE_M": LARGE_M}}
-    w16 = prepare_w4a16(*g_w, 128)
-    dn = prepare_dense(w_float)
-    w8a8 = fbgemm_w8a8_dynamic(*pc_w)
-
-    # Decode. The bound is a plain read of the int4 weight's bytes (N * K / 2 = 8 MiB at
+    # The bound is a plain read of the int4 weight's bytes (N * K / 2 = 8 MiB at
     # N = K = 4096), timed in the same rounds as the kernels so that it meets the same
     # caches, clock and load. Hot: one weight (and one 8 MiB buffer) read again and again.
     x1 = torch.randn(1, K, generator=torch.Generator().manual_seed(1))
@@ -136,7 +124,7 @@ def main() -> int:
     bound_hot = hot["read_int4_bytes"]["p50_ms"]
     # Cold: each call takes the next of `copies` weights (and reads the next of as many
     # buffers), together larger than the last-level cache, so the bytes come from DRAM.
-    copies = 8 if args.quick else 64
+    copies = 8 if quick else 64
     rot = {"read_int4_bytes": [torch.ones(int4_bytes // 4) for _ in range(copies)],
            "w4a8_per_channel": [prepare_w4a8(*pc_w, -1) for _ in range(copies)],
            "w4a8_g128": [prepare_w4a8(*g_w, 128) for _ in range(copies)]}
@@ -151,11 +139,11 @@ def main() -> int:
     cold = round_robin({name: rotate(name) for name in rot}, rounds * 3, clock)
     del rot
     bound_cold = cold["read_int4_bytes"]["p50_ms"]
-    result["decode"] = {"hot": hot, "cold": cold, "int4_bound_hot_ms": bound_hot,
-                        "int4_bound_cold_ms": bound_cold, "cold_copies": copies,
-                        "cold_bytes": copies * 3 * int4_bytes,
-                        "w4a16_choice": fallback_choice(w16, 1), "dense_choice": dense_choice(dn, 1)}
-    r = result["ratios"]
+    decode = {"hot": hot, "cold": cold, "int4_bound_hot_ms": bound_hot,
+              "int4_bound_cold_ms": bound_cold, "cold_copies": copies,
+              "cold_bytes": copies * 3 * int4_bytes,
+              "w4a16_choice": fallback_choice(w16, 1), "dense_choice": dense_choice(dn, 1)}
+    r: dict = {}
     r["decode_over_int4_bound_hot"] = {k: hot[k]["p50_ms"] / bound_hot for k in ("w4a8_per_channel", "w4a8_g128")}
     r["decode_over_int4_bound_cold"] = {k: cold[k]["p50_ms"] / bound_cold
                                         for k in ("w4a8_per_channel", "w4a8_g128")}
@@ -167,38 +155,85 @@ def main() -> int:
           f"{({k: round(v, 2) for k, v in r['decode_over_int4_bound_hot'].items()})}", flush=True)
     print(f"[decode] cold: {({k: round(v['p50_ms'], 3) for k, v in cold.items()})} ms -> over the read "
           f"{({k: round(v, 2) for k, v in r['decode_over_int4_bound_cold'].items()})}", flush=True)
+    return decode, r
 
+
+def _at_m(m: int, ggml, weights: dict, rounds: int, clock: str, threads: int) -> dict:
+    """One M's timings of every path, and the ratios read from them."""
+    from bench_ggml import GgmlQ4Matmul  # noqa: PLC0415
+    from w4a8_kernels.cpu_dense import dense, dense_choice  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a8 import w4a8_native  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a16 import fallback_candidates, fallback_choice, w4a16_fallback  # noqa: PLC0415
+
+    pc, g128, w16, dn, w8a8 = (weights[k] for k in ("pc", "g128", "w16", "dense", "w8a8"))
+    x = torch.randn(m, K, generator=torch.Generator().manual_seed(m))
+    cands = fallback_candidates(w16)
+    fns = {"w4a8_per_channel": lambda: w4a8_native(x, pc), "w4a8_g128": lambda: w4a8_native(x, g128),
+           "fbgemm_w8a8_dynamic": lambda: w8a8(x), "w4a16_fallback": lambda: w4a16_fallback(x, w16),
+           "dense": lambda: dense(x, dn)}
+    for name, fn in cands.items():
+        fns[f"w4a16_{name}"] = (lambda fn=fn: fn(x, w16))
+    gm = None
+    if ggml:
+        gm = GgmlQ4Matmul(ggml, weights["float"], m, threads)
+        gm.set_input(x)
+        fns["ggml_q4_0"] = gm.run
+    t = round_robin(fns, max(5, rounds // (1 if m <= 16 else 4 if m <= 128 else 8)), clock, seed=m)
+    if gm:
+        gm.close()
+    best16 = min(t[f"w4a16_{name}"]["p50_ms"] for name in cands)
+    row = {"timings": t, "w4a16_choice": fallback_choice(w16, m), "dense_choice": dense_choice(dn, m),
+           "w4a8_engines": {"per_channel": pc.engine_for(m).value, "g128": g128.engine_for(m).value},
+           "g128_over_per_channel": t["w4a8_g128"]["p50_ms"] / t["w4a8_per_channel"]["p50_ms"],
+           "per_channel_over_fbgemm_w8a8": t["w4a8_per_channel"]["p50_ms"] / t["fbgemm_w8a8_dynamic"]["p50_ms"],
+           "w4a16_fallback_over_best": t["w4a16_fallback"]["p50_ms"] / best16,
+           "w4a16_fallback_over_w4a8_g128": t["w4a16_fallback"]["p50_ms"] / t["w4a8_g128"]["p50_ms"],
+           "dense_over_w4a8_g128": t["dense"]["p50_ms"] / t["w4a8_g128"]["p50_ms"]}
+    if gm:
+        row["w4a8_g128_over_ggml_q4_0"] = t["w4a8_g128"]["p50_ms"] / t["ggml_q4_0"]["p50_ms"]
+    print(f"[M={m}] {({k: round(v['p50_ms'], 2) for k, v in t.items()})} ms; g128/pc "
+          f"{row['g128_over_per_channel']:.2f}, pc/FBGEMM W8A8 {row['per_channel_over_fbgemm_w8a8']:.2f}, "
+          f"W4A16 fallback/best {row['w4a16_fallback_over_best']:.2f} (ran {row['w4a16_choice']}), "
+          f"dense ran {row['dense_choice']}, W4A8 ran {row['w4a8_engines']}", flush=True)
+    return row
+
+
+def main() -> int:
+    from bench_ggml import ggml_module  # noqa: PLC0415
+    from w4a8_kernels.cpu_dense import prepare_dense  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a8 import LARGE_M, prepare_w4a8  # noqa: PLC0415
+    from w4a8_kernels.cpu_w4a16 import prepare_w4a16  # noqa: PLC0415
+
+    args = _args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    rounds = 10 if args.quick else 40
+    threads = torch.get_num_threads()
+    clock = clock_for(threads)
+    prov = _provenance(threads, clock)
+    ggml, ggml_why = ggml_module()
+    prov["ggml"] = "ggml-python 0.0.45" if ggml else f"skipped: {ggml_why}"
+    t_start = time.time()
+    result: dict = {"provenance": prov, "bandwidth": {}, "decode": {}, "m": {}, "ratios": {}}
+
+    w_float, pc_w, g_w = synthetic_weight(N, K)
+    result["bandwidth"]["hot_weight_size"] = stream_gbs(8 << 20, rounds * 3, clock)
+    result["bandwidth"]["cold_1gib"] = stream_gbs(1 << 30, 5 if args.quick else 10, clock)
+    bw = result["bandwidth"]
+    print(f"stream: hot {bw['hot_weight_size']['gbs_p50']:.1f} GB/s, cold {bw['cold_1gib']['gbs_p50']:.1f} GB/s",
+          flush=True)
+
+    pc = prepare_w4a8(*pc_w, -1)
+    g128 = prepare_w4a8(*g_w, 128)
+    prov["engines"] = {"per_channel": pc.engine.value, "g128": g128.engine.value,
+                       "from_M_large": {"per_channel": pc.engine_for(LARGE_M).value,
+                                        "g128": g128.engine_for(LARGE_M).value, "LARGE_M": LARGE_M}}
+    weights = {"float": w_float, "pc_w": pc_w, "g_w": g_w, "pc": pc, "g128": g128,
+               "w16": prepare_w4a16(*g_w, 128), "dense": prepare_dense(w_float),
+               "w8a8": fbgemm_w8a8_dynamic(*pc_w)}
+    result["decode"], result["ratios"] = _decode(ggml, weights, rounds, clock, threads, args.quick)
     for m in ([16, 128] if args.quick else [16, 128, 512]):
-        x = torch.randn(m, K, generator=torch.Generator().manual_seed(m))
-        cands = fallback_candidates(w16)
-        fns = {"w4a8_per_channel": lambda: w4a8_native(x, pc), "w4a8_g128": lambda: w4a8_native(x, g128),
-               "fbgemm_w8a8_dynamic": lambda: w8a8(x), "w4a16_fallback": lambda: w4a16_fallback(x, w16),
-               "dense": lambda: dense(x, dn)}
-        for name, fn in cands.items():
-            fns[f"w4a16_{name}"] = (lambda fn=fn: fn(x, w16))
-        gm = None
-        if ggml:
-            gm = GgmlQ4Matmul(ggml, w_float, m, threads)
-            gm.set_input(x)
-            fns["ggml_q4_0"] = gm.run
-        t = round_robin(fns, max(5, rounds // (1 if m <= 16 else 4 if m <= 128 else 8)), clock, seed=m)
-        if gm:
-            gm.close()
-        best16 = min(t[f"w4a16_{name}"]["p50_ms"] for name in cands)
-        row = {"timings": t, "w4a16_choice": fallback_choice(w16, m), "dense_choice": dense_choice(dn, m),
-               "w4a8_engines": {"per_channel": pc.engine_for(m).value, "g128": g128.engine_for(m).value},
-               "g128_over_per_channel": t["w4a8_g128"]["p50_ms"] / t["w4a8_per_channel"]["p50_ms"],
-               "per_channel_over_fbgemm_w8a8": t["w4a8_per_channel"]["p50_ms"] / t["fbgemm_w8a8_dynamic"]["p50_ms"],
-               "w4a16_fallback_over_best": t["w4a16_fallback"]["p50_ms"] / best16,
-               "w4a16_fallback_over_w4a8_g128": t["w4a16_fallback"]["p50_ms"] / t["w4a8_g128"]["p50_ms"],
-               "dense_over_w4a8_g128": t["dense"]["p50_ms"] / t["w4a8_g128"]["p50_ms"]}
-        if gm:
-            row["w4a8_g128_over_ggml_q4_0"] = t["w4a8_g128"]["p50_ms"] / t["ggml_q4_0"]["p50_ms"]
-        result["m"][m] = row
-        print(f"[M={m}] {({k: round(v['p50_ms'], 2) for k, v in t.items()})} ms; g128/pc "
-              f"{row['g128_over_per_channel']:.2f}, pc/FBGEMM W8A8 {row['per_channel_over_fbgemm_w8a8']:.2f}, "
-              f"W4A16 fallback/best {row['w4a16_fallback_over_best']:.2f} (ran {row['w4a16_choice']}), "
-              f"dense ran {row['dense_choice']}, W4A8 ran {row['w4a8_engines']}", flush=True)
+        result["m"][m] = _at_m(m, ggml, weights, rounds, clock, threads)
     result["seconds"] = round(time.time() - t_start, 1)
     prov["loadavg_1m_end"] = os.getloadavg()[0]
     out = Path(args.out)

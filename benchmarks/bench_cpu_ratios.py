@@ -82,7 +82,7 @@ def ratio(t: dict, a: str, b: str) -> dict:
     return {"cpu": t[a].cpu_median_ms / t[b].cpu_median_ms, "wall": t[a].median_ms / t[b].median_ms}
 
 
-def main() -> int:
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--quick", action="store_true", help="fewer M and repeats (a smoke run)")
@@ -94,7 +94,113 @@ def main() -> int:
                          "updates those parts of an existing cpu_ratios.json")
     ap.add_argument("--max-call-s", type=float, default=20.0,
                     help="stop timing a path at larger M once one call takes longer (default 20)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def _note(result: dict, key: str, m: int, timings: dict) -> None:
+    result["timings_ms"].setdefault(key, {})[m] = {k: t.__dict__ for k, t in timings.items()}
+
+
+def _per_channel_vs_int8(prep: dict, ms: list[int], reps: int, result: dict) -> dict:
+    """1. per-channel native against the integer GEMM alone (_int_mm takes seconds here:
+    it gets its own, shorter round-robin with native; FBGEMM gets the full one)."""
+    r1 = {}
+    for m in ms:
+        t = interleaved({k: prep[k] for k in ("native_channel", "int8_fbgemm")}, m, reps)
+        slow = interleaved({k: prep[k] for k in ("native_channel", "int8_mm")}, m,
+                           1 if m >= 128 else 3)
+        _note(result, "per_channel_vs_int8", m, {**t, "int8_mm": slow["int8_mm"],
+                                                 "native_channel_with_int_mm": slow["native_channel"]})
+        r1[m] = {"native_over_int_mm": ratio(slow, "native_channel", "int8_mm"),
+                 "native_over_fbgemm": ratio(t, "native_channel", "int8_fbgemm")}
+        print(f"[1] M={m}: native/int_mm {r1[m]['native_over_int_mm']}, "
+              f"native/fbgemm {r1[m]['native_over_fbgemm']}", flush=True)
+    return r1
+
+
+def _group_vs_channel(prep: dict, ms: list[int], reps: int, result: dict) -> dict:
+    """2. group-128 against per-channel, and the naive loop against per-channel."""
+    r2 = {}
+    for m in ms:
+        t = interleaved({k: prep[k] for k in ("native_channel", "native_g128", "group_loop_g128")}, m,
+                        reps if m <= 512 else 3)
+        _note(result, "group_vs_channel", m, t)
+        r2[m] = {"g128_over_channel": ratio(t, "native_g128", "native_channel"),
+                 "naive_loop_over_channel": ratio(t, "group_loop_g128", "native_channel")}
+        print(f"[2] M={m}: g128/channel {r2[m]['g128_over_channel']}, "
+              f"naive loop/channel {r2[m]['naive_loop_over_channel']}", flush=True)
+    return r2
+
+
+def _fallback_vs_best(g128, ms: list[int], reps: int, result: dict) -> dict:
+    """3. the W4A16 fallback against the best of its candidates.
+
+    One prepared weight shared by all of them: the same bytes at the same addresses, so
+    page and cache placement cannot make one path look faster than another."""
+    from w4a8_kernels.cpu_w4a16 import fallback_candidates, fallback_choice
+
+    shared = get_path("w4a16_fallback").prepare(g128)
+    names = [f"w4a16_{c}" for c in fallback_candidates(shared)]
+    fb = {name: (name, shared) for name in ["w4a16_fallback", *names]}
+    r3 = {}
+    for m in ms:
+        t = interleaved(fb, m, reps + 2 if m <= 512 else 5)  # tunes the fallback for m first
+        _note(result, "w4a16_fallback", m, t)
+        best_cpu = min(t[name].cpu_median_ms for name in names)
+        best_wall = min(t[name].median_ms for name in names)
+        r3[m] = {"fallback_over_best": {"cpu": t["w4a16_fallback"].cpu_median_ms / best_cpu,
+                                        "wall": t["w4a16_fallback"].median_ms / best_wall},
+                 "choice": fallback_choice(fb["w4a16_fallback"][1], m),
+                 **{f"{name[6:]}_cpu_ms": t[name].cpu_median_ms for name in names}}
+        print(f"[3] M={m}: fallback/best {r3[m]['fallback_over_best']} (ran {r3[m]['choice']}; "
+              + ", ".join(f"{name[6:]} {t[name].cpu_median_ms:.2f} ms" for name in names) + " CPU)",
+              flush=True)
+    return r3
+
+
+def _sweep_and_dynamic4bit(quick: bool, max_call_s: float, result: dict):
+    """4 + 5. the M sweep, crossover, Dynamic4bit slowdown (records for the app and notebooks)."""
+    layer = synthetic_bench_layer(N, K, 128)
+    ms4 = [1, 8, 64, 512] if quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
+    say = lambda d, t, msg: print(f"[4] {d}/{t} {msg}", flush=True)  # noqa: E731
+    weight = int4_weight_of(layer)
+    recs4 = bench_weight(weight, layer.source_weight, ["w4a8_native", "w4a16_fallback"], ms4,
+                         repeats=3, max_call_s=max_call_s, progress=say,
+                         layer_name=f"{layer.name} (M sweep)")
+    ms5 = [1, 4, 16] if quick else [1, 2, 4, 8, 16, 32]
+    recs5 = bench_weight(weight, layer.source_weight, ["vllm_dynamic4bit", "w4a16_fallback", "w4a8_native"],
+                         ms5, repeats=3, max_call_s=max_call_s, progress=say,
+                         layer_name=f"{layer.name} (Dynamic4bit)")
+    clock = "cpu" if torch.get_num_threads() == 1 else "wall"
+    cross = crossover(recs4, "w4a8_native", "w4a16_fallback", clock=clock)
+    slow = slowdown(recs5, "vllm_dynamic4bit", "w4a16_fallback", clock=clock)
+    result["clock"] = clock
+    result["crossover_w4a8_native_vs_w4a16_fallback"] = cross.to_dict()
+    result["dynamic4bit_slowdown_vs_w4a16_fallback"] = slow.to_dict()
+    print(f"[4] crossover M = {cross.m} (ratio {cross.ratio}, separated {cross.separated}, "
+          f"holds above {cross.holds_above})", flush=True)
+    print(f"[5] Dynamic4bit / W4A16 fallback: {[(m, round(f, 1)) for m, f in slow.points]}", flush=True)
+    return recs4 + recs5, cross, slow
+
+
+def _merged(path: Path, result: dict, sections: set[str], prov: dict) -> dict:
+    """A partial run's result folded into the existing file: the other parts kept, both
+    provenances recorded."""
+    old = json.loads(path.read_text())
+    for key, value in result["ratios"].items():
+        old.setdefault("ratios", {})[key] = value
+    for key, value in result["timings_ms"].items():
+        old.setdefault("timings_ms", {})[key] = value
+    for key in ("crossover_w4a8_native_vs_w4a16_fallback", "dynamic4bit_slowdown_vs_w4a16_fallback", "clock"):
+        if key in result:
+            old[key] = result[key]
+    old.setdefault("updates", []).append({"sections": sorted(sections), "provenance": prov,
+                                          "seconds": result["seconds"]})
+    return old
+
+
+def main() -> int:
+    args = _args()
     sections = set(args.sections.split(","))
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -118,106 +224,29 @@ def main() -> int:
     engines = {k: getattr(v[1], "engine", None) for k, v in prep.items()}
     prov["engines"] = {k: (e.value if e is not None else None) for k, e in engines.items()}
     result: dict = {"provenance": prov, "ratios": {}, "timings_ms": {}}
-
-    def note(key, m, timings):
-        result["timings_ms"].setdefault(key, {})[m] = {k: t.__dict__ for k, t in timings.items()}
-
-    # 1. per-channel native against the integer GEMM alone (_int_mm takes seconds here:
-    #    it gets its own, shorter round-robin with native; FBGEMM gets the full one)
-    r1 = {}
-    for m in ([32, 128] if args.quick else [32, 128, 256]) if "1" in sections else []:
-        t = interleaved({k: prep[k] for k in ("native_channel", "int8_fbgemm")}, m, reps)
-        slow = interleaved({k: prep[k] for k in ("native_channel", "int8_mm")}, m,
-                           1 if m >= 128 else 3)
-        note("per_channel_vs_int8", m, {**t, "int8_mm": slow["int8_mm"],
-                                        "native_channel_with_int_mm": slow["native_channel"]})
-        r1[m] = {"native_over_int_mm": ratio(slow, "native_channel", "int8_mm"),
-                 "native_over_fbgemm": ratio(t, "native_channel", "int8_fbgemm")}
-        print(f"[1] M={m}: native/int_mm {r1[m]['native_over_int_mm']}, "
-              f"native/fbgemm {r1[m]['native_over_fbgemm']}", flush=True)
-    if r1:
-        result["ratios"]["per_channel_native_over_int8"] = r1
-
-    # 2. group-128 against per-channel
-    r2 = {}
-    for m in ([128, 512] if args.quick else [128, 512, 2048]) if "2" in sections else []:
-        t = interleaved({k: prep[k] for k in ("native_channel", "native_g128", "group_loop_g128")}, m,
-                        reps if m <= 512 else 3)
-        note("group_vs_channel", m, t)
-        r2[m] = {"g128_over_channel": ratio(t, "native_g128", "native_channel"),
-                 "naive_loop_over_channel": ratio(t, "group_loop_g128", "native_channel")}
-        print(f"[2] M={m}: g128/channel {r2[m]['g128_over_channel']}, "
-              f"naive loop/channel {r2[m]['naive_loop_over_channel']}", flush=True)
-    if r2:
-        result["ratios"]["group128_over_per_channel"] = r2
+    if "1" in sections:
+        r1 = _per_channel_vs_int8(prep, [32, 128] if args.quick else [32, 128, 256], reps, result)
+        if r1:
+            result["ratios"]["per_channel_native_over_int8"] = r1
+    if "2" in sections:
+        r2 = _group_vs_channel(prep, [128, 512] if args.quick else [128, 512, 2048], reps, result)
+        if r2:
+            result["ratios"]["group128_over_per_channel"] = r2
     del prep
-
-    # 3. W4A16 fallback against the better of its two paths
-    # one prepared weight shared by the three: the same bytes at the same addresses, so
-    # page and cache placement cannot make one path look faster than another
-    shared = get_path("w4a16_fallback").prepare(g128) if "3" in sections else None
-    from w4a8_kernels.cpu_w4a16 import fallback_candidates, fallback_choice
-    names = [f"w4a16_{c}" for c in fallback_candidates(shared)] if shared is not None else []
-    fb = {name: (name, shared) for name in ["w4a16_fallback", *names]}
-    r3 = {}
-    ms3 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
-    for m in ms3 if "3" in sections else []:
-        t = interleaved(fb, m, reps + 2 if m <= 512 else 5)  # tunes the fallback for m first
-        note("w4a16_fallback", m, t)
-        best_cpu = min(t[name].cpu_median_ms for name in names)
-        best_wall = min(t[name].median_ms for name in names)
-        r3[m] = {"fallback_over_best": {"cpu": t["w4a16_fallback"].cpu_median_ms / best_cpu,
-                                        "wall": t["w4a16_fallback"].median_ms / best_wall},
-                 "choice": fallback_choice(fb["w4a16_fallback"][1], m),
-                 **{f"{name[6:]}_cpu_ms": t[name].cpu_median_ms for name in names}}
-        print(f"[3] M={m}: fallback/best {r3[m]['fallback_over_best']} (ran {r3[m]['choice']}; "
-              + ", ".join(f"{name[6:]} {t[name].cpu_median_ms:.2f} ms" for name in names) + " CPU)",
-              flush=True)
-    if r3:
-        result["ratios"]["w4a16_fallback_over_best_path"] = r3
-    del fb
-
+    if "3" in sections:
+        ms3 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048]
+        r3 = _fallback_vs_best(g128, ms3, reps, result)
+        if r3:
+            result["ratios"]["w4a16_fallback_over_best_path"] = r3
     if "4" in sections:
-        # 4 + 5. the M sweep, crossover, Dynamic4bit slowdown (records for the app and notebooks)
-        layer = synthetic_bench_layer(N, K, 128)
-        ms4 = [1, 8, 64, 512] if args.quick else [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192]
-        say = lambda d, t, msg: print(f"[4] {d}/{t} {msg}", flush=True)  # noqa: E731
-        weight = int4_weight_of(layer)
-        recs4 = bench_weight(weight, layer.source_weight, ["w4a8_native", "w4a16_fallback"], ms4,
-                             repeats=3, max_call_s=args.max_call_s, progress=say,
-                             layer_name=f"{layer.name} (M sweep)")
-        ms5 = [1, 4, 16] if args.quick else [1, 2, 4, 8, 16, 32]
-        recs5 = bench_weight(weight, layer.source_weight, ["vllm_dynamic4bit", "w4a16_fallback", "w4a8_native"],
-                             ms5, repeats=3, max_call_s=args.max_call_s, progress=say,
-                             layer_name=f"{layer.name} (Dynamic4bit)")
-        recs = recs4 + recs5
-        clock = "cpu" if torch.get_num_threads() == 1 else "wall"
-        cross = crossover(recs4, "w4a8_native", "w4a16_fallback", clock=clock)
-        slow = slowdown(recs5, "vllm_dynamic4bit", "w4a16_fallback", clock=clock)
-        result["clock"] = clock
-        result["crossover_w4a8_native_vs_w4a16_fallback"] = cross.to_dict()
-        result["dynamic4bit_slowdown_vs_w4a16_fallback"] = slow.to_dict()
-        print(f"[4] crossover M = {cross.m} (ratio {cross.ratio}, separated {cross.separated}, "
-              f"holds above {cross.holds_above})", flush=True)
-        print(f"[5] Dynamic4bit / W4A16 fallback: {[(m, round(f, 1)) for m, f in slow.points]}", flush=True)
+        recs, cross, slow = _sweep_and_dynamic4bit(args.quick, args.max_call_s, result)
     result["seconds"] = round(time.time() - t_start, 1)
     prov["loadavg_1m_end"] = host_provenance()["loadavg_1m"]
     tag = f"_{args.tag}" if args.tag else ""
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"cpu_ratios{tag}.json"
     if sections != {"1", "2", "3", "4"} and path.exists():
-        # a partial run: keep the other parts, record both provenances
-        old = json.loads(path.read_text())
-        for key, value in result["ratios"].items():
-            old.setdefault("ratios", {})[key] = value
-        for key, value in result["timings_ms"].items():
-            old.setdefault("timings_ms", {})[key] = value
-        for key in ("crossover_w4a8_native_vs_w4a16_fallback", "dynamic4bit_slowdown_vs_w4a16_fallback", "clock"):
-            if key in result:
-                old[key] = result[key]
-        old.setdefault("updates", []).append({"sections": sorted(sections), "provenance": prov,
-                                              "seconds": result["seconds"]})
-        result = old
+        result = _merged(path, result, sections, prov)
     path.write_text(json.dumps(result, indent=1, default=str) + "\n")
     if "4" in sections:
         write_json(recs, out / f"cpu_sweep_m{tag}.json", prov,

@@ -101,7 +101,7 @@ S0 = {"split_k": 0}  # split K until programs_per_sm programs run on each SM
 # at M = 32 a 128-wide tile grid leaves most of the 132 SMs idle on N = 4096; the split-K
 # candidates fill them. W4A8 variant 2 (grouped) scales each group's dot one dot late;
 # W4A16 bit 1 multiplies the scale as a separate op (grouped only), bit 2 keeps two
-# accumulators, bit 4 (per-channel) feeds exact integers (triton_w4a16.INT_DQ).
+# accumulators, bit 4 (per-channel) feeds exact integers (triton_w4a16.W4A16Variant).
 CANDIDATES = {
     "w4a8": [
         (12, 96, T(16, 64, 128, **S0, num_stages=4, swap_ab=True, variant=2, programs_per_sm=4)),
@@ -559,7 +559,7 @@ def int_rescale_error(cpu: list[dict]) -> list[dict]:
 # %% providers for sweep and bench
 
 # path (the results schema's name for what runs) -> kernel
-PATHS = {
+KERNEL_OF_PATH = {
     "bf16_dense": "cublas_bf16", "int8_mm": "cublas_int8", "tinygemm_w4a16": "tinygemm",
     "triton_int8_mm": "triton_int8", "quantizer": "triton_quant",
     "w4a8_prequant": "triton_w4a8", "w4a8_native": "triton_w4a8", "w4a16_fallback": "triton_w4a16",
@@ -571,7 +571,7 @@ PEERS = ("peer_w4a16", "peer_w8a8", "peer_w4a8")
 # the layer: Humming W4A16; Humming handed int8 activations where vLLM runs them (per-channel:
 # vLLM's input-schema check turns grouped int8 into bf16, schema.py:354-357); Humming int8
 # forced at the grouped sizes (allow_fallback=False, not a vLLM path); Machete.
-PATHS.update({"vllm_humming": "humming", "vllm_humming_int8": "humming",
+KERNEL_OF_PATH.update({"vllm_humming": "humming", "vllm_humming_int8": "humming",
               "vllm_humming_int8_forced": "humming", "vllm_machete": "machete"})
 ENGINES = ("vllm_humming", "vllm_humming_int8", "vllm_humming_int8_forced", "vllm_machete")
 NOT_VLLM = {"vllm_humming_int8_forced": "not a vLLM path (int8 forced, allow_fallback=False)"}
@@ -907,7 +907,7 @@ def _record(path, group, shape, m, t, extra=None) -> dict:
     peak = LIMITS[MATH_PEAK.get(path, "int8_tops")]
     bound_us = max(t["ops"] / (peak * 1e6), t["bytes"] / (LIMITS["hbm_gbs"] * 1e3))
     return {
-        "path": path, "kernel": PATHS[path], "n": n, "k": k, "group_size": group, "m": m,
+        "path": path, "kernel": KERNEL_OF_PATH[path], "n": n, "k": k, "group_size": group, "m": m,
         "median_us": round(tus, 3), "p20_us": round(t["p20_us"], 3), "p80_us": round(t["p80_us"], 3),
         "repeats": t["samples"], "config": t.get("config"),
         "detail": {"method": t["method"], "tops": round(t["ops"] / tus / 1e6, 2),
@@ -1153,8 +1153,7 @@ def engines_that_run(names: list[str]) -> tuple[str, ...]:
     return tuple(ok)
 
 
-def main() -> None:
-    global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS, ONLY_PATHS
+def _args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--commit", default="unknown")
@@ -1172,7 +1171,69 @@ def main() -> None:
     ap.add_argument("--paths", default="", help="time only these paths, e.g. vllm_humming,bf16_dense")
     ap.add_argument("--engines", default=",".join(ENGINES),
                     help="vLLM's own kernels to time beside ours ('' for none)")
-    args = ap.parse_args()
+    return ap.parse_args()
+
+
+def _quant_jobs() -> list[dict]:
+    return [{"kind": "quant", "cfg": asdict(T(16, 16, 16)), "g": -1, "k": k, "split": None, "m": 2}
+            for k in (4096, 8192)]
+
+
+def _compile_candidates(workers: int) -> None:
+    """Every sweep candidate and table entry, compiled ahead of the sweep."""
+    kinds_cfgs = [(kind, c) for kind, cs in CANDIDATES.items() for _, _, c in cs]
+    kinds_cfgs += table_entries()
+    groups_k = [(-1, 4096), (128, 4096)]
+    jobs = compile_jobs(kinds_cfgs, groups_k) + _quant_jobs()
+    guarded("compile", run_compile, jobs, workers)
+
+
+def _sweep_tables(shapes, until: float, kinds: list[str], meta: dict, out: Path) -> None:
+    """The sweep: its winners become the launch tables (TABLES), written to h200_sweep.json."""
+    global TABLES
+    base = TABLES
+    sw = guarded("sweep", run_sweep, shapes, until, kinds)
+    if not sw:
+        return
+    winners = pick_winners(sw["records"])
+    TABLES = tables_from_winners(winners, base)
+    sweep_doc = {**meta, "winners": {k: {str(m): w for m, w in v.items()} for k, v in winners.items()},
+                 "tables_before": tables_doc(base), "tables_after": tables_doc(TABLES),
+                 "complete": sw["complete"], "records": sw["records"]}
+    (out / "h200_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
+    log("tables: " + json.dumps({k: [(m, (c.block_m, c.block_n, c.block_k, c.split_k,
+                                          c.num_warps, c.num_stages, c.swap_ab, c.variant,
+                                          c.programs_per_sm)) for m, c in t]
+                                 for k, t in TABLES.items()}))
+
+
+def _compile_tables(workers: int) -> None:
+    # The tables' configs on the unaligned shard (masked K tail) and at g32 / g64.
+    tail_k = 1024 + 14784 % 1024
+    jobs = compile_jobs(table_entries(), [(-1, 4096), (128, 4096), (-1, tail_k), (64, tail_k),
+                                          (32, 4096), (64, 4096)])
+    guarded("compile tables", run_compile, jobs + _quant_jobs(), workers)
+
+
+def _bench_with_peers(args: argparse.Namespace, shapes, ms, deadline: float, meta: dict, peers: bool) -> None:
+    out = args.out
+    if peers:
+        meta["gemlite_setup"] = guarded("gemlite", gemlite_setup, args.gemlite_config,
+                                        out / "h200_gemlite_config.json")
+        peers = meta["gemlite_setup"] is not None
+    if "bench" in args.phases.split(","):
+        recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta, peers)
+        if recs is not None:
+            write_results(out, "h200_bench", meta, recs)
+            log(summary(recs))
+    if peers:
+        import gemlite
+        guarded("gemlite cache", gemlite.cache_config, str(out / "h200_gemlite_config.json"))
+
+
+def main() -> None:
+    global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS, ONLY_PATHS
+    args = _args()
     t_start = time.time()
     deadline = t_start + args.budget_s
     out = args.out
@@ -1193,69 +1254,24 @@ def main() -> None:
 
     meta = {"provenance": provenance(args.commit)}
     log(f"provenance: {json.dumps(meta['provenance'])}")
-
     if "compile" in phases and "sweep" in phases:
-        kinds_cfgs = [(kind, c) for kind, cs in CANDIDATES.items() for _, _, c in cs]
-        kinds_cfgs += table_entries()
-        groups_k = [(-1, 4096), (128, 4096)]
-        jobs = compile_jobs(kinds_cfgs, groups_k)
-        jobs += [{"kind": "quant", "cfg": asdict(T(16, 16, 16)), "g": -1, "k": k, "split": None, "m": 2}
-                 for k in (4096, 8192)]
-        guarded("compile", run_compile, jobs, args.workers)
-
+        _compile_candidates(args.workers)
     meta["ceilings"] = guarded("ceilings", ceilings)
     log(f"ceilings: {meta['ceilings']}")
-
     if "sweep" in phases:
-        base = TABLES
-        sw = guarded("sweep", run_sweep, shapes, t_start + args.sweep_share * args.budget_s,
-                     [k for k in args.kinds.split(",") if k])
-        if sw:
-            winners = pick_winners(sw["records"])
-            TABLES = tables_from_winners(winners, base)
-            sweep_doc = {**meta, "winners": {k: {str(m): w for m, w in v.items()} for k, v in winners.items()},
-                         "tables_before": tables_doc(base), "tables_after": tables_doc(TABLES),
-                         "complete": sw["complete"], "records": sw["records"]}
-            (out / "h200_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
-            log("tables: " + json.dumps({k: [(m, (c.block_m, c.block_n, c.block_k, c.split_k,
-                                                  c.num_warps, c.num_stages, c.swap_ab, c.variant,
-                                                  c.programs_per_sm)) for m, c in t]
-                                         for k, t in TABLES.items()}))
+        _sweep_tables(shapes, t_start + args.sweep_share * args.budget_s,
+                      [k for k in args.kinds.split(",") if k], meta, out)
     meta["tables"] = tables_doc(TABLES)
-
     if "compile" in phases:
-        # The tables' configs on the unaligned shard (masked K tail) and at g32 / g64.
-        tail_k = 1024 + 14784 % 1024
-        jobs = compile_jobs(table_entries(), [(-1, 4096), (128, 4096), (-1, tail_k), (64, tail_k),
-                                              (32, 4096), (64, 4096)])
-        jobs += [{"kind": "quant", "cfg": asdict(T(16, 16, 16)), "g": -1, "k": k, "split": None, "m": 2}
-                 for k in (4096, 8192)]
-        guarded("compile tables", run_compile, jobs, args.workers)
-
+        _compile_tables(args.workers)
     check_state = guarded("check", run_check, shapes, deadline) if "check" in phases else None
-
-    peers = not args.no_peers and "bench" in phases
-    if peers:
-        meta["gemlite_setup"] = guarded("gemlite", gemlite_setup, args.gemlite_config,
-                                        out / "h200_gemlite_config.json")
-        peers = meta["gemlite_setup"] is not None
-    if "bench" in phases:
-        recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta, peers)
-        if recs is not None:
-            write_results(out, "h200_bench", meta, recs)
-            log(summary(recs))
-    if peers:
-        import gemlite
-        guarded("gemlite cache", gemlite.cache_config, str(out / "h200_gemlite_config.json"))
-
+    _bench_with_peers(args, shapes, ms, deadline, meta, not args.no_peers and "bench" in phases)
     if "tp" in phases:
         guarded("tp", run_tp, out, meta, deadline + 60)
-
     if check_state is not None:
         chk = guarded("check finish", finish_check, check_state, deadline + 90)
         if chk:
             (out / "h200_check.json").write_text(json.dumps({**meta, **chk}, indent=1))
-
     facts = guarded("compiled facts", compiled_facts)
     if facts:
         (out / "h200_compiled.json").write_text(json.dumps(facts, indent=1))

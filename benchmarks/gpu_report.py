@@ -99,16 +99,8 @@ def _span(r: dict) -> str:
             f"max at {hi[0]}x{hi[1]} M={hi[2]})")
 
 
-def report(path: Path = DEFAULT) -> str:
-    prov, recs = load_records(path)
-    ceil = prov.get("ceilings") or {"cublas_bf16_8192_tflops": 789.0, "cublas_int8_8192_tops": 963.0}
-    sh = shapes(recs)
-    ms = sorted({key[4] for key in recs})
-    out = [f"{prov.get('device')} driver {prov.get('driver')} torch {prov.get('torch')} triton "
-           f"{prov.get('triton')} {prov.get('date_utc')} commit "
-           f"{str(prov.get('commit'))[:10]}; ceilings {ceil}", ""]
-
-    out.append("Memory-bound middle, every shape: time ratio (<= goal passes)")
+def _memory_bound(recs: dict, sh: list, ms: list) -> list[str]:
+    out = ["Memory-bound middle, every shape: time ratio (<= goal passes)"]
     for label, path_, base, lo, hi, goal in [
         ("W4A16 per-channel / cuBLAS bf16, M 16-64", "w4a16_fallback", "bf16_dense", 16, 64, 0.6),
         ("W4A16 per-channel / cuBLAS bf16, M 128-512", "w4a16_fallback", "bf16_dense", 128, 512, 1.0),
@@ -123,24 +115,28 @@ def report(path: Path = DEFAULT) -> str:
         r = _ratios(recs, path_, g, base, -1, [(n, k, m) for n, k in sh for m in ms if lo <= m <= hi])
         ok = r and max(r.values()) <= goal
         out.append(f"  {label} (goal <= {goal}): {_span(r)} {'MET' if ok else 'MISSED'}")
+    return out
 
+
+def _steps(recs: dict, ceil: dict) -> list[str]:
     st = steps(recs, ceil)
     lit = [s for s in st if s["ratio"] > 1.5]
     adj = sorted((s for s in st if s["over_roofline"] > 1.5), key=lambda s: -s["over_roofline"])
     cub = sum(1 for (p, g, n, k, m), r in recs.items() if p in ("bf16_dense", "int8_mm")
               and not m & (m - 1) and 2 * m <= 256 and (r2 := recs.get((p, g, n, k, 2 * m)))
               and r2.median_us / r.median_us > 1.5)
-    out.append("")
-    out.append(f"Steps M -> 2M up to 256 of this project's kernels: {len(st)} steps, {len(lit)} "
-               f"over 1.5x in time (cuBLAS bf16/int8 themselves: {cub}, math-bound doubling), "
-               f"{len(adj)} over 1.5x the roofline's own step (measured ceilings, HBM 4.8 TB/s)")
+    out = [f"Steps M -> 2M up to 256 of this project's kernels: {len(st)} steps, {len(lit)} "
+           f"over 1.5x in time (cuBLAS bf16/int8 themselves: {cub}, math-bound doubling), "
+           f"{len(adj)} over 1.5x the roofline's own step (measured ceilings, HBM 4.8 TB/s)"]
     for s in adj[:8]:
         out.append(f"  {s['path']} g{s['g']} {s['n']}x{s['k']} M {s['m']} -> {2 * s['m']}: "
                    f"{s['ratio']:.2f}x ({s['over_roofline']:.2f}x the roofline's)")
+    return out
 
+
+def _prefill(recs: dict, ms: list) -> list[str]:
     big = [(n, k, m) for n, k in ALIGNED for m in ms if m >= 1024]
-    out.append("")
-    out.append("Prefill, M >= 1024, aligned shapes: speed ratio (baseline time / ours; >= goal passes)")
+    out = ["Prefill, M >= 1024, aligned shapes: speed ratio (baseline time / ours; >= goal passes)"]
     for label, path_, g, base, bg, goal in [
         ("W4A8 g128 vs cuBLAS int8", "w4a8_prequant", 128, "int8_mm", -1, 1.0),
         ("W4A8 g128 vs per-channel W4A8", "w4a8_prequant", 128, "w4a8_prequant", -1, 0.9),
@@ -153,10 +149,12 @@ def report(path: Path = DEFAULT) -> str:
         r = {key: 1 / v for key, v in _ratios(recs, path_, g, base, bg, big).items()}
         verdict = "" if goal is None else (" MET" if r and min(r.values()) >= goal else " MISSED")
         out.append(f"  {label}{'' if goal is None else f' (goal >= {goal})'}: {_span(r)}{verdict}")
+    return out
 
-    out.append("")
-    out.append("Decode: time / (1.5 x 4-bit weight-streaming bound) at M <= 16 (<= 1 passes), "
-               "speedup over tinygemm at M = 1")
+
+def _decode(recs: dict, sh: list, ms: list) -> list[str]:
+    out = ["Decode: time / (1.5 x 4-bit weight-streaming bound) at M <= 16 (<= 1 passes), "
+           "speedup over tinygemm at M = 1"]
     for n, k in sh:
         g = group_of(k)
         for path_, gg in (("w4a8_prequant", -1), ("w4a8_native", -1), ("w4a8_prequant", g),
@@ -168,9 +166,11 @@ def report(path: Path = DEFAULT) -> str:
             tiny, mine = t(recs, "tinygemm_w4a16", 128, n, k, 1), t(recs, path_, gg, n, k, 1)
             sp = f"{tiny / mine:.2f}" if tiny and mine else "-"
             out.append(f"  {n}x{k} {path_:15s} g{gg:<4d}: {worst:.2f}, M=1 {mine:.1f} us, vs tinygemm {sp}")
+    return out
 
-    out.append("")
-    out.append("Peers, same run and timing (peer time / ours: > 1 ours faster)")
+
+def _peers(recs: dict) -> list[str]:
+    out = ["Peers, same run and timing (peer time / ours: > 1 ours faster)"]
     for label, mine, g, peer, pg in [
         ("W4A16 g128 vs gemlite A16W4", "w4a16_fallback", 128, "peer_w4a16", 128),
         ("W4A8 g128 (with quantizer) vs gemlite A8W4 (int8 x int4)", "w4a8_native", 128, "peer_w4a8", 128),
@@ -183,8 +183,12 @@ def report(path: Path = DEFAULT) -> str:
         for n, k in sorted({(n, k) for n, k, _ in r}):
             row = ", ".join(f"M={m} {r[(n, k, m)]:.2f}" for nn, kk, m in sorted(r) if (nn, kk) == (n, k))
             out.append(f"    {n}x{k}: {row}")
+    return out
 
-    out.append("")
+
+def _int_rescale(recs: dict, sh: list, ms: list, check: Path) -> list[str]:
+    """The integer-rescale variant's speed beside the fp32 path, and both errors where
+    h200_check.json lies beside the bench file."""
     r = {}
     for n, k in sh:
         g = group_of(k)
@@ -192,28 +196,42 @@ def report(path: Path = DEFAULT) -> str:
             a, b = t(recs, "w4a8_int_rescale", g, n, k, m), t(recs, "w4a8_prequant", g, n, k, m)
             if a and b:
                 r[(n, k, m)] = b / a
-    out.append(f"Integer rescale (Marlin's numerics) speed vs the fp32-rescale path, grouped: {_span(r)}")
-    chk = path.parent / "h200_check.json"
-    if chk.exists():
-        rows = json.loads(chk.read_text()).get("int_rescale_error", [])
+    out = [f"Integer rescale (Marlin's numerics) speed vs the fp32-rescale path, grouped: {_span(r)}"]
+    if check.exists():
+        rows = json.loads(check.read_text()).get("int_rescale_error", [])
         if rows:
             f = [x["fp32_rescale_rel_fro"] for x in rows]
             i = [x["int_rescale_rel_fro"] for x in rows]
             out.append(f"  error vs float64 reference (rel. Frobenius, {len(rows)} points): fp32 rescale "
                        f"{min(f):.2e}-{max(f):.2e}, integer rescale {min(i):.2e}-{max(i):.2e}")
+    return out
 
-    out.append("")
-    out.append("Crossover: smallest M from which W4A8 (with its quantizer) stays faster than W4A16")
+
+def _crossovers(recs: dict, sh: list) -> list[str]:
+    out = ["Crossover: smallest M from which W4A8 (with its quantizer) stays faster than W4A16"]
     for n, k in sh:
         g = group_of(k)
         out.append(f"  {n}x{k}: per-channel M >= {crossover_m(recs, n, k, -1)}, "
                    f"g{g} M >= {crossover_m(recs, n, k, g)}")
+    return out
 
-    out += ["", *humming_report(recs)]
 
+def report(path: Path = DEFAULT) -> str:
+    prov, recs = load_records(path)
+    ceil = prov.get("ceilings") or {"cublas_bf16_8192_tflops": 789.0, "cublas_int8_8192_tops": 963.0}
+    sh = shapes(recs)
+    ms = sorted({key[4] for key in recs})
+    out = [f"{prov.get('device')} driver {prov.get('driver')} torch {prov.get('torch')} triton "
+           f"{prov.get('triton')} {prov.get('date_utc')} commit "
+           f"{str(prov.get('commit'))[:10]}; ceilings {ceil}", ""]
+    sections = [_memory_bound(recs, sh, ms), _steps(recs, ceil), _prefill(recs, ms), _decode(recs, sh, ms),
+                _peers(recs), _int_rescale(recs, sh, ms, path.parent / "h200_check.json"),
+                _crossovers(recs, sh), humming_report(recs)]
     tp = path.parent / "h200_tp_shards.json"
     if tp.exists():
-        out += ["", tp_report(tp)]
+        sections.append([tp_report(tp)])
+    for i, lines in enumerate(sections):
+        out += ([""] if i else []) + lines
     return "\n".join(out)
 
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from workbench.perf.cpu import committed_calibration  # noqa: E402
 from workbench.perf.fit import error_stats  # noqa: E402
 from workbench.perf.hardware import hardware_for  # noqa: E402
-from workbench.perf.predict import _cpu  # noqa: E402
+from workbench.perf.predict import predict_cpu  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results"
 RUNS = {"cpu_bounds_t2.json": "x86-spr-amx", "cpu_bounds_t2_avx2.json": "x86-avx2", "cpu_bounds_t1.json": "x86-spr-amx"}
@@ -55,7 +55,7 @@ def _here(cal, rounds: int) -> tuple[list, dict]:
 
     from w4a8_kernels._native_lib import ISA_CAP_ENV, cpu_flags, isa_cap
     from workbench.bench import host_provenance
-    from workbench.perf.cpu import _throughputs, measure_host, plan_for
+    from workbench.perf.cpu import measure_throughputs, measure_host, plan_for
     from workbench.perf.cpu_classes import host_class
 
     torch.set_num_threads(1)
@@ -68,14 +68,14 @@ def _here(cal, rounds: int) -> tuple[list, dict]:
     preset = _CLASS_PRESET[host_class(cpu_flags(), cap).value]
     run = f"this machine, {ISA_CAP_ENV}={cap}" if cap else "this machine"
     load = [round(os.getloadavg()[0], 2)]
-    thr = _throughputs()
+    thr = measure_throughputs()
     samples = measure_host(plan_for(HERE_SHAPES, HERE_MS, ["w4a8_native", "w4a16_fallback"]), rounds=rounds,
                            on_round=lambda r, s: load.append(round(os.getloadavg()[0], 2)))
     hw = replace(hardware_for(preset), units=1, clock_mhz=mhz or hardware_for(preset).clock_mhz,
                  mem_gbs=thr["stream_gbs"])
     points = []
     for smp in samples:
-        p = _cpu(hw, smp.path, smp.m, smp.n, smp.k, 128, preset, cal=cal)
+        p = predict_cpu(hw, smp.path, smp.m, smp.n, smp.k, 128, preset, cal=cal)
         points.append({"run": run, "class_as": preset, "isa_cap": cap, "threads": 1, "record": smp.path,
                        "path": smp.path, "m": smp.m, "n": smp.n, "k": smp.k, "measured_us": round(smp.us, 1),
                        "predicted_us": round(p.predicted_us, 1), "low_us": round(p.low_us, 1),
@@ -129,7 +129,7 @@ def main() -> None:
             if not t:
                 continue
             path, g = PATHS[rec]
-            p = _cpu(hw, path, m, n, k, g, preset, cal=cal)
+            p = predict_cpu(hw, path, m, n, k, g, preset, cal=cal)
             meas = t["p50_ms"] * 1e3
             points.append({"run": name, "class_as": preset, "isa_cap": prov.get("isa_cap"),
                            "threads": prov["threads"], "record": rec, "path": path, "m": m, "n": n, "k": k,

@@ -31,9 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench.perf.fit import error_stats  # noqa: E402
-from workbench.perf.calibrate import H200_RESULTS, _records, fit_records, key_for, point_for  # noqa: E402
+from workbench.perf.calibrate import H200_RESULTS, records_of, fit_records, key_for, point_for  # noqa: E402
 from workbench.perf.hardware import hardware_for  # noqa: E402
-from workbench.perf.predict import _band  # noqa: E402
+from workbench.perf.predict import prediction_band  # noqa: E402
 from workbench.results import load_results  # noqa: E402
 
 FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
@@ -49,7 +49,7 @@ def _legacy_configs(path: Path, recs: list) -> list:
     them (grouped W4A8 block_k = g; W4A16 block_k <= g; block_k dividing Kp / 2)."""
     from dataclasses import replace as _replace
 
-    from w4a8_kernels.triton_pack import _padded_k
+    from w4a8_kernels.triton_pack import padded_k
     from w4a8_kernels.triton_runtime import TileConfig, fit_block_k
 
     tables = json.loads(path.read_text()).get("tables")
@@ -64,7 +64,7 @@ def _legacy_configs(path: Path, recs: list) -> list:
         bucket = "decode" if r.m <= 16 else "mid" if r.m <= 512 else "prefill"
         per_channel = r.group_size in (-1, r.k)
         cfg = TileConfig(**tables[kind][f"{bucket}|{'channel' if per_channel else 'group'}"])
-        half_k = _padded_k(r.k, 128 if per_channel else r.group_size) // 2
+        half_k = padded_k(r.k, 128 if per_channel else r.group_size) // 2
         if not per_channel and kind == "w4a8":
             cfg = _replace(cfg, block_k=r.group_size)
         elif not per_channel and cfg.block_k > r.group_size:
@@ -77,11 +77,11 @@ def _legacy_configs(path: Path, recs: list) -> list:
 
 
 def h200_loso(path: Path) -> dict:
-    from workbench.perf.calibrate import _config
+    from workbench.perf.calibrate import launch_config
 
     res = load_results(path)
     hw = hardware_for(res.platform or "sm90-h200")
-    recs = _records(res, ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm",
+    recs = records_of(res, ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm",
                           "triton_int8_mm", "quantizer"))
     recs = _legacy_configs(path, recs)
     shapes = sorted({(r.n, r.k) for r in recs})
@@ -91,14 +91,14 @@ def h200_loso(path: Path) -> dict:
         for r in recs:
             if (r.n, r.k) != shape or r.path not in FOUR:
                 continue
-            fit = fits.get(key_for(r.path, r.m, r.n, r.k, r.group_size, _config(r)))
+            fit = fits.get(key_for(r.path, r.m, r.n, r.k, r.group_size, launch_config(r)))
             if fit is None:
                 points.append({"path": r.path, "n": r.n, "k": r.k, "group_size": r.group_size, "m": r.m,
                                "measured_us": r.median_us, "predicted_us": None})
                 continue
             us = fit.predict(point_for(r.path, r.m, r.n, r.k, r.group_size, hw.units, tile=tiles.get(key_for(r.path, r.m, r.n, r.k, r.group_size)),
-                                       config=_config(r)))
-            lo, hi = _band(us, fit.err_lo, fit.err_hi, "measured")
+                                       config=launch_config(r)))
+            lo, hi = prediction_band(us, fit.err_lo, fit.err_hi, "measured")
             points.append({"path": r.path, "n": r.n, "k": r.k, "group_size": r.group_size, "m": r.m,
                            "measured_us": r.median_us, "predicted_us": round(us, 3), "low_us": round(lo, 3),
                            "high_us": round(hi, 3), "err": round(us / r.median_us - 1, 4),
@@ -123,15 +123,15 @@ def host_check(rounds: int = 2) -> dict:
     import torch
 
     from workbench.bench import host_provenance
-    from workbench.perf.cpu import (_SLOW_PATHS, CALIBRATION_MS, CALIBRATION_SHAPES, _bench_paths,
-                                    _host_key, _throughputs,
+    from workbench.perf.cpu import (SLOW_PATHS, CALIBRATION_MS, CALIBRATION_SHAPES, bench_paths,
+                                    host_key, measure_throughputs,
                                     engine_steps, fit_host, measure_host, plan_for,
                                     save_host_calibration)
-    from workbench.perf.predict import _cpu
+    from workbench.perf.predict import predict_cpu
 
     t0 = time.perf_counter()
     load = [{"round": "start", "loadavg_1m": round(os.getloadavg()[0], 2)}]
-    thr = _throughputs()
+    thr = measure_throughputs()
     steps = engine_steps()
     cal_shapes, held = set(CALIBRATION_SHAPES), set(HOST_SHAPES)
     assert held.isdisjoint(cal_shapes)
@@ -143,13 +143,13 @@ def host_check(rounds: int = 2) -> dict:
     # chooses its variant per M itself): a call's neighbours in the bench's shuffled rounds
     # set how cold its caches are (dense read 25% faster among four paths than among nine).
     # vLLM's slow Dynamic4bit loop is left out of the held-out shapes (not checked).
-    paths = sorted(set(_bench_paths()) | set(HOST_PATHS))
+    paths = sorted(set(bench_paths()) | set(HOST_PATHS))
     plan = {**plan_for(CALIBRATION_SHAPES, CALIBRATION_MS, paths),
-            **plan_for(HOST_SHAPES, HOST_MS, [p for p in paths if p not in _SLOW_PATHS])}
+            **plan_for(HOST_SHAPES, HOST_MS, [p for p in paths if p not in SLOW_PATHS])}
     samples = measure_host(plan, rounds=rounds, steps=steps, on_round=on_round)
-    fitted = set(_bench_paths())  # what a live calibration fits (the fallback by its variants)
+    fitted = set(bench_paths())  # what a live calibration fits (the fallback by its variants)
     cal = fit_host([s for s in samples if (s.n, s.k) in cal_shapes and
-                    (s.path in fitted or s.path.startswith("w4a8_native@"))], _host_key(), thr,
+                    (s.path in fitted or s.path.startswith("w4a8_native@"))], host_key(), thr,
                    torch.get_num_threads(), time.perf_counter() - t0,
                    {**host_provenance(), "from": "benchmarks/validate_perf.py"}, steps)
     save_host_calibration(cal)
@@ -158,7 +158,7 @@ def host_check(rounds: int = 2) -> dict:
     points = []
     for s in measured:
         path = "w4a8_native" if s.path.startswith("w4a8_native") else s.path
-        p = _cpu(None, path, s.m, s.n, s.k, 128, "host", cal=cal)
+        p = predict_cpu(None, path, s.m, s.n, s.k, 128, "host", cal=cal)
         if p.predicted_us is None:
             continue
         points.append({"path": path, "kernel": p.kernel, "n": s.n, "k": s.k, "m": s.m,
@@ -205,12 +205,12 @@ def _l2_resident(p: dict, hw, measured_us: float) -> bool:
 
 def published_table() -> dict:
     from workbench.perf.families import FAMILIES, point_us, published_points
-    from workbench.perf.predict import _eta_of_point, _family, _gpu, calibrate_gpu
+    from workbench.perf.predict import eta_of_point, predict_family, predict_gpu, calibrate_gpu
 
     rows, bounds = [], []
     for p in published_points():
         hw = hardware_for(p["part"])
-        meas = point_us(p, lambda part, n, k, m: _gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
+        meas = point_us(p, lambda part, n, k, m: predict_gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
         fam = p["family"]
         held = ()
         if fam.startswith("dense"):
@@ -218,7 +218,7 @@ def published_table() -> dict:
             hw_eval, held = _held_out_rates(hw, p["source"])
             src_eval, held_src = _held_out_rates(hardware_for(calibrate_gpu().platform), p["source"])
             held = tuple(sorted({*(f"{hw.preset} {t}" for t in held), *(f"{src_eval.preset} {t}" for t in held_src)}))
-            got = _gpu(hw_eval, act, p["m"], p["n"], p["k"], -1, src=src_eval)
+            got = predict_gpu(hw_eval, act, p["m"], p["n"], p["k"], -1, src=src_eval)
             if got.basis == "roofline":  # a bound, not a cost: checked as one
                 bounds.append({**p, "measured_us": round(meas, 2), "roofline_us": round(got.predicted_us, 2),
                                "holds": bool(meas >= got.predicted_us), "why": got.note})
@@ -226,10 +226,10 @@ def published_table() -> dict:
             pred, band = got.predicted_us, (got.low_us, got.high_us)
             how = f"{act} model ({got.basis} from the H200 results)"
             if held:  # what the rate taken from this very table gives: in-sample, no check
-                own = _gpu(hw, act, p["m"], p["n"], p["k"], -1).predicted_us
+                own = predict_gpu(hw, act, p["m"], p["n"], p["k"], -1).predicted_us
                 p = {**p, "err_with_own_rate": round(own / meas - 1, 4)}
         else:
-            got = _family(hw, fam, p["m"], p["n"], p["k"], p["group_size"], exclude=p)
+            got = predict_family(hw, fam, p["m"], p["n"], p["k"], p["group_size"], exclude=p)
             pred = got[0] if got else None
             band = (got[1], got[2]) if got else None
             how = f"family {fam}, this point left out of its calibration"
@@ -237,7 +237,7 @@ def published_table() -> dict:
                      "err": None if pred is None else round(pred / meas - 1, 4), "model": how,
                      "sustained_held_out": list(held), "l2_resident": _l2_resident(p, hw, meas),
                      "in_band": None if band is None else bool(band[0] <= meas <= band[1]),
-                     "implied_eta": None if fam.startswith("dense") else _eta_of_point(p)})
+                     "implied_eta": None if fam.startswith("dense") else eta_of_point(p)})
     done = [r for r in rows if r["err"] is not None]
 
     def summary(rs):

@@ -44,3 +44,10 @@ def test_shard_tables_ask_the_rule_set_they_are_given():
                  model_shard_rows(spec, "Llama-3.1-8B", "sm90-h200", {}, 2, version="0.0.1")):
         assert rows and all(r["error_type"] == "UnknownVersionError" for r in rows)
     # kernel_verdicts re-asks `t.rules`: tests/dispatch/test_fake_version.py shows a fake one
+
+
+def test_offset_shapes_fix_the_other_side_and_drop_empty_shapes():
+    from workbench.alignment import offset_shapes
+
+    assert offset_shapes("N", 256, 1024, [-256, -8, 0, 8]) == [(-8, 1024, 248), (0, 1024, 256), (8, 1024, 264)]
+    assert offset_shapes("K", 256, 1024, [0, 16]) == [(0, 256, 1024), (16, 272, 1024)]

@@ -219,3 +219,33 @@ def test_bench_cli_flags_a_loaded_run_in_provenance_and_text(capsys, tmp_path):
     check = json.loads(out.read_text())["provenance"]["load_check"]
     assert check["loaded"] is True and check["others_cores"] > 0.5
     assert "other processes took the cores" in text and "flagged loaded" in text
+def test_per_token_errors_judge_every_path_against_the_float_weight():
+    from workbench.bench import bench_activation, int4_weight_of, per_token_errors
+    from workbench.metrics import per_token_rel_error
+
+    layer = synthetic_bench_layer(64, 256, 64, seed=3)
+    x = bench_activation(9, 256)
+    errs, skipped = per_token_errors(int4_weight_of(layer), layer.source_weight,
+                                     ["w4a8_native", "w4a16_fallback", "triton_w4a8"], x)
+    assert set(errs) == {"w4a8_native", "w4a16_fallback"} and "CUDA" in skipped["triton_w4a8"]
+    ref = x.double() @ layer.source_weight.double().t()
+    from workbench.execution import execution_path
+
+    p = execution_path("w4a16_fallback")
+    state = p.prepare(int4_weight_of(layer))
+    y = p.finish(p.run(p.make_input(x, state), state), None, state)
+    assert errs["w4a16_fallback"] == per_token_rel_error(y, ref).tolist() and len(errs["w4a8_native"]) == 9
+    assert all(0 < e < 0.2 for e in errs["w4a8_native"])
+
+
+def test_result_record_is_the_one_ms_to_us_conversion(small_records):
+    from workbench.bench import result_record
+
+    recs, _ = small_records
+    timed = next(r for r in recs if r.median_ms is not None and r.path == "w4a8_native")
+    rr = result_record(timed)
+    assert rr.median_us == timed.median_ms * 1e3 and rr.p80_us == timed.p80_ms * 1e3
+    assert rr.detail["rel_error"] == timed.rel_error and rr.detail["computes"] == "w4a8"
+    untimed = next(r for r in recs if r.median_ms is None)
+    with pytest.raises(InvalidInputError, match="not timed"):
+        result_record(untimed)

@@ -216,3 +216,12 @@ def test_faces_label_what_vllm_runs_and_the_stand_ins():
     assert path_role("triton_w4a8") == path_role("triton_w4a16") == STAND_IN_LABEL
     assert path_role("vllm_humming_int8_forced") == "not a vLLM path"
     assert path_role("w4a8_native") == ""
+
+
+def test_fidelity_is_a_closed_set_that_renders_as_its_words():
+    from workbench.execution import Fidelity
+
+    plan = _plan(trace_mp(C1, "x86-avx512"))
+    assert plan.fidelity is Fidelity.SAME_OP and f"({plan.fidelity})" == "(same op)"
+    assert plan_execution(None, cuda=False).fidelity is Fidelity.NONE
+    assert {str(f) for f in Fidelity} == {"same op", "same numerics", "same math", "none"}

@@ -85,6 +85,18 @@ def marlin_padded_nk(n: int, k: int, group_size: int,
     return _rules(rules).marlin_padded_nk(n, k, group_size)
 
 
+def offset_shapes(dim: str, base: int, other: int, offsets: list[int]) -> list[tuple[int, int, int]]:
+    """(offset, K, N) of each shape `dim` = base + offset, the other side fixed; shapes with a
+    side of zero or less left out."""
+    out = []
+    for off in offsets:
+        size = base + off
+        k, n = (size, other) if dim == "K" else (other, size)
+        if k > 0 and n > 0:
+            out.append((off, k, n))
+    return out
+
+
 def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size: int,
                  rules: "RuleSet | None" = None) -> list[dict]:
     """Extra work (%) of zero-padding each shape up to what each tile rule of `rules` (None: the
@@ -95,11 +107,8 @@ def padding_rows(dim: str, base: int, other: int, offsets: list[int], group_size
     for i, off in enumerate(offsets):
         check_int(f"offsets[{i}]", off, -MAX_DIM, MAX_DIM)
     rows = []
-    for off in offsets:
+    for off, k, n in offset_shapes(dim, base, other, offsets):
         size = base + off
-        k, n = (size, other) if dim == "K" else (other, size)
-        if k <= 0 or n <= 0:
-            continue
         pn, pk = marlin_padded_nk(n, k, group_size, rules)
         rows.append({"offset": off, "size": size, "rule": "Marlin (marlin_padded_nk)",
                      "cost": 100.0 * (pn * pk / (n * k) - 1)})

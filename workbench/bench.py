@@ -32,20 +32,22 @@ from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
-from w4a8_kernels import _native_lib
+from w4a8_kernels import native
 from w4a8_kernels.reference import w4a8_reference, w4a16_reference
-from w4a8_kernels.registry import Int4Weight, KernelPath
+from w4a8_kernels.registry import Computes, Int4Weight, KernelPath
 from workbench.errors import InvalidInputError, KernelError
 from workbench.execution import execution_path
 from workbench.limits import MAX_M, check_int, check_ms, check_positive, shown
 from workbench.memory import bench_bytes, check_fits
 from workbench.metrics import compare
 from workbench.noise import cpu_sample, others_cores, timing_noise
+from workbench.results import ResultRecord
 
 __all__ = [
     "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
     "write_json", "write_csv", "records_from_json", "Progress", "bench_layer_weight",
-    "int4_weight_of", "synthetic_bench_layer",
+    "int4_weight_of", "synthetic_bench_layer", "bench_activation", "float_weight", "float_reference",
+    "per_token_errors", "result_record",
 ]
 
 Progress = Callable[[int, int, str], None]  # (done, total, message)
@@ -176,11 +178,11 @@ def host_provenance(extra: dict | None = None) -> dict:
         "loadavg_1m": os.getloadavg()[0] if hasattr(os, "getloadavg") else None,
         "cuda": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
         # what the kernels and torch were allowed to use, where less than the CPU has
-        "isa_cap": _native_lib.isa_cap(),
+        "isa_cap": native.isa_cap(),
         "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
         # the libraries' own ISA caps: FBGEMM (quantized.linear_dynamic) and oneDNN pick
         # their kernels from the CPU, not from torch's capability
-        "library_isa_env": {v: os.environ[v] for v in _native_lib.AVX2_LIBRARY_CAPS if v in os.environ},
+        "library_isa_env": {v: os.environ[v] for v in native.AVX2_LIBRARY_CAPS if v in os.environ},
     }
     prov.update(extra or {})
     return prov
@@ -202,6 +204,11 @@ def synthetic_bench_layer(n: int, k: int, group_size: int, *, seed: int = 0,
                            group_size=group_size, symmetric=symmetric, seed=seed)
 
 
+# --------------------------------------------------------------------------- the path protocol
+# Every face that runs a kernel path goes through these: prepare once per weight (or say why
+# not), make the input outside any timed region, run, finish to float32 [M, N].
+
+
 @dataclass
 class _Prepared:
     path: KernelPath
@@ -212,9 +219,75 @@ class _Prepared:
     last_call_s: float = 0.0
 
 
-def _activation(m: int, k: int, seed: int) -> torch.Tensor:
+def _prepare_paths(weight: Int4Weight, names: Sequence[str]) -> dict[str, _Prepared]:
+    """Each named path prepared for `weight`, or marked with why it cannot run it."""
+    prepared: dict[str, _Prepared] = {}
+    for name in names:
+        path = execution_path(name)  # the kernels' paths, and Marlin W4A8-INT8 composed there
+        ok, why = path.availability(weight)
+        p = _Prepared(path, ok=ok, why=why if not ok else "")
+        if ok:
+            try:
+                p.state = path.prepare(weight)
+            except KernelError as exc:
+                p.ok, p.why = False, str(exc)
+        prepared[name] = p
+    return prepared
+
+
+def _path_input(p: _Prepared, x: torch.Tensor) -> Any:
+    xin = x.to(p.path.activation_dtype) if p.path.activation_dtype else x
+    return p.path.make_input(xin, p.state)
+
+
+def bench_activation(m: int, k: int, seed: int = 0) -> torch.Tensor:
+    """[m, k] seeded normal activations in bf16: what the bench feeds every path at M = m."""
     gen = torch.Generator().manual_seed(seed * 1_000_003 + m)
     return torch.randn(m, k, generator=gen).to(torch.bfloat16)
+
+
+def float_weight(weight: Int4Weight, w_float: torch.Tensor | None) -> torch.Tensor:
+    """The float64 weight the float reference multiplies: the source weight where there is
+    one, else the int4 weight dequantized."""
+    return (w_float if w_float is not None else _dequant64(weight)).to(torch.float64)
+
+
+def float_reference(x: torch.Tensor, wf: torch.Tensor) -> torch.Tensor:
+    """x @ W_float^T in float64, the bias left out (it adds no quantization error)."""
+    return x.to(torch.float64) @ wf.t()
+
+
+def _reference_bias(weight: Int4Weight, adds_bias: bool) -> torch.Tensor | int:
+    # A path whose op adds the layer's bias is judged against references with it too: the
+    # error stays the GEMM's (the other paths and references leave the bias out).
+    return weight.bias.to(torch.float64) if adds_bias and weight.bias is not None else 0
+
+
+def per_token_errors(weight: Int4Weight, w_float: torch.Tensor | None, paths: Sequence[str],
+                     x: torch.Tensor) -> tuple[dict[str, list[float]], dict[str, str]]:
+    """Each path's relative error per token (row of x) against the float reference.
+
+    Returns (errors by path, why a path did not run).
+    """
+    from workbench.metrics import per_token_rel_error
+
+    ref = float_reference(x, float_weight(weight, w_float))
+    out, skipped = {}, {}
+    for name, p in _prepare_paths(weight, paths).items():
+        if not p.ok:
+            skipped[name] = p.why
+            continue
+        try:
+            inputs = _path_input(p, x)
+            y = p.path.finish(p.path.run(inputs, p.state), inputs, p.state)
+        except KernelError as exc:
+            skipped[name] = str(exc)
+            continue
+        out[name] = per_token_rel_error(y, ref + _reference_bias(weight, p.path.adds_bias)).tolist()
+    return out, skipped
+
+
+# --------------------------------------------------------------------------- the sweep
 
 
 def _rows(m: int, error_rows: int) -> torch.Tensor:
@@ -236,6 +309,84 @@ def _detail(p: _Prepared, m: int) -> str:
         from w4a8_kernels.cpu_w4a16 import fallback_choice
         return "; ".join(filter(None, [f"ran {fallback_choice(state, m)}", notes]))
     return notes
+
+
+def _check_sweep(weight: Int4Weight, w_float: torch.Tensor | None, paths: Sequence[str],
+                 ms: Sequence[int], warmup: int, repeats: int, error_rows: int, max_call_s: float,
+                 slow_call_s: float) -> tuple[list[int], int, int]:
+    """The sweep's arguments checked, and the memory it still needs; (ms, warmup, repeats)."""
+    if isinstance(paths, str) or not paths or not all(isinstance(p, str) for p in paths):
+        raise InvalidInputError(f"paths: {shown(paths)}; accepted: a list of kernel path names")
+    ms = check_ms(ms)  # M = 0 would time an empty GEMM and leave its errors None
+    warmup, repeats = check_int("warmup", warmup, 0, 100), check_int("repeats", repeats, 1, 1000)
+    check_int("error_rows", error_rows, 1, MAX_M)
+    check_positive("max_call_s", max_call_s, 3600), check_positive("slow_call_s", slow_call_s, 3600)
+    held = sum(t.numel() * t.element_size() for t in (weight.w_q, weight.scales, weight.zeros,
+                                                       weight.bias, w_float) if t is not None)
+    check_fits(bench_bytes(weight.n, weight.k, max(ms), len(paths)) - held,  # what is still to come
+               f"benchmarking N = {weight.n}, K = {weight.k}, M up to {max(ms)} on {len(paths)} "
+               "path(s)", "use fewer or smaller token counts, or a smaller layer")
+    return ms, warmup, repeats
+
+
+def _first_calls(prepared: dict[str, _Prepared], per_m: dict[str, BenchRecord], x: torch.Tensor,
+                 m: int, warmup: int, max_call_s: float
+                 ) -> tuple[list[tuple[str, Any]], dict[str, torch.Tensor]]:
+    """The untimed first calls at one M: each runnable path's output (the one judged) and
+    warm-up; returns the live paths with their inputs, and the outputs."""
+    live: list[tuple[str, Any]] = []
+    outputs: dict[str, torch.Tensor] = {}
+    for name, rec in per_m.items():
+        p = prepared[name]
+        if not p.ok:
+            continue
+        if p.skip_from_m is not None and m >= p.skip_from_m:
+            rec.why = (f"not timed: one call at M = {p.skip_from_m // 2 or 1} or below took "
+                       f"{p.last_call_s:.1f} s, over the {max_call_s:.0f} s budget")
+            continue
+        try:
+            inputs = _path_input(p, x)
+            t0 = time.perf_counter()
+            out = p.path.run(inputs, p.state)  # warm-up call, also the output we judge
+            _sync(p.path.device)
+            p.last_call_s = time.perf_counter() - t0
+            outputs[name] = p.path.finish(out, inputs, p.state)
+            for _ in range(max(0, warmup - 1)):
+                p.path.run(inputs, p.state)
+            live.append((name, inputs))
+        except KernelError as exc:
+            rec.available, rec.why = False, str(exc)
+    return live, outputs
+
+
+def _time_round_robin(prepared: dict[str, _Prepared], live: list[tuple[str, Any]], m: int,
+                      repeats: int, slow_call_s: float, seed: int
+                      ) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Wall and thread-CPU samples of each live path, one call of each per round."""
+    samples: dict[str, list[float]] = {name: [] for name, _ in live}
+    cpu_samples: dict[str, list[float]] = {name: [] for name, _ in live}
+    slow = {name for name, _ in live if prepared[name].last_call_s > slow_call_s}
+    order = random.Random(seed * 7919 + m)
+    for r in range(repeats):
+        # a fresh random order each round: the call after a large one meets colder
+        # caches, and a fixed (or rotated) order gives each path the same predecessor
+        order.shuffle(live)
+        for name, inputs in live:
+            if name in slow and r > 0:
+                continue
+            p = prepared[name]
+            c0, t0 = time.thread_time(), time.perf_counter()
+            p.path.run(inputs, p.state)
+            _sync(p.path.device)
+            samples[name].append(time.perf_counter() - t0)
+            cpu_samples[name].append(time.thread_time() - c0)
+    return samples, cpu_samples
+
+
+def _set_timing(rec: BenchRecord, t: Timing) -> None:
+    rec.median_ms, rec.p20_ms, rec.p80_ms = t.median_ms, t.p20_ms, t.p80_ms
+    rec.cpu_median_ms = t.cpu_median_ms
+    rec.min_ms, rec.max_ms, rec.repeats = t.min_ms, t.max_ms, t.repeats
 
 
 def bench_weight(
@@ -260,31 +411,11 @@ def bench_weight(
     records say so); one slower than `slow_call_s` is timed once per M instead of
     `repeats` times. `should_stop()` returning True ends the sweep early.
     """
-    if isinstance(paths, str) or not paths or not all(isinstance(p, str) for p in paths):
-        raise InvalidInputError(f"paths: {shown(paths)}; accepted: a list of kernel path names")
-    ms = check_ms(ms)  # M = 0 would time an empty GEMM and leave its errors None
-    warmup, repeats = check_int("warmup", warmup, 0, 100), check_int("repeats", repeats, 1, 1000)
-    check_int("error_rows", error_rows, 1, MAX_M)
-    check_positive("max_call_s", max_call_s, 3600), check_positive("slow_call_s", slow_call_s, 3600)
-    held = sum(t.numel() * t.element_size() for t in (weight.w_q, weight.scales, weight.zeros,
-                                                       weight.bias, w_float) if t is not None)
-    check_fits(bench_bytes(weight.n, weight.k, max(ms), len(paths)) - held,  # what is still to come
-               f"benchmarking N = {weight.n}, K = {weight.k}, M up to {max(ms)} on {len(paths)} "
-               "path(s)", "use fewer or smaller token counts, or a smaller layer")
-    prepared: dict[str, _Prepared] = {}
-    for name in paths:
-        path = execution_path(name)  # the kernels' paths, and Marlin W4A8-INT8 composed there
-        ok, why = path.availability(weight)
-        p = _Prepared(path, ok=ok, why=why if not ok else "")
-        if ok:
-            try:
-                p.state = path.prepare(weight)
-            except KernelError as exc:
-                p.ok, p.why = False, str(exc)
-        prepared[name] = p
+    ms, warmup, repeats = _check_sweep(weight, w_float, paths, ms, warmup, repeats, error_rows,
+                                       max_call_s, slow_call_s)
+    prepared = _prepare_paths(weight, paths)
     n, k, g = weight.n, weight.k, weight.group_size
-    wf = (w_float if w_float is not None else
-          _dequant64(weight)).to(torch.float64)
+    wf = float_weight(weight, w_float)
     total = len(ms) * len(paths)
     done = 0
     records: list[BenchRecord] = []
@@ -293,63 +424,20 @@ def bench_weight(
     for m in sorted(ms):
         if should_stop and should_stop():
             break
-        x = _activation(m, k, seed)
+        x = bench_activation(m, k, seed)
         rows = _rows(m, error_rows)
+        per_m = {name: BenchRecord(
+            path=name, m=m, n=n, k=k, group_size=g, median_ms=None, rel_error=None,
+            available=p.ok, why=p.why, computes=p.path.computes.value, emulated=p.path.emulated,
+            activation_dtype=str(p.path.activation_dtype or x.dtype).replace("torch.", ""),
+            threads=threads, layer=layer_name) for name, p in ((nm, prepared[nm]) for nm in paths)}
+        live, outputs = _first_calls(prepared, per_m, x, m, warmup, max_call_s)
+        samples, cpu_samples = _time_round_robin(prepared, live, m, repeats, slow_call_s, seed)
         refs: dict[str, torch.Tensor] = {}
-        live: list[tuple[str, Any]] = []
-        outputs: dict[str, torch.Tensor] = {}
-        per_m: dict[str, BenchRecord] = {}
-        for name in paths:
-            p = prepared[name]
-            rec = BenchRecord(path=name, m=m, n=n, k=k, group_size=g, median_ms=None,
-                              rel_error=None, available=p.ok, why=p.why,
-                              computes=p.path.computes, emulated=p.path.emulated,
-                              activation_dtype=str(p.path.activation_dtype or x.dtype).replace("torch.", ""),
-                              threads=threads, layer=layer_name)
-            per_m[name] = rec
-            if not p.ok:
-                continue
-            if p.skip_from_m is not None and m >= p.skip_from_m:
-                rec.why = (f"not timed: one call at M = {p.skip_from_m // 2 or 1} or below took "
-                           f"{p.last_call_s:.1f} s, over the {max_call_s:.0f} s budget")
-                continue
-            try:
-                xin = x.to(p.path.activation_dtype) if p.path.activation_dtype else x
-                inputs = p.path.make_input(xin, p.state)
-                t0 = time.perf_counter()
-                out = p.path.run(inputs, p.state)  # warm-up call, also the output we judge
-                _sync(p.path.device)
-                p.last_call_s = time.perf_counter() - t0
-                outputs[name] = p.path.finish(out, inputs, p.state)
-                for _ in range(max(0, warmup - 1)):
-                    p.path.run(inputs, p.state)
-                live.append((name, inputs))
-            except KernelError as exc:
-                rec.available, rec.why = False, str(exc)
-        # round-robin timing across the live paths
-        samples: dict[str, list[float]] = {name: [] for name, _ in live}
-        cpu_samples: dict[str, list[float]] = {name: [] for name, _ in live}
-        slow = {name for name, _ in live if prepared[name].last_call_s > slow_call_s}
-        order = random.Random(seed * 7919 + m)
-        for r in range(repeats):
-            # a fresh random order each round: the call after a large one meets colder
-            # caches, and a fixed (or rotated) order gives each path the same predecessor
-            order.shuffle(live)
-            for name, inputs in live:
-                if name in slow and r > 0:
-                    continue
-                p = prepared[name]
-                c0, t0 = time.thread_time(), time.perf_counter()
-                p.path.run(inputs, p.state)
-                _sync(p.path.device)
-                samples[name].append(time.perf_counter() - t0)
-                cpu_samples[name].append(time.thread_time() - c0)
         for name, _ in live:
             p, rec = prepared[name], per_m[name]
             t = summarize(samples[name], cpu_samples[name])
-            rec.median_ms, rec.p20_ms, rec.p80_ms = t.median_ms, t.p20_ms, t.p80_ms
-            rec.cpu_median_ms = t.cpu_median_ms
-            rec.min_ms, rec.max_ms, rec.repeats = t.min_ms, t.max_ms, t.repeats
+            _set_timing(rec, t)
             rec.detail = _detail(p, m)
             if p.last_call_s > max_call_s or t.min_ms / 1e3 > max_call_s:
                 p.skip_from_m = m * 2
@@ -374,23 +462,21 @@ def _dequant64(weight: Int4Weight) -> torch.Tensor:
 
 def _fill_errors(rec: BenchRecord, out: torch.Tensor, x: torch.Tensor, rows: torch.Tensor,
                  weight: Int4Weight, wf: torch.Tensor, refs: dict, adds_bias: bool = False) -> None:
-    if rec.computes == "int8" and weight.effective_group != weight.k:
+    if rec.computes == Computes.INT8 and weight.effective_group != weight.k:
         rec.detail = "speed bound only: the integer GEMM alone applies no group scales"
         return
     xs = x[rows]
     if "float" not in refs:
-        refs["float"] = xs.to(torch.float64) @ wf.t()
+        refs["float"] = float_reference(xs, wf)
     o = out[rows]
     if not bool(torch.isfinite(o).all()):
         rec.why = (rec.why + "; " if rec.why else "") + "output holds Inf or NaN"
-    # A path whose op adds the layer's bias is judged against references with it too: the
-    # error stays the GEMM's (the other paths and references leave the bias out).
-    bias = weight.bias.to(torch.float64) if adds_bias and weight.bias is not None else 0
+    bias = _reference_bias(weight, adds_bias)
     rep = compare(o, refs["float"] + bias)
     rec.rel_error, rec.sqnr_db, rec.cosine = rep.rel_error, rep.sqnr_db, rep.cosine
     rec.max_abs_error, rec.worst_token_rel_error = rep.max_abs_error, rep.worst_token_rel_error
     rec.error_rows = int(rows.numel())
-    key = "w4a8" if rec.computes in ("w4a8", "int8") else "w4a16"
+    key = "w4a8" if rec.computes in (Computes.W4A8, Computes.INT8) else "w4a16"
     if key not in refs:
         fn = w4a8_reference if key == "w4a8" else w4a16_reference
         refs[key] = fn(xs, weight.w_q, weight.scales, weight.group_size, weight.zeros)
@@ -462,6 +548,15 @@ def _schema_dict(r: BenchRecord) -> dict:
     return {**main, "kernel": r.detail or r.path, "median_us": ms["median_ms"] * 1e3,
             "p20_us": (ms["p20_ms"] or ms["median_ms"]) * 1e3,
             "p80_us": (ms["p80_ms"] or ms["median_ms"]) * 1e3, "config": None, "detail": d}
+
+
+def result_record(r: BenchRecord) -> ResultRecord:
+    """A timed BenchRecord in the one results schema (µs; the errors and the rest in `detail`):
+    the bench's one conversion from its milliseconds."""
+    if r.median_ms is None:
+        raise InvalidInputError(f"record {r.path} at M = {r.m}: not timed ({r.why or 'no time'}); "
+                                "accepted: a timed record")
+    return ResultRecord(**_schema_dict(r))
 
 
 def records_from_json(path: str | Path) -> tuple[dict, list[BenchRecord]]:

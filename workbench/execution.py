@@ -20,6 +20,7 @@ and accepted layers are the rule set's INC trace.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from enum import Enum
 from typing import Any
 
 import torch
@@ -27,13 +28,13 @@ import torch
 from w4a8_kernels import engine_paths
 from w4a8_kernels.errors import KernelInputError
 from w4a8_kernels.quant import quantize_per_token_int8
-from w4a8_kernels.registry import PATHS, Int4Weight, KernelPath, get_path
+from w4a8_kernels.registry import PATHS, Computes, Int4Weight, KernelPath, get_path
 from workbench.dispatch.runtime_text import describe_runtime
-from workbench.dispatch.types import Runtime
+from workbench.dispatch.types import Activation, Runtime
 from workbench.dispatch.versions import pinned
 from workbench.errors import InvalidInputError
 
-__all__ = ["ExecutionPlan", "plan_execution", "plan_from_trace", "default_bench_paths",
+__all__ = ["ExecutionPlan", "Fidelity", "plan_execution", "plan_from_trace", "default_bench_paths",
            "GPU_STAND_INS", "STAND_IN_LABEL", "ENGINE_LABEL", "path_role", "execution_path",
            "execution_path_names", "marlin_int8_scales", "marlin_w4a8_int8",
            "MARLIN_W4A8_INT8", "INC_XPU_W4A8", "INC_XPU_W4A8_BF16_MISREAD",
@@ -52,13 +53,31 @@ _ENGINE_ON_GPU = {"HummingLinearKernel": ("vllm_humming", "vllm_humming"),
 _SAME_NUMERICS = {"vllm_int4_scaled_mm", "inc_xpu_w4a8", "marlin_w4a8_int8"}
 
 
+class Fidelity(str, Enum):
+    """How faithfully a path of ours models what vLLM runs (prints as its value)."""
+
+    SAME_OP = "same op"
+    """The engine's own op runs here: its speed and its numerics."""
+    SAME_NUMERICS = "same numerics"
+    """The engine's rounding steps reproduced by another op: its numerics, not its speed."""
+    SAME_MATH = "same math"
+    """The same W4A8 / W4A16 math through another kernel: this host's speed, not the engine's."""
+    NONE = "none"
+    """Nothing here models it (vLLM selected nothing, or fails after selection)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
+
+
 @dataclass(frozen=True)
 class ExecutionPlan:
     selected: str | None
     computes: str  # "w4a8", "w4a16", "w4a8-fp8" or "none"
     path: str | None  # our path modelling it on this host
     gpu_path: str | None  # our path modelling it on a CUDA host
-    fidelity: str  # "same op" | "same numerics" | "same math" | "none"
+    fidelity: Fidelity
     fallback: str  # the W4A16 path to compare with
     note: str  # the runtime sentence
     available: bool  # `path` can run on this machine
@@ -70,7 +89,7 @@ class ExecutionPlan:
     @property
     def runs_engine(self) -> bool:
         """`path` is the kernel vLLM itself runs (its own op), not a model of it."""
-        return self.fidelity == "same op"
+        return self.fidelity is Fidelity.SAME_OP
 
     @property
     def native(self) -> str:
@@ -99,7 +118,7 @@ def _engine_gpu_path(runtime: Runtime) -> tuple[str | None, str | None]:
     """vLLM's own kernel for this runtime on a CUDA host, and the W4A16 path vLLM runs beside
     it; (None, None) where the selected kernel has no path of its own here."""
     own, fallback = _ENGINE_ON_GPU.get(runtime.method, (None, None))
-    if own == "vllm_humming" and runtime.activation == "int8":
+    if own == "vllm_humming" and runtime.activation is Activation.INT8:
         own = "vllm_humming_int8"
     if own is not None and runtime.fails_at is not None:
         return None, None
@@ -119,7 +138,7 @@ def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> Exec
         cuda = torch.cuda.is_available()
     fallback = "triton_w4a16" if cuda else "w4a16_fallback"
     if runtime is None:
-        return ExecutionPlan(None, "none", None, None, "none", fallback,
+        return ExecutionPlan(None, "none", None, None, Fidelity.NONE, fallback,
                              "vLLM found no kernel (the trace holds its error): nothing runs",
                              False, "no runnable path models this kernel")
     cpu_path = runtime.emulation
@@ -129,12 +148,12 @@ def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> Exec
         fallback = engine_fallback
     path = gpu_path if (cuda and gpu_path) else cpu_path
     if path is None:
-        fidelity, available = "none", False
+        fidelity, available = Fidelity.NONE, False
         why = (f"vLLM fails {runtime.fails_at}: nothing runs" if runtime.fails_at
                else f"no runnable model of {runtime.activation} activations here")
     else:
-        fidelity = ("same op" if path in _SAME_OP else
-                    "same numerics" if path in _SAME_NUMERICS else "same math")
+        fidelity = (Fidelity.SAME_OP if path in _SAME_OP else
+                    Fidelity.SAME_NUMERICS if path in _SAME_NUMERICS else Fidelity.SAME_MATH)
         available, why = execution_path(path).probe()
     return ExecutionPlan(runtime.method, runtime.computes, path, gpu_path, fidelity, fallback,
                          describe_runtime(runtime), available, why)
@@ -235,7 +254,7 @@ def _marlin_supports(w: Int4Weight) -> tuple[bool, str]:
 
 MARLIN_W4A8_INT8 = KernelPath(
     "marlin_w4a8_int8", "Marlin W4A8-INT8 numerics: int16 group-scale levels, int32 accumulation",
-    "w4a8", _marlin_prepare, marlin_w4a8_int8, supports=_marlin_supports, emulated=True,
+    Computes.W4A8, _marlin_prepare, marlin_w4a8_int8, supports=_marlin_supports, emulated=True,
     tags=("w4a8",))
 
 
@@ -276,11 +295,11 @@ def _inc_probe() -> tuple[bool, str]:
 
 INC_XPU_W4A8 = KernelPath(  # the token threshold is the trace's (`Runtime.min_tokens`)
     "inc_xpu_w4a8", "INC XPU W4A8 policy: W4A16 below INC's token threshold, fp16 scales above",
-    "w4a8", _inc_prepare(False), engine_paths.inc_xpu_w4a8, probe=_inc_probe,
+    Computes.W4A8, _inc_prepare(False), engine_paths.inc_xpu_w4a8, probe=_inc_probe,
     supports=_inc_supports, activation_dtype=torch.bfloat16, emulated=True, tags=("engine",))
 INC_XPU_W4A8_BF16_MISREAD = KernelPath(
     "inc_xpu_w4a8_bf16_misread", "INC XPU W4A8 handed bf16 scales: their bits read as fp16",
-    "w4a8", _inc_prepare(True), engine_paths.inc_xpu_w4a8, probe=_inc_probe,
+    Computes.W4A8, _inc_prepare(True), engine_paths.inc_xpu_w4a8, probe=_inc_probe,
     supports=_inc_supports, activation_dtype=torch.bfloat16, emulated=True,
     tags=("engine", "demo"))
 _EXECUTION_PATHS = {p.name: p for p in (MARLIN_W4A8_INT8, INC_XPU_W4A8, INC_XPU_W4A8_BF16_MISREAD)}

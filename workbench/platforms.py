@@ -6,9 +6,10 @@ H200 can be computed on a laptop. The JSON form (keys `device`, `capability`, `c
 `vendor` only feed the runtime notes (which CPU build of vLLM loads, which path a kernel
 takes after selection), never kernel selection itself.
 
-Preset packages follow what a standard install of the pinned vLLM release brings (facts §2.4, §7):
-`humming-kernels` is in `requirements/cuda.txt`, `conch-triton-kernels` in
-`requirements/rocm.txt`; zentorch is what makes vLLM pick its Zen CPU platform.
+Preset packages follow what a standard install of the pinned vLLM release brings:
+`humming-kernels` is in `requirements/cuda.txt:33`, `conch-triton-kernels` in
+`requirements/rocm.txt:20`; zentorch is what makes vLLM pick its Zen CPU platform
+(`vllm/platforms/__init__.py:207`).
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from workbench.errors import InvalidInputError, UnknownPresetError
 DEVICES = ("cuda", "rocm", "cpu", "xpu")
 CPU_ARCHES = ("x86", "arm", "riscv", "powerpc", "s390x", "other")
 
-# Optional packages that change dispatch (facts §7).
+# Optional packages that change dispatch (each named by the rule that imports or probes it).
 KNOWN_PACKAGES = ("humming", "conch", "zentorch", "auto_round_kernel", "aiter")
 # Torch ops whose presence a rule tests, as `namespace.op`.
 DYN_QUANT_OP = "aten._dyn_quant_matmul_4bit"

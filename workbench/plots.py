@@ -184,7 +184,7 @@ def _group(rows: Iterable[dict], key: str | None) -> list[tuple[Any, list[dict]]
     return list(out.items())
 
 
-def latency_figure(rows: list[dict], *, x: str = "m", y: str = "latency_us", series: str = "path",
+def latency_figure(rows: list[dict], *, x: str = "m", y: str = "median_us", series: str = "path",
                    title: str = "Latency against tokens (M)") -> go.Figure:
     """Latency against M for every path, log-log. Rows of saved results keep their own series."""
     fig = go.Figure()
@@ -336,7 +336,7 @@ def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, rooflin
                                      line=dict(dash="dot", color="#888"), name=escape(f"{path} roofline")))
     for name, pts in _group(measured, "path"):
         pts = sorted(pts, key=lambda p: p["m"])
-        fig.add_trace(go.Scatter(x=[p["m"] for p in pts], y=[p["latency_us"] for p in pts], mode="lines+markers",
+        fig.add_trace(go.Scatter(x=[p["m"] for p in pts], y=[p["median_us"] for p in pts], mode="lines+markers",
                                  name=escape(f"{name} measured")))
     if crossover and crossover[0]:
         m, early, late = crossover

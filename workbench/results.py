@@ -24,7 +24,7 @@ from workbench.errors import InvalidInputError
 from workbench.text import csv_cell
 
 __all__ = ["SCHEMA", "ResultRecord", "Results", "load_results", "parse_results", "results_document",
-           "write_results", "LEGACY_H200_PATHS"]
+           "write_results", "LEGACY_H200_PATHS", "H200_NAMES", "h200_label"]
 
 SCHEMA = "w4a8-workbench-results/1"
 
@@ -35,6 +35,18 @@ LEGACY_H200_PATHS: dict[str, str] = {
     "cublas_int8": "int8_mm", "w4a8_gemm": "w4a8_prequant", "quant": "quantizer",
     "triton_int8": "triton_int8_mm", "tinygemm_g128": "tinygemm_w4a16",
 }
+# A path's name in the H200 bench (the map above, read the other way).
+H200_NAMES: dict[str, str] = {path: short for short, path in LEGACY_H200_PATHS.items()}
+
+
+def h200_label(path: str, group_size: int) -> str:
+    """How the H200 bench named a (path, group) series: "w4a8 g128", "w4a16 channel"."""
+    short = H200_NAMES.get(path, path)
+    if group_size != -1:
+        return f"{short} g{group_size}"
+    return short + (" channel" if path in H200_NAMES and "w4" in path else "")
+
+
 _LEGACY_H200_KERNELS = {"w4a8": "triton_w4a8", "w4a16": "triton_w4a16", "cublas_bf16": "cublas_bf16",
                         "cublas_int8": "cublas_int8", "w4a8_gemm": "triton_w4a8",
                         "quant": "triton_quant", "triton_int8": "triton_int8",

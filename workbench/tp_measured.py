@@ -19,12 +19,12 @@ from workbench.results import Results, load_results
 
 __all__ = ["TP_SHARDS", "TP_VALIDATION", "ShardTiming", "TpMeasurements", "load_tp_shards",
            "tp_measurements", "shards_at", "beside_verdicts", "load_validation", "with_predictions",
-           "nvlink", "all_reduce_floor_us", "PATHS"]
+           "nvlink", "all_reduce_floor_us", "TP_PATHS"]
 
 TP_SHARDS = RESULTS_DIR / "h200_tp_shards.json"
 # The performance model's prediction of each measured shard (benchmarks/validate_tp.py).
 TP_VALIDATION = RESULTS_DIR / "perf_tp_validation.json"
-PATHS = ("w4a8_native", "w4a16_fallback")
+TP_PATHS = ("w4a8_native", "w4a16_fallback")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def tp_measurements(res: Results) -> TpMeasurements:
     """Parsed results -> the per-shard timings with their TP-1 counterparts."""
     rows = []
     for i, r in enumerate(res.records):
-        if r.path not in PATHS:
+        if r.path not in TP_PATHS:
             continue
         tp = _field(r.detail, "tp", i, res.source)
         if not isinstance(tp, int) or isinstance(tp, bool) or tp < 1:
@@ -94,7 +94,7 @@ def tp_measurements(res: Results) -> TpMeasurements:
         rows.append((str(_field(r.detail, "model", i, res.source)),
                      str(_field(r.detail, "layer", i, res.source)), tp, r))
     if not rows:
-        raise InvalidInputError(f"TP results {res.source}: no {' or '.join(PATHS)} records")
+        raise InvalidInputError(f"TP results {res.source}: no {' or '.join(TP_PATHS)} records")
     full = {(mo, la, r.path, r.group_size, r.m): r.median_us for mo, la, tp, r in rows if tp == 1}
     timings = tuple(ShardTiming(mo, la, tp, r.k, r.n, r.group_size, r.m, r.path, r.median_us,
                                 r.p20_us, r.p80_us, full.get((mo, la, r.path, r.group_size, r.m)))
@@ -158,7 +158,7 @@ def with_predictions(rows: list[dict], validation: dict) -> list[dict]:
     """`shards_at` rows with the model's predicted time of each path (None where not predicted)."""
     pts = validation["points"]
     return [{**r, **{f"{path}_predicted_us": (pts.get((r["tp"], r["layer"], path, r["group_size"], r["m"]))
-                                              or (None,))[0] for path in PATHS}} for r in rows]
+                                              or (None,))[0] for path in TP_PATHS}} for r in rows]
 
 
 # --------------------------------------------------------------------------- the collective

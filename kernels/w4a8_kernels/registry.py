@@ -16,6 +16,7 @@ caller that holds the rule, from the functions in `engine_paths`; they are not l
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, Callable
 
 import torch
@@ -28,7 +29,7 @@ from w4a8_kernels.int8_gemm import Int8Engine, engine_available, fbgemm_pack, in
 from w4a8_kernels.quant import (center_int4, dequantize_groupwise, quantize_per_token_int8,
                                 quantize_per_token_int8_codes)
 
-__all__ = ["Int4Weight", "KernelPath", "PATHS", "get_path", "path_names", "probe_all"]
+__all__ = ["Int4Weight", "Computes", "KernelPath", "PATHS", "get_path", "path_names", "probe_all"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +55,24 @@ class Int4Weight:
         return self.k if self.group_size in (-1, self.k) else self.group_size
 
 
+class Computes(str, Enum):
+    """What a path computes: the quantized reference it is judged by (prints as its value)."""
+
+    W4A8 = "w4a8"
+    """int8 per-token activations x int4 weights, group scales applied: `reference.w4a8_reference`."""
+    W4A16 = "w4a16"
+    """16-bit activations x int4 weights dequantized: `reference.w4a16_reference`."""
+    INT8 = "int8"
+    """The integer GEMM alone on already-quantized operands (a speed bound; no group scales)."""
+    DENSE = "dense"
+    """A float GEMM on the dequantized weight (a baseline)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
+
+
 def _always() -> tuple[bool, str]:
     return True, ""
 
@@ -76,7 +95,7 @@ class KernelPath:
 
     name: str
     summary: str
-    computes: str  # "w4a8" | "w4a16" | "int8" | "dense": the quantized reference it is judged by
+    computes: Computes
     prepare: Callable[[Int4Weight], Any]
     run: Callable[[Any, Any], Any]
     probe: Callable[[], tuple[bool, str]] = _always
@@ -88,6 +107,10 @@ class KernelPath:
     emulated: bool = False  # same numerics as an op that does not exist here, not its speed
     device: str = "cpu"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    jit: bool = False  # the first preparation in a process compiles CUDA kernels (NVRTC)
+
+    def __post_init__(self):
+        object.__setattr__(self, "computes", Computes(self.computes))
 
     def availability(self, weight: Int4Weight | None = None) -> tuple[bool, str]:
         ok, why = self.probe()
@@ -331,69 +354,69 @@ def _prep_cuda_dense(w: Int4Weight) -> torch.Tensor:
 
 PATHS: dict[str, KernelPath] = {p.name: p for p in (
     KernelPath("w4a8_native", "W4A8 on this CPU: exact int8 x int4 dots, group scales in float32",
-               "w4a8", _prep_native, cpu_w4a8.w4a8_native, tags=("w4a8",)),
+               Computes.W4A8, _prep_native, cpu_w4a8.w4a8_native, tags=("w4a8",)),
     KernelPath("w4a8_group_loop", "naive grouped W4A8: one integer GEMM per group, scaled and summed",
-               "w4a8", _prep_group_loop, cpu_w4a8.w4a8_native, tags=("w4a8",)),
+               Computes.W4A8, _prep_group_loop, cpu_w4a8.w4a8_native, tags=("w4a8",)),
     KernelPath("w4a16_fallback", "W4A16: the fastest for M of tinygemm, dequant + fp32 GEMM, "
                "dequant + bf16 GEMM (native bf16 only)",
-               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_fallback, tags=("w4a16",)),
+               Computes.W4A16, _prep_w4a16, cpu_w4a16.w4a16_fallback, tags=("w4a16",)),
     KernelPath("w4a16_tinygemm", "torch _weight_int4pack_mm_for_cpu on bf16 activations",
-               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_tinygemm, probe=_tinygemm_probe,
+               Computes.W4A16, _prep_w4a16, cpu_w4a16.w4a16_tinygemm, probe=_tinygemm_probe,
                supports=_tinygemm_supports, activation_dtype=torch.bfloat16, tags=("w4a16",)),
     KernelPath("w4a16_dequant", "dequantize W to float32 per call, then a float32 GEMM",
-               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_dequant, tags=("w4a16",)),
+               Computes.W4A16, _prep_w4a16, cpu_w4a16.w4a16_dequant, tags=("w4a16",)),
     KernelPath("w4a16_dequant_bf16", "dequantize W to bf16 per call, then a bf16 GEMM (native bf16 only)",
-               "w4a16", _prep_w4a16, cpu_w4a16.w4a16_dequant_bf16, probe=_dequant_bf16_probe,
+               Computes.W4A16, _prep_w4a16, cpu_w4a16.w4a16_dequant_bf16, probe=_dequant_bf16_probe,
                tags=("w4a16",)),
     KernelPath("int8_mm", "torch._int_mm alone on already-quantized int8 inputs (int8 bound)",
-               "int8", _prep_int8_mm, _run_int8_mm, probe=_int_mm_probe,
+               Computes.INT8, _prep_int8_mm, _run_int8_mm, probe=_int_mm_probe,
                make_input=_quantized_input, finish=_finish_int8, tags=("baseline",)),
     KernelPath("int8_fbgemm", "FBGEMM u8 x s8 alone on already-quantized inputs (this CPU's int8 bound)",
-               "int8", _prep_int8_fbgemm, _run_int8_fbgemm, probe=_fbgemm_probe,
+               Computes.INT8, _prep_int8_fbgemm, _run_int8_fbgemm, probe=_fbgemm_probe,
                make_input=_quantized_input_f32, finish=_finish_int8, tags=("baseline",)),
     KernelPath("dense", "the fastest dense float GEMM here (fp32, or bf16 where native), per M",
-               "dense", _prep_fastest_dense, cpu_dense.dense, tags=("baseline",)),
+               Computes.DENSE, _prep_fastest_dense, cpu_dense.dense, tags=("baseline",)),
     KernelPath("bf16_dense", "plain bf16 GEMM on the dequantized weight",
-               "dense", _prep_dense, _run_dense, make_input=_bf16_input,
+               Computes.DENSE, _prep_dense, _run_dense, make_input=_bf16_input,
                activation_dtype=torch.bfloat16, tags=("baseline",)),
     KernelPath("vllm_dynamic4bit", "vLLM Dynamic4bitLinearKernel: torch _dyn_quant_matmul_4bit",
-               "w4a8", _prep_dyn4, engine_paths.vllm_dynamic4bit,
+               Computes.W4A8, _prep_dyn4, engine_paths.vllm_dynamic4bit,
                probe=engine_paths.dynamic4bit_available, supports=_dyn4_supports,
                activation_dtype=torch.bfloat16, adds_bias=True, tags=("engine",)),
     KernelPath("vllm_int4_scaled_mm", "vLLM CPUWNA16 W4A8 route (int4_scaled_mm_cpu, AMX hosts)",
-               "w4a8", lambda w: engine_paths.prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros),
+               Computes.W4A8, lambda w: engine_paths.prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros),
                engine_paths.vllm_int4_scaled_mm, probe=_i4smm_probe,
                activation_dtype=torch.bfloat16, emulated=True, tags=("engine",)),
-    KernelPath("triton_w4a8", "Triton W4A8 on int8 tensor cores", "w4a8",
+    KernelPath("triton_w4a8", "Triton W4A8 on int8 tensor cores", Computes.W4A8,
                _prep_triton_w4a8, _run_triton_w4a8, probe=_triton_probe, supports=_triton_supports,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
                device="cuda", tags=("w4a8", "gpu")),
-    KernelPath("triton_w4a16", "Triton W4A16", "w4a16",
+    KernelPath("triton_w4a16", "Triton W4A16", Computes.W4A16,
                _prep_triton_w4a16, _run_triton_w4a16, probe=_triton_probe, supports=_triton_supports,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
                device="cuda", tags=("w4a16", "gpu")),
     KernelPath("cublas_bf16", "cuBLAS bf16 GEMM on the dequantized weight (torch matmul on the GPU)",
-               "dense", _prep_cuda_dense, _run_dense, probe=_cuda_probe,
+               Computes.DENSE, _prep_cuda_dense, _run_dense, probe=_cuda_probe,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
                device="cuda", tags=("baseline", "gpu")),
     KernelPath("vllm_humming", "vLLM's HummingLinearKernel, W4A16 (humming, as vLLM builds the layer)",
-               "w4a16", _prep_humming("bf16"), _run_humming, probe=_humming_probe,
+               Computes.W4A16, _prep_humming("bf16"), _run_humming, probe=_humming_probe,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
-               device="cuda", tags=("w4a16", "gpu", "engine")),
+               device="cuda", jit=True, tags=("w4a16", "gpu", "engine")),
     KernelPath("vllm_humming_int8", "vLLM's HummingLinearKernel handed int8 per-token activations "
                "(CompressedTensorsWNA8Int); vLLM's check may run bf16 instead",
-               "w4a8", _prep_humming("int8"), _run_humming, probe=_humming_probe,
+               Computes.W4A8, _prep_humming("int8"), _run_humming, probe=_humming_probe,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,
-               device="cuda", tags=("w4a8", "gpu", "engine")),
+               device="cuda", jit=True, tags=("w4a8", "gpu", "engine")),
     KernelPath("vllm_humming_int8_forced", "Humming with int8 activations forced "
                "(allow_fallback=False): not a vLLM path at group sizes vLLM runs in bf16",
-               "w4a8", _prep_humming("int8", allow_fallback=False), _run_humming,
+               Computes.W4A8, _prep_humming("int8", allow_fallback=False), _run_humming,
                probe=_humming_probe, make_input=_cuda_bf16_input, finish=_cpu_float,
-               activation_dtype=torch.bfloat16, device="cuda", tags=("w4a8", "gpu", "demo")),
+               activation_dtype=torch.bfloat16, device="cuda", jit=True, tags=("w4a8", "gpu", "demo")),
     KernelPath("vllm_machete", "vLLM's MacheteLinearKernel (bf16 x uint4b8), built from the sdist",
-               "w4a16", _prep_machete, _run_machete, probe=_machete_probe,
+               Computes.W4A16, _prep_machete, _run_machete, probe=_machete_probe,
                supports=_machete_supports, make_input=_cuda_bf16_input, finish=_cpu_float,
-               activation_dtype=torch.bfloat16, device="cuda", tags=("w4a16", "gpu", "engine")),
+               activation_dtype=torch.bfloat16, device="cuda", jit=True, tags=("w4a16", "gpu", "engine")),
 )}
 
 

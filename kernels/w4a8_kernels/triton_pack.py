@@ -29,7 +29,7 @@ from w4a8_kernels._checks import check_weight
 from w4a8_kernels.errors import KernelInputError
 
 __all__ = ["HalfSplitInt4", "pack_half_split", "unpack_half_split", "marlin_int_scales",
-           "SUPPORTED_GROUPS"]
+           "SUPPORTED_GROUPS", "padded_k"]
 
 # Group sizes with a power-of-two K step that tiles them; -1 is per-channel.
 SUPPORTED_GROUPS = (-1, 32, 64, 128, 256)
@@ -73,7 +73,8 @@ class HalfSplitInt4:
         return self.packed.device
 
 
-def _padded_k(k: int, g: int) -> int:
+def padded_k(k: int, g: int) -> int:
+    """K padded to whole half-split steps: a multiple of 2 * max(128, g)."""
     unit = 2 * max(128, g)
     return -(-k // unit) * unit
 
@@ -108,7 +109,7 @@ def pack_half_split(
             f"w_q has K = {k} columns; the W4A8 kernel's int32 accumulator holds K <= {_MAX_K}")
     dev = torch.device(device) if device is not None else w_q.device
     w = w_q.to(dev)
-    kp = _padded_k(k, 128 if per_channel else g)
+    kp = padded_k(k, 128 if per_channel else g)
     if kp != k:
         w = torch.nn.functional.pad(w, (0, kp - k))
     half = kp // 2

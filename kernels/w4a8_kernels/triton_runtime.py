@@ -84,10 +84,7 @@ class TileConfig:
     Triton can keep in registers, and a small M becomes the narrow side of the dot.
     variant picks a code path inside the kernel: for grouped W4A8 when each group's int32
     dot is scaled into the fp32 accumulator (0 right after its dot, 2 one dot later); for W4A16,
-    bit 1 dequantizes to exact integers and multiplies by the scale as a separate op, bit 2
-    chains the step's two dots into two accumulators (all wgmmas stay asynchronous), bit 4
-    (per-channel weights only) feeds exact integers to the dot and scales the fp32
-    accumulator at the end.
+    the flags of `triton_w4a16.W4A16Variant` (SCALE_MUL 1, TWO_ACC 2, INT_DQ 4).
     """
 
     block_m: int
@@ -102,6 +99,10 @@ class TileConfig:
     programs_per_sm: int = 2
 
     def __post_init__(self) -> None:
+        # A kernel's named flags (triton_w4a16.W4A16Variant) are held as the plain int they
+        # are, so configs print and serialize as numbers.
+        if isinstance(self.variant, int):
+            object.__setattr__(self, "variant", int(self.variant))
         for name in ("block_m", "block_n", "block_k"):
             v = getattr(self, name)
             if v < 16 or v & (v - 1):

@@ -21,6 +21,7 @@ an H200 by benchmarks/gpu_bench.py (its sweep phase); pass `config=` to override
 from __future__ import annotations
 
 from dataclasses import replace
+from enum import IntFlag
 
 import torch
 
@@ -38,13 +39,25 @@ from w4a8_kernels.triton_runtime import (
 )
 
 __all__ = ["prepare_w4a16", "w4a16_matmul", "triton_available", "W4A16_CONFIGS", "w4a16_config",
-           "INT_DQ"]
+           "W4A16Variant", "INT_DQ"]
 
 _X_DTYPES = (torch.bfloat16, torch.float16)
 
-# TileConfig.variant bit: per-channel weights enter the dot as exact integers and their
-# scale multiplies the fp32 accumulator (else n * scale rounded to x's dtype, as grouped).
-INT_DQ = 4
+class W4A16Variant(IntFlag):
+    """The code paths `TileConfig.variant` switches on in the W4A16 kernel (any combination)."""
+
+    SCALE_MUL = 1
+    """Grouped weights only: dequantize to exact integers, multiply by the scale as a separate op
+    (needs block_k <= group_size)."""
+    TWO_ACC = 2
+    """Chain each K step's two dots into two accumulators (all wgmmas stay asynchronous)."""
+    INT_DQ = 4
+    """Per-channel weights only: exact integers enter the dot and the scale multiplies the fp32
+    accumulator at the end (else n * scale is rounded to x's dtype, as for grouped weights)."""
+
+
+INT_DQ = W4A16Variant.INT_DQ
+_TWO_ACC = W4A16Variant.TWO_ACC
 
 T = TileConfig
 S0 = {"split_k": 0, "num_warps": 4, "num_stages": 4}  # split K to fill the SMs
@@ -54,8 +67,8 @@ S0 = {"split_k": 0, "num_warps": 4, "num_stages": 4}  # split K to fill the SMs
 W4A16_CONFIGS: dict[str, ConfigTable] = {
     "channel": (
         (16, T(16, 128, 64, **S0)),
-        (32, T(32, 64, 64, **S0, swap_ab=True, variant=INT_DQ | 2, programs_per_sm=4)),
-        (128, T(64, 64, 64, **S0, swap_ab=True, variant=INT_DQ | 2, programs_per_sm=4)),
+        (32, T(32, 64, 64, **S0, swap_ab=True, variant=INT_DQ | _TWO_ACC, programs_per_sm=4)),
+        (128, T(64, 64, 64, **S0, swap_ab=True, variant=INT_DQ | _TWO_ACC, programs_per_sm=4)),
         (512, T(128, 128, 64, num_warps=8, num_stages=4, swap_ab=True, variant=INT_DQ)),
         (None, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True)),
     ),
@@ -63,9 +76,9 @@ W4A16_CONFIGS: dict[str, ConfigTable] = {
         (8, T(16, 128, 128, **S0)),
         (16, T(16, 128, 64, **S0)),
         (32, T(32, 128, 64, **S0)),
-        (128, T(64, 128, 64, **S0, swap_ab=True, variant=2)),
-        (256, T(128, 128, 64, split_k=0, num_warps=8, num_stages=4, swap_ab=True, variant=2)),
-        (None, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=1)),
+        (128, T(64, 128, 64, **S0, swap_ab=True, variant=_TWO_ACC)),
+        (256, T(128, 128, 64, split_k=0, num_warps=8, num_stages=4, swap_ab=True, variant=_TWO_ACC)),
+        (None, T(256, 128, 64, num_warps=8, num_stages=3, swap_ab=True, variant=W4A16Variant.SCALE_MUL)),
     ),
 }
 
@@ -114,12 +127,14 @@ def w4a16_matmul(
     if m == 0:
         return out
     cfg = config or w4a16_config(m, packed)
-    if int_dequant is None:
-        int_dequant = bool(cfg.variant & INT_DQ)
-    int_dq = bool(int_dequant) and packed.per_channel
     if cfg.variant not in range(8):
         raise KernelInputError(f"config.variant = {cfg.variant}; the W4A16 kernel accepts 0 to 7")
-    scale_mul = bool(cfg.variant & 1) and not int_dq
+    flags = W4A16Variant(cfg.variant)
+    if int_dequant is None:
+        int_dequant = W4A16Variant.INT_DQ in flags
+    int_dq = bool(int_dequant) and packed.per_channel
+    two_acc = W4A16Variant.TWO_ACC in flags
+    scale_mul = W4A16Variant.SCALE_MUL in flags and not int_dq
     if scale_mul and packed.per_channel:
         # Checked on the H200 (Triton 3.6): per-channel scales multiplied as a separate op
         # gave wrong outputs at 256x128 swap_ab tiles (error up to 115x the rounding bound).
@@ -133,7 +148,7 @@ def w4a16_matmul(
             f"config.block_k = {cfg.block_k} does not divide Kp/2 = {packed.half_k}")
     steps = packed.half_k // cfg.block_k
     split = resolve_split_k(cfg, m, n, steps, x.device)
-    if int_dq and cfg.variant & 2 and split > 1 and cfg.num_warps == 8:
+    if int_dq and two_acc and split > 1 and cfg.num_warps == 8:
         # Checked on the H200 (Triton 3.6): wrong outputs on every shape tried (err / bound
         # 4 to 20), where 4 warps, one accumulator or no split checked right.
         raise KernelInputError(
@@ -149,7 +164,7 @@ def w4a16_matmul(
         EVEN_K=packed.k == packed.k_padded,
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
         SPLIT_K=split, GROUP_M=cfg.group_m, USE_SPLIT=split > 1, SWAP_AB=cfg.swap_ab,
-        INT_DQ=int_dq, SCALE_MUL=scale_mul, TWO_ACC=bool(cfg.variant & 2),
+        INT_DQ=int_dq, SCALE_MUL=scale_mul, TWO_ACC=two_acc,
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

@@ -1,4 +1,4 @@
-"""INC / AutoRound resolution and the XPU backend table (facts §5)."""
+"""INC / AutoRound resolution and the XPU backend table (vllm/model_executor/layers/quantization/inc/)."""
 from __future__ import annotations
 
 import pytest

@@ -136,3 +136,15 @@ def test_a_listing_resolves_its_scheme_column_with_the_version_asked_for():
     assert listing_rows(layers, "sm80-a100", version=DEFAULT_VERSION)[0]["kernel"]
     row = listing_rows(layers, "sm80-a100", version="0.1.0")[0]  # a row's error, not a crash
     assert row["kernel"] is None and "no rule set for '0.1.0'" in row["error"]
+
+
+def test_activation_is_a_str_enum_json_and_sentences_read_as_before():
+    from workbench.dispatch.types import Activation, Runtime
+
+    int8 = next(c for c in CONFIGS if c["weight_type"] == "int4" and c["act_type"] == "int8")
+    rt = trace_mp(int8, "x86-avx512").runtime_detail
+    assert rt.activation is Activation.INT8 and rt.to_json()["activation"] == "int8"
+    assert type(rt.to_json()["activation"]) is str and "int8" in describe_runtime(rt)
+    assert {"int8": 1}[rt.activation] == 1  # hashes as the bare name
+    with pytest.raises(ValueError, match="Runtime.activation 'int3'"):
+        Runtime("m", "int3", "w", "op", "x.py")

@@ -97,3 +97,14 @@ def test_bad_weights_raise_named_errors(name, case, weight):
     make, match = BAD_W[case]
     with pytest.raises(KernelError, match=match):
         PATHS[name].prepare(make(weight))
+
+
+def test_computes_is_a_closed_set_that_prints_as_its_name():
+    import json
+
+    from w4a8_kernels.registry import Computes, KernelPath
+
+    assert all(isinstance(p.computes, Computes) for p in PATHS.values())
+    assert f"{PATHS['w4a8_native'].computes}" == "w4a8" and json.dumps([Computes.INT8]) == '["int8"]'
+    with pytest.raises(ValueError, match="'w4a4'"):
+        KernelPath("x", "x", "w4a4", lambda w: None, lambda x, s: x)

@@ -205,6 +205,16 @@ def test_config_tables_are_ordered_and_end_open():
         table_config(((16, TileConfig(16, 16, 16)),), 17)
 
 
+
+def test_w4a16_variant_is_named_flags_held_as_an_int():
+    _, w16 = _api()
+    V = w16.W4A16Variant
+    cfg = TileConfig(16, 16, 16, variant=V.INT_DQ | V.TWO_ACC)
+    assert type(cfg.variant) is int and cfg.variant == 6 and "variant=6" in repr(cfg)
+    assert V(cfg.variant) == V.INT_DQ | V.TWO_ACC and w16.INT_DQ is V.INT_DQ
+    grouped_prefill = w16.W4A16_CONFIGS["group"][-1][1]
+    assert V(grouped_prefill.variant) is V.SCALE_MUL
+
 @pytest.mark.parametrize("g", [-1, 128])
 def test_tuned_tables_compute_the_same_in_every_bucket(layer_factory, x_factory, g):
     """The default config of every M bucket, W4A8 and W4A16, per-channel and grouped.

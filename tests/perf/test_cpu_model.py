@@ -10,9 +10,9 @@ import pytest
 
 from workbench.errors import InvalidInputError
 from workbench.perf import predict
-from workbench.perf.cpu import (HostCalibration, LinearFit, Sample, _from_json, _host_key,
+from workbench.perf.cpu import (HostCalibration, LinearFit, Sample, _from_json, host_key,
                                 engine_steps, features, fit_host, measure_host, plan_for)
-from workbench.perf.predict import _cpu
+from workbench.perf.predict import predict_cpu
 
 THR = {"stream_gbs": 10.0, "fp32_tflops": 0.1, "bf16_tflops": 0.2, "int8_tops": 0.4}
 
@@ -45,7 +45,7 @@ def test_w4a8_is_predicted_by_the_fit_of_the_engine_that_runs_at_that_m():
     for m, fit in ((1, small), (31, small), (32, large), (4000, large)):
         us, used = cal.predict("w4a8_native", m, 1024, 2048)
         assert used is fit and us == pytest.approx(fit.predict(m, 1024, 2048))
-    p = _cpu(None, "w4a8_native", 40, 1024, 2048, 128, "host", cal=cal)
+    p = predict_cpu(None, "w4a8_native", 40, 1024, 2048, 128, "host", cal=cal)
     assert p.kernel.endswith("u4_amx") and p.low_us <= p.predicted_us <= p.high_us
     # no engine known (results that recorded none): the pooled fit
     assert _cal(cal.fits).predict("w4a8_native", 40, 1024, 2048)[1].coef[0] == 1
@@ -92,9 +92,9 @@ def test_measure_host_interleaves_rounds_and_keys_w4a8_by_engine():
 
 def test_the_cache_key_follows_the_thread_count(monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    one = _host_key()
+    one = host_key()
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
-    assert _host_key() != one
+    assert host_key() != one
 
 
 def test_dense_is_a_cpu_path_only():
@@ -104,10 +104,10 @@ def test_dense_is_a_cpu_path_only():
 
 def test_one_host_prediction_takes_under_50_ms():
     cal = _cal({"w4a8_native@u4_vnni512": _fit(1, 1e-6, 1e-7, 0, 0)}, ((1, "u4_vnni512"),))
-    _cpu(None, "w4a8_native", 3, 4096, 4096, 128, "host", cal=cal)
+    predict_cpu(None, "w4a8_native", 3, 4096, 4096, 128, "host", cal=cal)
     t = time.perf_counter()
     for m in (3, 77, 700):
-        _cpu(None, "w4a8_native", m, 5120, 13824, 128, "host", cal=cal)
+        predict_cpu(None, "w4a8_native", m, 5120, 13824, 128, "host", cal=cal)
     assert (time.perf_counter() - t) / 3 < 0.05
 
 

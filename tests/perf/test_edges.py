@@ -11,7 +11,7 @@ from workbench.errors import WorkbenchError
 from workbench.limits import MAX_DIM, MAX_M
 from workbench.perf.cpu_classes import CPU_CALL_FLOOR_US, GPU_CALL_FLOOR_US
 from workbench.perf.hardware import _doc, hardware_for
-from workbench.perf.predict import CPU_ONLY_PATHS, PATHS, predict, sweep_ms
+from workbench.perf.predict import CPU_ONLY_PATHS, PREDICTED_PATHS, predict, sweep_ms
 from workbench.platforms import ALIASES
 
 EDGES = ((MAX_M, MAX_DIM, MAX_DIM), (1, 1, 1), (1, MAX_DIM, 1), (MAX_M, 1, 1), (1, 1, MAX_DIM), (MAX_M, 1, MAX_DIM))
@@ -19,7 +19,7 @@ PLATFORMS = sorted(set(_doc()["parts"]) | set(ALIASES))
 
 
 def _predictions(platform: str):
-    for path in PATHS + CPU_ONLY_PATHS:
+    for path in PREDICTED_PATHS + CPU_ONLY_PATHS:
         for m, n, k in EDGES:
             try:
                 yield predict(platform, path, m, n, k, -1)

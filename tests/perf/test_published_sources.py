@@ -10,7 +10,7 @@ from workbench.errors import InvalidInputError
 from workbench.perf.families import (FAMILIES, arch_of, family_eta, family_of, point_us,
                                      published_points)
 from workbench.perf.launch import cublas_launch
-from workbench.perf.predict import SCHEMES, _eta_of_point, predict
+from workbench.perf.predict import SCHEMES, eta_of_point, predict
 from workbench.results import write_results
 
 
@@ -46,9 +46,9 @@ def test_arch_classes():
 
 
 def test_eta_comes_from_the_parts_class_or_widens_across_classes():
-    own = family_eta("w4a8_int8", _eta_of_point, part="sm80-a100")
+    own = family_eta("w4a8_int8", eta_of_point, part="sm80-a100")
     assert own.arch == "ampere" and own.n_points == 2 and not own.measured
-    other = family_eta("w4a8_int8", _eta_of_point, part="sm90-h200")
+    other = family_eta("w4a8_int8", eta_of_point, part="sm90-h200")
     assert other.arch == "all" and other.spread >= 0.3
     a10 = predict("sm86-a10", "selected", 1, 8192, 8192, -1, scheme="w4a16")
     h100 = predict("sm90-h100", "selected", 1, 8192, 8192, -1, scheme="w4a16")
@@ -60,18 +60,18 @@ def test_eta_comes_from_the_parts_class_or_widens_across_classes():
 def test_known_slow_kernels_are_slower():
     exllama = Runtime("ExllamaLinearKernel", "bf16", "uint4b8", "gptq_gemm", "x.py:1")
     assert family_of(exllama) == "w4a16_exllama"
-    slow = family_eta("w4a16_exllama", _eta_of_point, part="sm90-h100").value
-    assert slow == pytest.approx(0.54 * family_eta("w4a16", _eta_of_point, part="sm90-h100").value)
+    slow = family_eta("w4a16_exllama", eta_of_point, part="sm90-h100").value
+    assert slow == pytest.approx(0.54 * family_eta("w4a16", eta_of_point, part="sm90-h100").value)
 
 
 def test_measured_records_of_vllms_kernels_replace_published_points(tmp_path):
     recs = [{"path": "vllm_humming", "kernel": "humming", "n": 8192, "k": 8192, "group_size": -1,
              "m": m, "median_us": us, "p20_us": us, "p80_us": us} for m, us in ((1, 12.0), (16, 13.0))]
     f = write_results(tmp_path / "gpu.json", {"platform": "sm90-h200"}, recs)
-    got = family_eta("humming", _eta_of_point, part="sm90-h200", measured_from=f)
+    got = family_eta("humming", eta_of_point, part="sm90-h200", measured_from=f)
     assert got.measured and got.n_points == 2
-    assert not family_eta("machete", _eta_of_point, part="sm90-h200", measured_from=f).measured
-    pub = family_eta("humming", _eta_of_point, part="sm90-h200", measured_from=tmp_path / "none.json")
+    assert not family_eta("machete", eta_of_point, part="sm90-h200", measured_from=f).measured
+    pub = family_eta("humming", eta_of_point, part="sm90-h200", measured_from=tmp_path / "none.json")
     assert not pub.measured
 
 
@@ -160,14 +160,14 @@ def test_fp8_on_the_h200_runs_at_its_own_rate_not_int_mms():
     from dataclasses import replace
 
     from workbench.perf.hardware import hardware_for
-    from workbench.perf.predict import _gpu
+    from workbench.perf.predict import predict_gpu
 
     h200 = hardware_for("sm90-h200")
-    fp8 = _gpu(h200, "fp8_mm", 8192, 8192, 8192, -1).predicted_us
-    int8 = _gpu(h200, "int8_mm", 8192, 8192, 8192, -1).predicted_us
+    fp8 = predict_gpu(h200, "fp8_mm", 8192, 8192, 8192, -1).predicted_us
+    int8 = predict_gpu(h200, "int8_mm", 8192, 8192, 8192, -1).predicted_us
     assert fp8 < 0.8 * int8  # compute-bound: the fp8 matmul's 1453 TFLOP/s against _int_mm's 895
     plain = replace(h200, sustained={t: v for t, v in h200.sustained.items() if t != "fp8"})
-    assert _gpu(h200, "fp8_mm", 8192, 8192, 8192, -1, src=plain).predicted_us == pytest.approx(int8, rel=0.02)
+    assert predict_gpu(h200, "fp8_mm", 8192, 8192, 8192, -1, src=plain).predicted_us == pytest.approx(int8, rel=0.02)
 
 
 def test_a_weight_reread_from_the_l2_is_flagged_and_beats_the_dram_roofline():

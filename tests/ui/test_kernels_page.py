@@ -73,6 +73,7 @@ def test_saved_results_are_read_in_both_formats(tmp_path):
         {"kernel": "w4a8", "group_size": 128, "N": 8192, "K": 8192, "M": 7, "error": "OOM"}]}
     prov, rows = runs.read_saved("h200_bench.json", json.dumps(h200).encode())
     assert prov == {"gpu": "H200"} and len(rows) == 4
+    assert {r["path"] for r in rows} == {"w4a8_native", "w4a16_fallback"}  # the schema's names
     prov, _ = runs.read_saved("h200_bench.json", json.dumps({**h200, "provenance": {"gpu": "X"}}).encode())
     assert prov == {"gpu": "X"}
     sp = runs.speedup_rows(rows, "H200: w4a8 g128", "H200: w4a16 g128", "s")
@@ -81,7 +82,8 @@ def test_saved_results_are_read_in_both_formats(tmp_path):
     ours = {"provenance": {"cpu": "x"}, "records": [
         {"path": "w4a8_native", "m": 4, "n": 64, "k": 128, "group_size": 128, "median_ms": 0.5}]}
     _, rows = runs.read_saved("cpu_bench.json", json.dumps(ours).encode())
-    assert rows[0]["latency_us"] == 500.0 and rows[0]["path"] == "x: w4a8_native"
+    assert rows[0]["median_us"] == 500.0 and rows[0]["series"] == "x: w4a8_native"
+    assert rows[0]["path"] == "w4a8_native" and rows[0]["saved"]
     import pytest
 
     with pytest.raises(InvalidInputError, match="no 'records' list"):
@@ -209,3 +211,22 @@ def test_an_uploaded_results_file_is_plotted_at_once_beside_the_committed_ones(u
     at.selectbox(key="w:kern.saved_shape").set_value("N 4096 x K 4096").run()
     at.run()
     assert at.session_state["kern.saved_shape"] == "N 4096 x K 4096"
+
+
+def test_live_and_saved_records_make_one_row_shape():
+    from workbench.bench import BenchRecord, write_json
+    from workbench.ui import runs
+
+    live = [BenchRecord("w4a8_native", 4, 64, 128, 128, 0.5, 0.01, True, p20_ms=0.4, p80_ms=0.7,
+                        sqnr_db=30.0, computes="w4a8").to_dict(),
+            BenchRecord("triton_w4a8", 4, 64, 128, 128, None, None, False, why="no CUDA device").to_dict()]
+    rows = runs.record_rows(live)
+    assert len(rows) == 1 and (rows[0]["median_us"], rows[0]["p20_us"], rows[0]["p80_us"]) == (500.0, 400.0, 700.0)
+    assert rows[0]["series"] == rows[0]["path"] == "w4a8_native" and rows[0]["sqnr_db"] == 30.0
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as d:
+        f = write_json([BenchRecord(**r) for r in live], Path(d) / "cpu_bench.json", {"cpu": "x"})
+        _, saved = runs.read_saved(f.name, f.read_bytes())
+    assert set(saved[0]) == set(rows[0]) and saved[0]["median_us"] == 500.0 and saved[0]["sqnr_db"] == 30.0

@@ -46,7 +46,7 @@ def test_speedup_marks_crossover_and_inc_threshold():
 
 
 def test_latency_is_log_log_with_one_trace_per_path():
-    rows = [{"path": p, "m": m, "latency_us": m * f} for p, f in (("a", 1.0), ("b", 2.0)) for m in (16, 1, 4)]
+    rows = [{"path": p, "m": m, "median_us": m * f} for p, f in (("a", 1.0), ("b", 2.0)) for m in (16, 1, 4)]
     fig = plots.latency_figure(rows)
     assert [t.name for t in fig.data] == ["a", "b"]
     assert list(fig.data[1].x) == [1, 4, 16] and list(fig.data[1].y) == [2.0, 8.0, 32.0]

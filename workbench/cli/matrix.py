@@ -13,12 +13,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.cli.trace import _env_mapping
+    from workbench.cli.trace import env_mapping
     from workbench.dispatch.docs_matrix import compute_matrix
     from workbench.dispatch.versions import pinned
 
     rules = pinned()
-    rows = compute_matrix(_env_mapping(args.env), rules)
+    rows = compute_matrix(env_mapping(args.env), rules)
     if args.json:
         print(json.dumps({"hardware": list(rules.DOCS_HARDWARE), "rows": rows}, indent=1))
         return 0

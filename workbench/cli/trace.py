@@ -114,7 +114,8 @@ def trace_case(case: Any, platform: str | dict = "sm90-h200", env: dict | None =
                              rules=rule_set(version))
 
 
-def _env_mapping(pairs: list[str]) -> dict[str, str]:
+def env_mapping(pairs: list[str]) -> dict[str, str]:
+    """`--env KEY=VALUE` arguments as a mapping (for `parse_env`); a pair without "=" is named."""
     mapping = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
@@ -160,7 +161,7 @@ def _object_arg(text: str, what: str) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    env = _env_mapping(args.env)
+    env = env_mapping(args.env)
     platform = platform_arg(args.platform)
     if not args.checkpoint:  # nothing may be silently ignored
         given = [f for f, v in (("--layer", args.layer), ("--tp", args.tp),

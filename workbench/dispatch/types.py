@@ -11,6 +11,7 @@ vLLM prints these in its reason strings, so each type here prints exactly as vLL
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from workbench.errors import InvalidInputError
@@ -248,7 +249,33 @@ def _check_partition(full: tuple[int, int], part: tuple[int, int]) -> None:
 
 # --------------------------------------------------------------------------- what runs
 
-ACTIVATIONS = ("int8", "int4", "fp8", "bf16", "fp16", "fp32")
+class Activation(str, Enum):
+    """The precision of a GEMM's activation operand once the kernel is selected.
+
+    A `str` enum that prints, formats and hashes as its value, so JSON, CSV and every
+    sentence read as the bare name did ("int8", never "Activation.INT8").
+    """
+
+    INT8 = "int8"
+    """Quantized per token (or per group) to int8 before the GEMM: real W4A8."""
+    INT4 = "int4"
+    """Quantized to int4 before the GEMM (W4A4 integer paths)."""
+    FP8 = "fp8"
+    """Quantized to float8 e4m3 before the GEMM: W4A8-FP8."""
+    BF16 = "bf16"
+    """The model's bfloat16 activations, unquantized: weight-only."""
+    FP16 = "fp16"
+    """The model's float16 activations, unquantized: weight-only."""
+    FP32 = "fp32"
+    """float32 activations, unquantized: weight-only."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__  # a dict keyed by the bare name finds the member, and back
+
+
+ACTIVATIONS = tuple(a.value for a in Activation)
 FAILS_AT = ("load", "forward")
 
 
@@ -289,7 +316,7 @@ class Runtime:
     """
 
     method: str
-    activation: str
+    activation: Activation
     weight: str
     op: str
     source: str
@@ -313,6 +340,7 @@ class Runtime:
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
             raise ValueError(f"Runtime.activation {self.activation!r} not in {ACTIVATIONS}")
+        object.__setattr__(self, "activation", Activation(self.activation))
         if self.fails_at is not None and self.fails_at not in FAILS_AT:
             raise ValueError(f"Runtime.fails_at {self.fails_at!r} not in {FAILS_AT}")
 
@@ -321,13 +349,15 @@ class Runtime:
         """"w4a8" (integer activations), "w4a8-fp8", "w4a16", or "none" when the layer fails."""
         if self.fails_at is not None:
             return "none"
-        if self.activation in ("int8", "int4"):
+        if self.activation in (Activation.INT8, Activation.INT4):
             return "w4a8"
-        return "w4a8-fp8" if self.activation == "fp8" else "w4a16"
+        return "w4a8-fp8" if self.activation is Activation.FP8 else "w4a16"
 
     @property
     def weight_only(self) -> bool:
-        return self.activation in ("bf16", "fp16", "fp32")
+        return self.activation in (Activation.BF16, Activation.FP16, Activation.FP32)
 
     def to_json(self) -> dict:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        out["activation"] = self.activation.value  # JSON holds the bare name
+        return out

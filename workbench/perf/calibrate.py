@@ -20,7 +20,8 @@ from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_l
 from workbench.results import ResultRecord, load_results
 
 __all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "ENGINE_PATHS", "GpuCalibration", "calibrate_gpu", "point_for",
-           "key_for", "bytes_moved", "H200_RESULTS", "ENGINE_RESULTS", "results_for"]
+           "key_for", "bytes_moved", "H200_RESULTS", "ENGINE_RESULTS", "results_for", "records_of",
+           "launch_config"]
 
 H200_RESULTS = RESULTS_DIR / "h200_bench.json"
 # The kernels vLLM itself runs on the H200 (Humming, benchmarks/h200_engines.sh), beside ours.
@@ -116,12 +117,13 @@ class GpuCalibration:
         return fit.predict(point_for(path, m, n, k, g, self.sms, tile=self.tiles.get(key)))
 
 
-def _records(res, paths: Iterable[str]) -> list[ResultRecord]:
+def records_of(res, paths: Iterable[str]) -> list[ResultRecord]:
+    """The timed records of `res` on the named paths."""
     want = set(paths)
     return [r for r in res.records if r.path in want and r.median_us > 0]
 
 
-def _config(r: ResultRecord) -> dict | None:
+def launch_config(r: ResultRecord) -> dict | None:
     """The TileConfig a Triton record says it launched with (None: not recorded)."""
     from dataclasses import fields
 
@@ -139,11 +141,11 @@ def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple
     tiles: dict = {}
     groups: dict = {}
     for r in recs:
-        groups.setdefault(key_for(r.path, r.m, r.n, r.k, r.group_size, _config(r)), []).append(r)
+        groups.setdefault(key_for(r.path, r.m, r.n, r.k, r.group_size, launch_config(r)), []).append(r)
     for key, rs in groups.items():
         path = key[0]
         if path in TRITON_PATHS or path == "quantizer":
-            pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us, config=_config(r))
+            pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us, config=launch_config(r))
                    for r in rs]
             fits[key] = fit_waves(pts, sms, peak_bw, groups=[(r.n, r.k) for r in rs])
             continue
@@ -249,7 +251,7 @@ def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCa
     res = load_results(path)
     # The engines' file is fitted for the engines alone (its other paths repeat h200_bench.json's).
     fitted = ENGINE_PATHS if Path(path).name == ENGINE_RESULTS.name else _FITTED
-    fits, tiles = fit_records(_records(res, fitted), sms, peak_bw)
+    fits, tiles = fit_records(records_of(res, fitted), sms, peak_bw)
     cal = GpuCalibration(res.platform or "sm90-h200", sms, Path(path).name, digest, fits, tiles, {})
     if cache is not None:
         try:

@@ -35,7 +35,8 @@ import numpy as np
 __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_linear", "features",
            "measure_host", "plan_for", "fit_host", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
            "CPU_PATHS", "CalibrationSpreadWarning", "CalibrationLoadWarning", "loaded_calibration",
-           "load_sentence", "spread_of", "calibrated_with_retries", "WIDE_SPREAD"]
+           "load_sentence", "spread_of", "calibrated_with_retries", "WIDE_SPREAD",
+           "SLOW_PATHS", "bench_paths", "host_key", "measure_throughputs"]
 
 # Shapes and token counts the host calibration times (small: seconds in all). Predictions
 # elsewhere are extrapolations of the fitted terms, checked by benchmarks/validate_perf.py.
@@ -54,7 +55,7 @@ CPU_PATHS = {"w4a8_native": ("w4a8_native",),
              "vllm_dynamic4bit": ("vllm_dynamic4bit",)}
 # vLLM's x86 Dynamic4bit reference loop is slow (tens of ms per token at 4096 x 4096):
 # timed at small M only, where its per-token cost is already clear.
-_SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
+SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
 _ENGINE_SCAN = 4096  # engine_for is read for M = 1.._ENGINE_SCAN; beyond, the last engine runs
 _FIT_VERSION = "3"
 _MIN_POINTS = 5  # one per feature
@@ -169,7 +170,8 @@ def _time(fn, repeats: int = 5) -> float:
     return best
 
 
-def _throughputs() -> dict:
+def measure_throughputs() -> dict:
+    """This machine's streaming GB/s and fp32 / bf16 / int8 GEMM rates, measured now."""
     import torch
 
     a = torch.ones(64 * 2 ** 20 // 4)  # 64 MB of float32: well past the caches of most parts
@@ -207,7 +209,7 @@ def _kernels_digest() -> str:
     return h.hexdigest()[:12]
 
 
-def _host_key() -> str:
+def host_key() -> str:
     """This machine (its ISA flags), thread count, torch build and kernel sources, read
     without importing torch (the app's landing page asks whether a calibration is cached,
     and must not pay torch's import)."""
@@ -260,14 +262,15 @@ def engine_steps(n: int = 1024, k: int = 1024, group: int = CALIBRATION_GROUP) -
     return tuple(steps)
 
 
-def _bench_paths() -> list[str]:
+def bench_paths() -> list[str]:
+    """The kernel paths a calibration times (each CPU path's variants)."""
     return sorted({p for ps in CPU_PATHS.values() for p in ps})
 
 
 def plan_for(shapes: Iterable[tuple[int, int]], ms: Sequence[int],
              paths: Sequence[str] | None = None) -> dict:
     """{(N, K): (bench paths, token counts)} for `measure_host` (default: the model's paths)."""
-    return {tuple(s): (list(paths) if paths is not None else _bench_paths(), tuple(ms)) for s in shapes}
+    return {tuple(s): (list(paths) if paths is not None else bench_paths(), tuple(ms)) for s in shapes}
 
 
 def measure_host(plan: dict, *, rounds: int = 1, steps: tuple = (), repeats: int = 3,
@@ -291,8 +294,8 @@ def measure_host(plan: dict, *, rounds: int = 1, steps: tuple = (), repeats: int
         for s in order:
             w = weights[s]
             ms = plan[s][1]
-            runs = [([p for p in live[s] if p not in _SLOW_PATHS], ms)]
-            runs += [([p], slow_ms) for p, slow_ms in _SLOW_PATHS.items() if p in live[s]]
+            runs = [([p for p in live[s] if p not in SLOW_PATHS], ms)]
+            runs += [([p], slow_ms) for p, slow_ms in SLOW_PATHS.items() if p in live[s]]
             for run_paths, run_ms in runs:
                 if not run_paths:
                     continue
@@ -382,12 +385,12 @@ def _live_calibration() -> HostCalibration:
 
     t0 = time.perf_counter()
     start = cpu_sample()
-    thr = _throughputs()
+    thr = measure_throughputs()
     steps = engine_steps()
     samples = measure_host(plan_for(CALIBRATION_SHAPES, CALIBRATION_MS), steps=steps)
     threads = torch.get_num_threads()
     check = load_check(start, cpu_sample(), threads)
-    return fit_host(samples, _host_key(), thr, threads, time.perf_counter() - t0,
+    return fit_host(samples, host_key(), thr, threads, time.perf_counter() - t0,
                     {**host_provenance(), "machine": _platform.machine(), "pid": os.getpid(),
                      "load_check": check.to_dict()}, steps)
 
@@ -464,7 +467,7 @@ def calibrated_with_retries(measure=None) -> HostCalibration:
 def host_calibration(refresh: bool = False) -> HostCalibration:
     """This machine's calibration: read from the cache, or measured now (seconds).
     WORKBENCH_RECALIBRATE=1 measures again (a cache made on a loaded machine is noise)."""
-    key = _host_key()
+    key = host_key()
     path = _cache_file(key)
     refresh = refresh or os.environ.get("WORKBENCH_RECALIBRATE", "") not in ("", "0")
     if path is not None and path.is_file() and not refresh:
@@ -514,7 +517,7 @@ def committed_calibration() -> HostCalibration:
 
 def cached_host_calibration() -> HostCalibration | None:
     """This machine's calibration if one is cached (the app never starts one unasked)."""
-    path = _cache_file(_host_key())
+    path = _cache_file(host_key())
     if path is None or not path.is_file():
         return None
     try:

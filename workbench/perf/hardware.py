@@ -1,7 +1,7 @@
 """The figures that bound a GEMM, per platform preset, read from `hardware.json`.
 
 Every figure there carries its source (datasheet or whitepaper); this module only reads
-them. "This machine" is measured instead (`workbench.perf.host`).
+them. "This machine" is measured instead (`workbench.perf.cpu`).
 """
 from __future__ import annotations
 

@@ -36,10 +36,10 @@ class Launch:
 def _packed(n: int, k: int, g: int):
     import torch
 
-    from w4a8_kernels.triton_pack import HalfSplitInt4, _padded_k
+    from w4a8_kernels.triton_pack import HalfSplitInt4, padded_k
 
     per_channel = g in (-1, k)
-    kp = _padded_k(k, 128 if per_channel else g)
+    kp = padded_k(k, 128 if per_channel else g)
     rows = 1 if per_channel else kp // g
     return HalfSplitInt4(packed=torch.empty((n, kp // 2), dtype=torch.int8, device="meta"),
                          scales=torch.empty((rows, n), dtype=torch.float32, device="meta"),

@@ -33,9 +33,11 @@ from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_mo
 from workbench.perf.hardware import Hardware, hardware_for
 
 __all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicted_crossover", "sweep_ms",
-           "PATHS", "BASES", "roofline_us"]
+           "PREDICTED_PATHS", "BASES", "roofline_us", "scheme_json", "prediction_band", "predict_cpu",
+           "predict_gpu", "predict_family", "eta_of_point"]
 
-PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
+# The paths the model predicts: kernel paths, the H200 bench's own, and "selected" (what vLLM picks).
+PREDICTED_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
          "selected")
 # The fastest dense float GEMM per M (kernels/w4a8_kernels/cpu_dense.py): a CPU path only.
 CPU_ONLY_PATHS = ("dense",)
@@ -87,7 +89,8 @@ def roofline_us(hw: Hardware, path: str, m: int, n: int, k: int, g: int) -> floa
     return max(nbytes / (hw.mem_gbs * 1e3), 2 * m * n * k / (peak * 1e6))
 
 
-def _band(us: float, lo: float, hi: float, basis: str) -> tuple[float, float]:
+def prediction_band(us: float, lo: float, hi: float, basis: str) -> tuple[float, float]:
+    """(low, high) around `us` from a fit's log-error range, widened for the basis."""
     w = _WIDEN[basis]
     return us * math.exp(min(lo, 0.0) - w), us * math.exp(max(hi, 0.0) + w)
 
@@ -158,7 +161,7 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
     return fit, point, "scaled" if scaled else "measured", note
 
 
-def _gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None) -> Prediction:
+def predict_gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None) -> Prediction:
     """This project's Triton kernels and the cuBLAS baselines on a GPU part."""
     roof = roofline_us(hw, path, m, n, k, g)
     kernel = _GPU_KERNELS[path]
@@ -166,14 +169,14 @@ def _gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware 
     if fit is None:
         return Prediction(hw.preset, path, m, n, k, g, roof, roof, 3 * roof, "roofline", kernel, roof, note)
     us = fit.predict(point)
-    lo, hi = _band(us, fit.err_lo, fit.err_hi, basis)
+    lo, hi = prediction_band(us, fit.err_lo, fit.err_hi, basis)
     return Prediction(hw.preset, path, m, n, k, g, us, lo, hi, basis, kernel, roof, note)
 
 
 # --------------------------------------------------------------------------- CPU parts
 
 
-def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platform: str,
+def predict_cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platform: str,
          cal=None) -> Prediction:
     """This machine's fitted CPU paths; on a CPU preset, scaled by its datasheet figures.
     cal: a HostCalibration to use instead of the cached one (a validation run's own)."""
@@ -205,7 +208,7 @@ def _cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platfor
     if hw is None:  # this machine
         from workbench.perf.cpu import load_sentence, loaded_calibration
 
-        lo, hi = _band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, "measured")
+        lo, hi = prediction_band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, "measured")
         loaded = loaded_calibration(cal)
         return Prediction(platform, path, m, n, k, g, us, lo, hi, "measured", kernel, None,
                           f"fitted on this machine's bench ({cal.threads} threads)"
@@ -229,7 +232,7 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
     if cal.key == "committed":
         src = cc.CpuClass.AVX2
     else:
-        from w4a8_kernels._native_lib import cpu_flags, isa_cap
+        from w4a8_kernels.native import cpu_flags, isa_cap
 
         src = cc.host_class(cpu_flags(), isa_cap())
     dst = cc.class_of_preset(hw.preset)
@@ -258,7 +261,7 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
     if across:
         w = max(cc.cross_class_spread(base), cc.CROSS_CLASS_WIDEN)
         lo_e, hi_e = lo_e - w, hi_e + w
-    lo, hi = _band(us, lo_e, hi_e, basis)
+    lo, hi = prediction_band(us, lo_e, hi_e, basis)
     lo = max(lo, roof)
     where = "this machine's bench" if cal.key != "committed" else "the committed CPU results"
     how = (f"{src.value} to {dst.value}, by the ISA's rate for this path and bandwidth" if across else
@@ -283,7 +286,8 @@ def check_scheme(scheme: str) -> str:
     return scheme
 
 
-def _scheme(n: int, k: int, g: int, scheme: str = DEFAULT_SCHEME) -> dict:
+def scheme_json(n: int, k: int, g: int, scheme: str = DEFAULT_SCHEME) -> dict:
+    """The compressed-tensors scheme JSON of a symmetric int4 N x K layer under `scheme`."""
     weights = {"num_bits": 4, "type": "int", "strategy": "channel" if g in (-1, k) else "group",
                "group_size": None if g in (-1, k) else g, "symmetric": True}
     out = {"weights": weights, "format": "int-quantized" if scheme == "w4a8-int" else "pack-quantized",
@@ -298,7 +302,7 @@ def _scheme(n: int, k: int, g: int, scheme: str = DEFAULT_SCHEME) -> dict:
 def _runtime(platform: str, n: int, k: int, g: int, version: str, scheme: str = DEFAULT_SCHEME):
     from workbench.dispatch import trace_scheme
 
-    t = trace_scheme(_scheme(n, k, g, scheme), platform, rules=version)
+    t = trace_scheme(scheme_json(n, k, g, scheme), platform, rules=version)
     return t.selected, t.runtime_detail, t.error
 
 
@@ -316,7 +320,7 @@ def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: f
 
     big = max(m, 4096)
     fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1)
-    here, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, n, k, -1)  # launch latency (as _eta_of_point)
+    here, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, n, k, -1)  # launch latency (as eta_of_point)
     if fit is None or here is None:
         return None
     rate = 2 * big * n * k / fit.predict(point)  # operations per us
@@ -324,31 +328,31 @@ def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: f
     return here.t0 + max(nbytes / (eta * hw.mem_gbs * 1e3), 2 * m * n * k / rate)
 
 
-def _eta_of_point(p: dict) -> float | None:
+def eta_of_point(p: dict) -> float | None:
     """The streaming efficiency a published point implies on its part."""
     from workbench.perf.families import point_us
 
     hw = hardware_for(p["part"])
-    t = point_us(p, lambda part, n, k, m: _gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
+    t = point_us(p, lambda part, n, k, m: predict_gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
     fit, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, p["n"], p["k"], -1)
     if fit is None or t <= fit.t0:
         return None
     return (_family_bytes(p["family"], p["m"], p["n"], p["k"], p["group_size"]) / (hw.mem_gbs * 1e3)) / (t - fit.t0)
 
 
-def _family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: dict | None = None
+def predict_family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: dict | None = None
             ) -> tuple[float, float, float, object] | None:
     """(us, low, high, Eta) of a GPU kernel family on a part: its eta for the part's
     architecture class (measured records first, then published points), the band widened by
     the spread across classes when the part's class has no point."""
     from workbench.perf.families import family_eta
 
-    eta = family_eta(family, _eta_of_point, exclude, hw.preset)
+    eta = family_eta(family, eta_of_point, exclude, hw.preset)
     us = None if eta is None else _family_us(hw, family, m, n, k, g, eta.value)
     if us is None:
         return None
     w = 0.1 + (eta.spread if eta.arch == "all" else 0.0)
-    lo, hi = _band(us, -w, w, "measured" if eta.measured else "published")
+    lo, hi = prediction_band(us, -w, w, "measured" if eta.measured else "published")
     return us, lo, hi, eta
 
 
@@ -360,7 +364,7 @@ def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int
         from workbench.dispatch import trace_scheme
         from workbench.platforms import detect_host
 
-        t = trace_scheme(_scheme(n, k, g, scheme), detect_host(), rules=version)
+        t = trace_scheme(scheme_json(n, k, g, scheme), detect_host(), rules=version)
         selected, rt, error = t.selected, t.runtime_detail, t.error
     else:
         selected, rt, error = _runtime(hw.preset, n, k, g, version, scheme)
@@ -385,12 +389,12 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
                 return Prediction(platform, "selected", m, n, k, g, None, None, None, "roofline", runs, None,
                                   "KleidiAI kernels: no timing of them on this machine")
             # int8 dot products as this project's int8 engine, at the part's sdot / i8mm rate
-            p = _cpu(hw, "w4a8_native", m, n, k, g, platform)
+            p = predict_cpu(hw, "w4a8_native", m, n, k, g, platform)
             return replace(p, path="selected", kernel=runs,
                            note=f"KleidiAI: no timing of it here; modelled as an int8 engine; {p.note}")
         base = ("vllm_dynamic4bit" if rt.method == "Dynamic4bitLinearKernel" else
                 "w4a8_native" if rt.computes == "w4a8" else "w4a16_fallback")
-        p = _cpu(hw, base, m, n, k, g, platform)
+        p = predict_cpu(hw, base, m, n, k, g, platform)
         return replace(p, path="selected", kernel=runs, note=f"runs as this workbench's {base} path; {p.note}")
     if hw.preset == "xpu":
         # int4_gemm_w4a8 from min_tokens tokens, the W4A16 op below (the runtime value says which).
@@ -401,13 +405,13 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
     fam = family_of(rt)
     engine = _ENGINE_OF_FAMILY.get(fam)
     if engine is not None:  # the kernel itself was timed: its own fit, measured or scaled
-        p = _gpu(hw, engine, m, n, k, g)
+        p = predict_gpu(hw, engine, m, n, k, g)
         if p.basis != "roofline":
             how = ("fitted on this part's timings of it" if p.basis == "measured" else p.note)
             return replace(p, path="selected", kernel=runs,
                            note=f"{engine}: {how} (benchmarks/results/h200_engines_bench.json)")
     roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
-    got = _family(hw, fam, m, n, k, g) if fam else None
+    got = predict_family(hw, fam, m, n, k, g) if fam else None
     if got is None:
         return Prediction(platform, "selected", m, n, k, g, roof, roof, 3 * roof, "roofline", runs, roof,
                           f"no cost model for {rt.method} on this part: the roofline")
@@ -454,9 +458,9 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
     if path in CPU_ONLY_PATHS:
         if platform not in ("host", "host-cpu") and hardware_for(platform).kind != "cpu":
             raise InvalidInputError(f"path {path!r} is this project's CPU dense GEMM; on {platform!r} "
-                                    f"accepted: {', '.join(PATHS)}")
-    elif path not in PATHS:
-        raise InvalidInputError(f"path {path!r}; accepted: {', '.join(PATHS)} (on CPUs also "
+                                    f"accepted: {', '.join(PREDICTED_PATHS)}")
+    elif path not in PREDICTED_PATHS:
+        raise InvalidInputError(f"path {path!r}; accepted: {', '.join(PREDICTED_PATHS)} (on CPUs also "
                                 f"{', '.join(CPU_ONLY_PATHS)})")
     if platform in ("host", "host-cpu"):
         # `host` is this machine's GPU where it has one (predicted as its preset); `host-cpu`
@@ -465,14 +469,14 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
         if gpu is None:
             if path == "selected":
                 return _floored(_selected(None, "host", m, n, k, g, version, scheme), "cpu")
-            return _floored(_cpu(None, path, m, n, k, g, "host"), "cpu")
+            return _floored(predict_cpu(None, path, m, n, k, g, "host"), "cpu")
         platform = gpu
     hw = hardware_for(platform)
     if path == "selected":
         return _floored(_selected(hw, hw.preset, m, n, k, g, version, scheme), hw.kind)
     if hw.kind == "cpu":
-        return _floored(_cpu(hw, path, m, n, k, g, hw.preset), "cpu")
-    return _floored(_gpu(hw, path, m, n, k, g), hw.kind)
+        return _floored(predict_cpu(hw, path, m, n, k, g, hw.preset), "cpu")
+    return _floored(predict_gpu(hw, path, m, n, k, g), hw.kind)
 
 
 def _floored(p: Prediction, kind: str) -> Prediction:

@@ -122,9 +122,9 @@ def _row(name: str, count: int, k: int, n: int, g: int, parallel: str, trace, pl
 
 
 def _w4a8_scheme(k: int, n: int, g: int) -> dict:
-    from workbench.perf.predict import _scheme
+    from workbench.perf.predict import scheme_json
 
-    return _scheme(n, k, g)
+    return scheme_json(n, k, g)
 
 
 def model_report(source: str, platform: str = "sm90-h200", tp: int = 1, *, decode_m: int = DECODE_M,

@@ -34,7 +34,8 @@ FORMATS = ("dense", "sparse-bitmask", "sparse-24-bitmask", "int-quantized", "flo
            "naive-quantized", "pack-quantized", "marlin-24", "mixed-precision",
            "nvfp4-pack-quantized", "mxfp4-pack-quantized", "mxfp8-quantized")
 
-# Scheme class -> min capability (`get_min_capability`, schemes/*.py; facts §1.4).
+# Scheme class -> min capability (`get_min_capability` in
+# vllm/model_executor/layers/quantization/compressed_tensors/schemes/*.py).
 MIN_CAPABILITY = {
     "CompressedTensorsW4A4Fp4": 75, "CompressedTensorsW4A8Mxfp4": 80,
     "CompressedTensorsW4A4Mxfp4": 80, "CompressedTensorsW8A8Mxfp8": 75,

@@ -117,13 +117,6 @@ def _int(data: dict, key: str, default: Any, where: str) -> int:
     return value
 
 
-def _bool(data: dict, key: str, default: bool, where: str) -> bool:
-    value = data.get(key, default)
-    if not isinstance(value, bool):
-        raise InvalidInputError(f"{where}.{key}: expected true or false, got {value!r}")
-    return value
-
-
 def get_from_keys(config: dict, keys: list[str], *default: Any) -> Any:
     """`QuantizationConfig.get_from_keys` / `get_from_keys_or` (base_config.py:185-200)."""
     for key in keys:

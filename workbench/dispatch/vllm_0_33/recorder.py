@@ -479,7 +479,8 @@ def record_scheme(v: Vllm, case: dict) -> dict:
 
 
 def _uses_mp(scheme: Any) -> bool:
-    """Schemes whose weight creation runs `choose_mp_linear_kernel` (facts §1.4)."""
+    """Schemes whose weight creation runs `choose_mp_linear_kernel` (their `create_weights`
+    in vllm/model_executor/layers/quantization/compressed_tensors/schemes/)."""
     return type(scheme).__name__ in MP_SCHEMES
 
 

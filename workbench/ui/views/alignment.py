@@ -216,11 +216,7 @@ def alignment_sweep(rows: list[dict], *, key: str = "align") -> None:
     rules = state.rule_set()  # the sidebar's: its tile rules, its traces
     pad = alignment.padding_rows(dim, base, other, offsets, g, rules)
     verdicts = []
-    for off in offsets:
-        size = base + off
-        k, n = (size, other) if dim == "K" else (other, size)
-        if k <= 0 or n <= 0:
-            continue
+    for off, k, n in alignment.offset_shapes(dim, base, other, offsets):
         try:  # the shard's own shape, so TP 1 here: the split is already made
             t = trace_layer(alignment.spec_with_shape(spec, shard["layer"], k, n), platform, env,
                             version=rules)
@@ -267,10 +263,11 @@ def _measured(shard: dict, offsets: list[int], dim: str, g: int, key: str) -> No
     measured = ss.get("align.measured")
     if not measured or measured.get("shard") != [base_k, base_n]:
         return
-    pts = [{"offset": r["n"] - base_n, "cost": r["median_ms"] * 1e3 / r["n"],
-            "p20_cost": r["p20_ms"] * 1e3 / r["n"], "p80_cost": r["p80_ms"] * 1e3 / r["n"],
-            "path": r["path"]}
-           for r in measured["records"] if r["median_ms"]]
+    from workbench.bench import BenchRecord, result_record
+
+    timed = [result_record(BenchRecord(**r)) for r in measured["records"] if r["median_ms"]]
+    pts = [{"offset": r.n - base_n, "cost": r.median_us / r.n, "p20_cost": r.p20_us / r.n,
+            "p80_cost": r.p80_us / r.n, "path": r.path} for r in timed]
     st.plotly_chart(plots.padding_cost_figure(
         pts, series="path", title=f"Measured on this machine (M = 16, K {base_k}): time per output "
                                   "column, p20-p80 bars", xaxis_title="offset added to N",

@@ -121,10 +121,6 @@ def _path_options(layer) -> dict[str, str]:
     return out
 
 
-# Paths whose first preparation compiles CUDA kernels (humming's NVRTC JIT).
-_JIT_PATHS = ("vllm_humming", "vllm_humming_int8", "vllm_humming_int8_forced", "vllm_machete")
-
-
 @st.cache_resource(show_spinner=False)
 def _warm_engine(layer_key: str, name: str, _layer) -> float:
     """Prepare a JIT-compiled path once per layer and run it once: the compiled kernels stay in
@@ -149,7 +145,8 @@ def _compile_first(layer, ref, paths: list[str]) -> None:
     from workbench.execution import execution_path
 
     for name in paths:
-        if name not in _JIT_PATHS or not execution_path(name).probe()[0]:
+        path = execution_path(name)
+        if not path.jit or not path.probe()[0]:
             continue
         with st.status(f"Compiling `{name}`'s CUDA kernels (first call only)...") as box:
             try:
@@ -315,15 +312,15 @@ def _saved_rows(shape: tuple[int, int] | None, key: str) -> list[dict]:
 def _speedups(local: list[dict], saved: list[dict], meta: dict | None) -> tuple[list[dict], dict]:
     pts: list[dict] = []
     cross: dict[str, int | None] = {}
-    paths = {r["path"] for r in local}
+    paths = {r["series"] for r in local}
     fallback = "w4a16_fallback" if "w4a16_fallback" in paths else None
     if fallback:
-        for p in sorted({r["path"] for r in local if r["computes"] == "w4a8"}):
+        for p in sorted({r["series"] for r in local if r["computes"] == "w4a8"}):
             series = f"{p} over {fallback} [this machine, {_shapes(local)}]"
             s = runs.speedup_rows(local, p, fallback, series)
             pts += s
             cross[series] = runs.crossover_of(s)
-    saved_paths = {r["path"] for r in saved}
+    saved_paths = {r["series"] for r in saved}
     for fast in sorted(p for p in saved_paths if ": w4a8 g" in p):
         slow = fast.replace(": w4a8 g", ": w4a16 g")
         if slow in saved_paths:
@@ -364,7 +361,7 @@ def figures(local: list[dict], saved: list[dict], meta: dict | None, key: str, *
     note = f"; {_noise_text(_noise(meta))}" if local and meta else ""
     for rows, where, name in ((local, "this machine", "latency"), (saved, "saved results", "latency_saved")):
         if rows:
-            lat = plots.latency_figure(rows, title=escape(f"Latency, {where}: {_shapes(rows)} "
+            lat = plots.latency_figure(rows, series="series", title=escape(f"Latency, {where}: {_shapes(rows)} "
                                                           f"(bars p20-p80{note if rows is local else ''})"))
             st.plotly_chart(lat, key=f"{key}-{name}")
             if export:
@@ -441,7 +438,7 @@ def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: boo
         st.info(f"The last results are for {plain(meta['label'])}; press Run for this layer.")
     if local:
         figures(local, [], meta, key, export=False)
-        table = [{k: r[k] for k in ("path", "m", "latency_us", "sqnr_db", "rel_error", "kernel_rel_error")}
+        table = [{k: r[k] for k in ("path", "m", "median_us", "sqnr_db", "rel_error", "kernel_rel_error")}
                  for r in local]
         st.dataframe(table, hide_index=True, width="stretch")
 
