@@ -229,3 +229,25 @@ def test_against_vllm_compares_hummings_activation():
     _, diffs = compare("scheme", HUMMING_W4A8, resolve_platform(sm100), env, trace, SRC)
     act = [d for d in diffs if d.field == "runtime.activation"]
     assert act and (act[0].workbench, act[0].vllm) == ("int8", "bf16")
+
+
+@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+def test_mxfp8_loop_selects_what_vllms_init_mxfp8_linear_kernel_selects():
+    """The recorded INC MXFP8 cases hold the scheme, method and errors; the kernel their
+    MXFP8 loop picks is no recorded field, so it is asked of vLLM here, case by case
+    (the cases without Humming: the humming facade binds the package at its first import)."""
+    from workbench.recorder import open_vllm
+    from workbench.recorder.cases import FIXED
+    cases = [c for c in FIXED["inc"] if c["input"]["in_features"] % 32 == 0
+             and not c["platform"]["packages"]]
+    rec, v = open_vllm(SRC)
+    for c in cases:
+        i = c["input"]
+        with v.on(c["platform"], c["env"], i["params_dtype"]):
+            try:
+                got = type(v.linear.init_mxfp8_linear_kernel(
+                    weight_shape=(i["out_features"], i["in_features"]))).__name__
+            except ValueError as exc:
+                got = str(exc)
+        t = dispatch.trace_inc(i, c["platform"], c["env"])
+        assert (t.selected or t.error) == got, c["id"]
