@@ -109,3 +109,14 @@ def test_mxfp8_refusals_are_vllms():
     assert t.error == ("Failed to find a kernel that can implement the MXFP8 linear layer. "
                        "Reasons: \nFlashInferCutlassMxfp8LinearKernel: requires FlashInfer")
     assert "FlashInfer" in t.to_json()["steps"][0]["reason"]
+
+
+def test_mxfp8_runs_nowhere_here_and_is_not_costed_as_4_bit():
+    from workbench.execution import plan_execution
+    from workbench.perf.predict import cost_of_runtime
+    rt = trace_inc(MXFP8, "sm80-a100").runtime_detail
+    assert rt.computes == "w8a16"
+    plan = plan_execution(rt, cuda=False)
+    assert (plan.path, plan.why) == (None, "no runnable model of 8-bit weights here")
+    p = cost_of_runtime("sm80-a100", rt, 1, 4096, 4096, 32)
+    assert p.predicted_us is None and "8-bit weights" in p.note

@@ -352,12 +352,14 @@ class Runtime:
 
     @property
     def computes(self) -> str:
-        """"w4a8" (integer activations), "w4a8-fp8", "w4a16", or "none" when the layer fails."""
+        """"w4a8" (integer activations), "w4a8-fp8", "w4a16", or "none" when the layer fails;
+        "w8..." for 8-bit weights (MXFP8)."""
         if self.fails_at is not None:
             return "none"
+        w = f"w{self.weight_bits}"
         if self.activation in ("int8", "int4"):
-            return "w4a8"
-        return "w4a8-fp8" if self.activation == "fp8" else "w4a16"
+            return w + "a8"
+        return w + ("a8-fp8" if self.activation == "fp8" else "a16")
 
     @property
     def weight_only(self) -> bool:

@@ -77,7 +77,8 @@ def environment_error(exc: BaseException, src: Path | None = None) -> WorkbenchE
     optional package (a platform field) is vLLM's answer, as on a machine without it."""
     if src is None and "vllm" in sys.modules:
         src = Path(sys.modules["vllm"].__file__).resolve().parents[1]
-    if src is not None and isinstance(exc, SyntaxError) and exc.filename and Path(exc.filename).is_relative_to(src):
+    if (src is not None and isinstance(exc, SyntaxError) and exc.filename
+            and Path(exc.filename).is_relative_to(src)):
         return SdistIncomplete(f"vLLM sdist {src}: {Path(exc.filename).relative_to(src)} line "
                                f"{exc.lineno} does not parse ({exc.msg}); the file is cut short "
                                "or edited: unpack the sdist again")
@@ -151,7 +152,9 @@ class Vllm:
             self.linear = importlib.import_module("vllm.model_executor.kernels.linear")
             self._init_parallel()
         except (ImportError, SyntaxError) as exc:
-            raise environment_error(exc, src) or exc
+            if (named := environment_error(exc, src)) is not None:
+                raise named from exc
+            raise
         self.observer = sandbox.Observer(self.linear.choose_mp_linear_kernel,
                                          ("failure_reasons", "platform_kernels"))
         self._gfx = None
