@@ -74,7 +74,7 @@ class Fidelity(str, Enum):
 @dataclass(frozen=True)
 class ExecutionPlan:
     selected: str | None
-    computes: str  # "w4a8", "w4a16", "w4a8-fp8" or "none"
+    computes: str  # "w4a8", "w4a16", "w4a8-fp8" or "none" ("w8..." for MXFP8 weights)
     path: str | None  # our path modelling it on this host
     gpu_path: str | None  # our path modelling it on a CUDA host
     fidelity: Fidelity
@@ -150,6 +150,8 @@ def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> Exec
     if path is None:
         fidelity, available = Fidelity.NONE, False
         why = (f"vLLM fails {runtime.fails_at}: nothing runs" if runtime.fails_at
+               else f"no runnable model of {runtime.weight_bits}-bit weights here"
+               if runtime.weight_bits != 4
                else f"no runnable model of {runtime.activation} activations here")
     else:
         fidelity = (Fidelity.SAME_OP if path in _SAME_OP else

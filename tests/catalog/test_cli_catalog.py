@@ -60,6 +60,19 @@ def _ok(argv: list[str]):
     return run
 
 
+def _warns(argv: list[str], start: str):
+    """Exit 0, nothing on stderr, a stdout line `warning: <start>...`; the JSON trace's
+    `warnings` holds the same sentence."""
+    def run():
+        rc, out, err = _main(argv)
+        assert rc == 0 and err == "", (rc, err)
+        assert any(line.startswith(f"warning: {start}") for line in out.splitlines()), out
+        rc, out, err = _main(argv + ["--json"])
+        warnings = json.loads(out)["warnings"]
+        assert rc == 0 and [w["message"][:len(start)] for w in warnings] == [start], out
+    return run
+
+
 _TMP = tempfile.TemporaryDirectory(prefix="cli-catalog-")  # removed when the process ends
 
 
@@ -304,15 +317,15 @@ CATALOG = [
      _ok(["trace", "--mp-config", json.dumps({**MP, "weight_type": "bfloat16"}), "--json"])),
     ("trace --mp-config out_type int3", "exit 2: error: mp_config.out_type: unknown dtype 'int3'; accepted: torch dtypes float32, ...",
      _error(["trace", "--mp-config", json.dumps({**MP, "out_type": "int3"})], r"out_type: unknown dtype 'int3'; accepted: torch dtypes float32")),
-    ("trace --mp-config partition [8192, 8192] of full [4096, 4096]", "exit 2: error: mp_config.partition_weight_shape: ... is larger than the full shape",
-     _error(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [8192, 8192]})],
-            r"partition \[8192, 8192\] of full \[4096, 4096\] is larger than the full shape; accepted: the full")),
-    ("trace --mp-config partition [4096, 3000] of full [4096, 4096]", "exit 2: error: ... does not divide the full shape",
-     _error(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 3000]})],
-            r"partition \[4096, 3000\] of full \[4096, 4096\] does not divide the full shape")),
-    ("trace --mp-config partition [2048, 2048] of full [4096, 4096]", "exit 2: error: ... splits both K and N",
-     _error(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [2048, 2048]})],
-            r"splits both K and N, but tensor parallelism splits one of them")),
+    ("trace --mp-config partition [8192, 8192] of full [4096, 4096]", "ok: exit 0, traced as vLLM selects; warning: ... is larger than the full shape: no TP split produces it",
+     _warns(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [8192, 8192]})],
+            "partition [8192, 8192] of full [4096, 4096] is larger than the full shape: no TP split produces it")),
+    ("trace --mp-config partition [4096, 3000] of full [4096, 4096]", "ok: exit 0, traced as vLLM selects; warning: ... does not divide the full shape",
+     _warns(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 3000]})],
+            "partition [4096, 3000] of full [4096, 4096] does not divide the full shape: no TP split produces it")),
+    ("trace --mp-config partition [2048, 2048] of full [4096, 4096]", "ok: exit 0, traced as vLLM selects; warning: ... splits both K and N",
+     _warns(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [2048, 2048]})],
+            "partition [2048, 2048] of full [4096, 4096] splits both K and N, but tensor parallelism splits one of them: no TP split")),
     ("trace --mp-config partition [4096, 1024] of full [4096, 4096]", "ok: exit 0 (column parallel, TP 4)",
      _ok(["trace", "--mp-config", json.dumps({**MP, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 1024]}), "--json"])),
     ("trace --platform capability 1000000000", "exit 2: error: platform.capability: got 1000000000; accepted: null or an integer from 10 to 199",

@@ -9,7 +9,7 @@ import torch
 
 from workbench import alignment, models, sweeps
 from workbench.bench import bench_layer_weight, summarize, synthetic_bench_layer, time_fn
-from workbench.dispatch.types import MPConfig
+from workbench.dispatch.types import MPConfig, PartitionFit
 from workbench.errors import InvalidInputError, UnknownPresetError
 from workbench.perf import predict
 from workbench.platforms import platform_from_json
@@ -125,14 +125,17 @@ CATALOG = [
      _raises(r"unknown weight type 'int3'; accepted: vLLM's scalar_types", lambda: MPConfig.from_json({**MP, "weight_type": "int3"}))),
     ("MPConfig.from_json act_type 'int3'", "InvalidInputError: mp_config.act_type: unknown dtype 'int3'; accepted: torch dtypes ...",
      _raises(r"act_type: unknown dtype 'int3'; accepted: torch dtypes", lambda: MPConfig.from_json({**MP, "act_type": "int3"}))),
-    ("MPConfig.from_json partition [4096, 8192] of full [4096, 4096]", "InvalidInputError: ... is larger than the full shape",
-     _raises(r"is larger than the full shape",
-             lambda: MPConfig.from_json({**MP, "partition_weight_shape": [4096, 8192]}))),
-    ("MPConfig.from_json partition [1000, 4096] of full [4096, 4096]", "InvalidInputError: ... does not divide the full shape",
-     _raises(r"does not divide the full shape",
-             lambda: MPConfig.from_json({**MP, "partition_weight_shape": [1000, 4096]}))),
-    ("MPConfig.from_json partition [1024, 4096] of full [4096, 4096]", "ok: a row-parallel shard at TP 4",
-     _ok(lambda: MPConfig.from_json({**MP, "partition_weight_shape": [1024, 4096]}).partition_weight_shape == (1024, 4096))),
+    ("MPConfig.from_json partition [4096, 8192] of full [4096, 4096]", "ok, as vLLM takes any MPLinearLayerConfig: warning LARGER (no TP split produces it)",
+     _ok(lambda: MPConfig.from_json({**MP, "partition_weight_shape": [4096, 8192]}).partition_warning.why
+         is PartitionFit.LARGER)),
+    ("MPConfig.from_json partition [1000, 4096] of full [4096, 4096]", "ok, as vLLM takes any MPLinearLayerConfig: warning NOT_DIVIDING",
+     _ok(lambda: MPConfig.from_json({**MP, "partition_weight_shape": [1000, 4096]}).partition_warning.why
+         is PartitionFit.NOT_DIVIDING)),
+    ("MPConfig.from_json partition [2048, 2048] of full [4096, 4096]", "ok, as vLLM takes any MPLinearLayerConfig: warning BOTH_SPLIT",
+     _ok(lambda: MPConfig.from_json({**MP, "partition_weight_shape": [2048, 2048]}).partition_warning.why
+         is PartitionFit.BOTH_SPLIT)),
+    ("MPConfig.from_json partition [1024, 4096] of full [4096, 4096]", "ok: a row-parallel shard at TP 4, no warning",
+     _ok(lambda: MPConfig.from_json({**MP, "partition_weight_shape": [1024, 4096]}).partition_warning is None)),
     ("platform_from_json capability 10^9", "InvalidInputError: platform.capability: got 1000000000; accepted: null or an integer from 10 to 199",
      _raises(r"got 1000000000; accepted: null or an integer from 10 to 199",
              lambda: platform_from_json({"preset": "sm90-h200", "capability": 10**9}))),

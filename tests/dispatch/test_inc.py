@@ -71,3 +71,52 @@ def test_cuda_low_bits_go_to_humming_and_4bit_to_the_mp_loop():
 def test_bad_inc_input_is_named():
     with pytest.raises(InvalidInputError, match="inc.group_size"):
         trace_inc({**LAYER, "group_size": 0}, "xpu")
+
+
+# -- MXFP8 (data_type mx_fp, 8 bits, g32): INCMxfp8LinearScheme and the MXFP8 kernel loop -------
+MXFP8 = {"bits": 8, "group_size": 32, "sym": True, "data_type": "mx_fp",
+         "packing_format": "auto_round:llm_compressor", "in_features": 4096,
+         "out_features": 4096, "layer_name": "model.layers.0.mlp.down_proj"}
+
+
+@pytest.mark.parametrize("platform,kernel,activation", [
+    ("sm80-a100", "MarlinMxfp8LinearKernel", "bf16"),   # FlashInfer needs SM 10.0
+    ("sm90-h200", "HummingMxfp8LinearKernel", "fp8"),   # Humming moved ahead of Marlin on SM 9.0
+    ("xpu", "XPUMxFp8LinearKernel", "fp8"),
+    ("mi300x", "EmulationMxfp8LinearKernel", "bf16"),   # gfx942 has no native MX
+])
+def test_mxfp8_goes_through_the_mxfp8_loop(platform, kernel, activation):
+    t = trace_inc(MXFP8, platform)
+    assert (t.scheme, t.method, t.inner) == ("INCMxfp8Scheme", "INCLinearMethod",
+                                             ("INCMxfp8LinearScheme",))
+    assert t.error is None and t.selected == kernel and t.steps[-1].kernel == kernel
+    rt = t.runtime_detail
+    assert (rt.method, rt.activation, rt.weight_bits, rt.emulation) == (kernel, activation, 8, None)
+    assert "W8A" in t.runtime and not t.notes[-1].endswith("not traced further.")
+    assert t.to_json()["kernel"]["mp_config"] is None  # not choose_mp_linear_kernel
+
+
+def test_mxfp8_refusals_are_vllms():
+    t = trace_inc({**MXFP8, "in_features": 4100}, "sm90-h200")
+    assert (t.error_type, t.error) == ("ValueError", "INC MXFP8 requires input_size_per_partition "
+                                       "(4100) to be divisible by 32.")
+    # a CPU has no MXFP8 kernels at all; the loop's header with no reasons
+    t = trace_inc(MXFP8, "x86-avx512")
+    assert (t.error_type, t.error, t.steps) == (
+        "ValueError", "Failed to find a kernel that can implement the MXFP8 linear layer. "
+        "Reasons: \n", ())
+    t = trace_inc(MXFP8, "sm100-b200", {"linear_backend": "flashinfer_cutlass"})
+    assert t.error == ("Failed to find a kernel that can implement the MXFP8 linear layer. "
+                       "Reasons: \nFlashInferCutlassMxfp8LinearKernel: requires FlashInfer")
+    assert "FlashInfer" in t.to_json()["steps"][0]["reason"]
+
+
+def test_mxfp8_runs_nowhere_here_and_is_not_costed_as_4_bit():
+    from workbench.execution import plan_execution
+    from workbench.perf.predict import cost_of_runtime
+    rt = trace_inc(MXFP8, "sm80-a100").runtime_detail
+    assert rt.computes == "w8a16"
+    plan = plan_execution(rt, cuda=False)
+    assert (plan.path, plan.why) == (None, "no runnable model of 8-bit weights here")
+    p = cost_of_runtime("sm80-a100", rt, 1, 4096, 4096, 32)
+    assert p.predicted_us is None and "8-bit weights" in p.note

@@ -38,3 +38,24 @@ def test_sample_covers_every_outcome():
     """The fixture set must exercise success, rejection and every error type we claim."""
     kinds = {c["expected"].get("error_type") for c in CASES}
     assert {None, "ValueError", "NotImplementedError", "RuntimeError"} <= kinds
+
+
+def test_partitions_no_tp_split_produces_are_traced_with_a_warning():
+    """vLLM selects a kernel for any MPLinearLayerConfig, so the recorded cases whose partition
+    no TP split gives (not dividing the full shape, larger, or splitting both K and N) are
+    traced, agree above, and carry the warning on every face."""
+    from workbench.dispatch.types import PartitionFit
+    cases = [c for c in CASES if c["id"].startswith("mp-partition-no-tp-split-")]
+    assert len(cases) >= 38
+    whys = set()
+    for c in cases:
+        t = trace_mp(c["input"], c["platform"], c["env"])
+        [w] = t.warnings
+        whys.add(w.why)
+        assert t.to_json()["warnings"] == [w.to_json()]
+        assert f"**Warning:** {w.sentence()}" in t.to_markdown()
+    assert whys == set(PartitionFit)
+    assert {c["expected"]["selected"] is None for c in cases} == {True, False}
+    shard = trace_mp({**cases[0]["input"], "partition_weight_shape": [4096, 1024],
+                      "full_weight_shape": [4096, 4096]}, "sm90-h200")
+    assert shard.warnings == [] and shard.to_json()["warnings"] == []

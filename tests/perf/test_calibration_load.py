@@ -10,7 +10,7 @@ import pytest
 from workbench.noise import CpuSample, load_check
 from workbench.perf.cpu import (CalibrationLoadWarning, HostCalibration, LinearFit,
                                 calibrated_with_retries, loaded_calibration)
-from workbench.perf.predict import _cpu
+from workbench.perf.predict import predict_cpu
 
 
 def _check(others: float) -> dict:
@@ -41,13 +41,13 @@ def test_every_attempt_loaded_is_warned_about_and_predictions_say_so():
         cal = calibrated_with_retries(lambda: next(runs))
     # the least loaded attempt is kept
     assert cal.provenance["load_check"]["others_cores"] == 0.9 and cal.provenance["spread"]["attempts"] == 3
-    p = _cpu(None, "dense", 16, 1024, 1024, 128, "host", cal=cal)
+    p = predict_cpu(None, "dense", 16, 1024, 1024, 128, "host", cal=cal)
     assert "calibrated under load (other processes kept 0.9 of its 2 cores busy" in p.note
-    quiet = _cpu(None, "dense", 16, 1024, 1024, 128, "host", cal=_cal(0.1))
+    quiet = predict_cpu(None, "dense", 16, 1024, 1024, 128, "host", cal=_cal(0.1))
     assert "under load" not in quiet.note
 
 
 def test_a_calibration_without_a_load_check_is_not_called_loaded():
     # calibrations cached before the check existed carry none: unknown, not loaded
     assert loaded_calibration(_cal(None)) is None
-    assert "under load" not in _cpu(None, "dense", 1, 512, 512, 128, "host", cal=_cal(None)).note
+    assert "under load" not in predict_cpu(None, "dense", 1, 512, 512, 128, "host", cal=_cal(None)).note

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -128,3 +130,141 @@ def test_against_vllm_names_the_fields_that_differ():
     assert [d.field for d in diffs] == ["selected", "reasons"]
     assert (diffs[0].workbench, diffs[0].vllm) == ("Dynamic4bitLinearKernel",
                                                    "HummingLinearKernel")
+
+
+# -- what the tree or this Python lacks is named, not recorded as vLLM's answer ----------------
+def _trace_in_a_fresh_python(src: str, prelude: str = "") -> subprocess.CompletedProcess:
+    """`trace --mp-config ... --against-vllm src` in its own interpreter (one vLLM per process)."""
+    code = (f"{prelude}\nimport sys\nfrom workbench.__main__ import main\n"
+            f"sys.exit(main(['trace', '--mp-config', {MP!r}, '--against-vllm', {src!r}]))")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+
+
+def _sdist_copy(tmp_path: Path, files: dict[str, str]) -> str:
+    """A tree holding the pinned PKG-INFO and only `files` (path -> text)."""
+    tmp_path.mkdir()
+    (tmp_path / "PKG-INFO").write_text(f"Metadata-Version: 2.1\nName: vllm\n"
+                                       f"Version: {dispatch.DEFAULT_VERSION}\n")
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return str(tmp_path)
+
+
+def test_against_vllm_names_the_file_an_incomplete_sdist_lacks(tmp_path):
+    empty = _sdist_copy(tmp_path / "a", {})
+    run = _trace_in_a_fresh_python(empty)
+    assert run.returncode == 2, run.stderr
+    assert "incomplete: no vllm/__init__.py beside its PKG-INFO" in run.stderr
+    # vllm/__init__.py alone: its first import (the version module) is missing
+    init = ("from .version import __version__\n" if not SRC
+            else (Path(SRC) / "vllm" / "__init__.py").read_text())
+    partial = _sdist_copy(tmp_path / "b", {"vllm/__init__.py": init})
+    run = _trace_in_a_fresh_python(partial)
+    assert run.returncode == 2, run.stderr
+    assert ("incomplete: module vllm.version (vllm/version.py or vllm/version/__init__.py) is "
+            "missing; unpack the whole sdist") in run.stderr
+    assert "internal error" not in run.stderr
+    cut = _sdist_copy(tmp_path / "c", {"vllm/__init__.py": init,
+                                       "vllm/version.py": "__version__ = (\n"})
+    run = _trace_in_a_fresh_python(cut)
+    assert run.returncode == 2 and "vllm/version.py line 1 does not parse" in run.stderr, run.stderr
+
+
+@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+def test_against_vllm_names_an_import_dependency_this_python_lacks():
+    # As in a venv without vLLM's requirements: `import cbor2` fails (vllm/utils/hashing.py:12).
+    run = _trace_in_a_fresh_python(SRC, "import sys; sys.modules['cbor2'] = None")
+    assert run.returncode == 2, run.stderr
+    assert "imports 'cbor2', which is not installed in this Python" in run.stderr
+    assert "internal error" not in run.stderr
+
+
+# -- the linear method and Humming's activation are compared -----------------------------------
+GPTQ = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True}
+
+
+@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+def test_against_vllm_compares_the_linear_method():
+    """A trace that selects a kernel, held against a layer vLLM leaves unquantized (a GPTQ
+    `dynamic` exclusion): the linear method differs, though no error and no MP config do."""
+    from workbench.platforms import resolve_platform
+    from workbench.recorder.against import compare
+    trace = dispatch.trace_gptq(GPTQ, "sm90-h200")
+    assert trace.selected and trace.method != "UnquantizedLinearMethod"
+    excluded = {**GPTQ, "dynamic": {r"-:model\.layers\.[[:digit:]]+\.mlp\.down_proj": {}}}
+    expected, diffs = compare("gptq", excluded, resolve_platform("sm90-h200"), {}, trace, SRC)
+    assert expected["method"] == "UnquantizedLinearMethod"
+    method = [d for d in diffs if d.field == "method"]
+    assert method and (method[0].workbench, method[0].vllm) == (trace.method,
+                                                                "UnquantizedLinearMethod")
+    # the workbench's own trace of that layer agrees with vLLM field by field
+    own = dispatch.trace_gptq(excluded, "sm90-h200")
+    assert compare("gptq", excluded, resolve_platform("sm90-h200"), {}, own, SRC)[1] == []
+
+
+HUMMING_W4A8 = {"format": "pack-quantized",
+                "weights": {"num_bits": 4, "type": "int", "symmetric": True, "dynamic": False,
+                            "strategy": "channel", "group_size": None},
+                "input_activations": {"num_bits": 8, "type": "int", "symmetric": True,
+                                      "dynamic": True, "strategy": "token", "group_size": None},
+                "output_activations": None, "layer_name": "model.layers.0.mlp.down_proj",
+                "in_features": 4096, "out_features": 4096, "params_dtype": "bfloat16"}
+
+
+def _humming_diffs(capability: int) -> tuple[str, list[list]]:
+    """The SM 9.0 trace of HUMMING_W4A8 against vLLM on `capability`, in a fresh interpreter:
+    vLLM's humming facade binds the package at its first import, so a process that imported
+    vLLM for a platform without Humming cannot answer for one with it."""
+    code = f"""
+import json
+from workbench import dispatch
+from workbench.platforms import resolve_platform
+from workbench.recorder.against import compare
+env = {{"linear_backend": "humming"}}
+trace = dispatch.trace_scheme({HUMMING_W4A8!r}, {{"device": "cuda", "capability": 90,
+                              "packages": ["humming"]}}, env)
+assert trace.selected == "HummingLinearKernel", trace.selected
+expected, diffs = compare("scheme", {HUMMING_W4A8!r}, resolve_platform({{"device": "cuda",
+                          "capability": {capability}, "packages": ["humming"]}}), env, trace, {SRC!r})
+print(json.dumps([trace.runtime_detail.activation, expected["runtime"]["activation"],
+                  [[d.field, d.workbench, d.vllm] for d in diffs]]))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    mine, vllms, diffs = json.loads(run.stdout.splitlines()[-1])
+    return mine, vllms, diffs
+
+
+@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+def test_against_vllm_compares_hummings_activation():
+    """Humming's input schema runs int8 activations on SM 9.0 and falls back to bf16 on SM
+    10.0 (the recorded runtime cases): the SM 9.0 trace held against SM 10.0 differs there."""
+    mine, vllms, diffs = _humming_diffs(90)
+    assert (mine, vllms, diffs) == ("int8", "int8", [])
+    _, vllms, diffs = _humming_diffs(100)
+    assert vllms == "bf16" and ["runtime.activation", "int8", "bf16"] in diffs
+
+
+@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+def test_mxfp8_loop_selects_what_vllms_init_mxfp8_linear_kernel_selects():
+    """The recorded INC MXFP8 cases hold the scheme, method and errors; the kernel their
+    MXFP8 loop picks is no recorded field, so it is asked of vLLM here, case by case
+    (the cases without Humming: the humming facade binds the package at its first import)."""
+    from workbench.recorder import open_vllm
+    from workbench.recorder.cases import FIXED
+    cases = [c for c in FIXED["inc"] if c["input"]["in_features"] % 32 == 0
+             and not c["platform"]["packages"]]
+    rec, v = open_vllm(SRC)
+    for c in cases:
+        i = c["input"]
+        with v.on(c["platform"], c["env"], i["params_dtype"]):
+            try:
+                got = type(v.linear.init_mxfp8_linear_kernel(
+                    weight_shape=(i["out_features"], i["in_features"]))).__name__
+            except ValueError as exc:
+                got = str(exc)
+        t = dispatch.trace_inc(i, c["platform"], c["env"])
+        assert (t.selected or t.error) == got, c["id"]

@@ -145,6 +145,7 @@ def format_text(trace) -> str:
         lines.append(f"  gate: {gate}")
     if trace.mp_config is not None:
         lines.append(f"mp config: {json.dumps(trace.mp_config.to_json())}")
+    lines += [f"warning: {w.sentence()}" for w in trace.warnings]
     for i, s in enumerate(trace.steps, 1):
         lines.append(f"  {i}. {s.kernel:32s} {s.outcome:10s} {s.reason or ''}")
     if trace.selected:

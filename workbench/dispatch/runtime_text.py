@@ -19,15 +19,15 @@ def describe_runtime(rt: Runtime | None) -> str:
     if rt.fails_at is not None:
         return (f"{rt.method} is selected, but vLLM fails {_WHERE[rt.fails_at]}: "
                 f"{rt.error_type}: {rt.error}")
-    if rt.computes == "w4a16":
-        text = (f"Weight-only (W4A16): activations stay {rt.activation}; {rt.op} reads the "
-                f"{rt.weight} weights")
+    if rt.weight_only:
+        text = (f"Weight-only (W{rt.weight_bits}A16): activations stay {rt.activation}; {rt.op} "
+                f"reads the {rt.weight} weights")
         if rt.isa_hint:
             text += f" with isa_hint={rt.isa_hint!r}"
-    elif rt.computes == "w4a8-fp8":
+    elif rt.activation == "fp8":
         fp8 = {None: "fp8 e4m3", "float8e4m3": "fp8 e4m3", "float8e3m4": "fp8 e3m4",
                "float8e5m2": "fp8 e5m2"}[rt.activation_dtype]
-        text = f"W4A8-FP8: activations quantized {_per(rt)} to {fp8}; {rt.op}"
+        text = f"W{rt.weight_bits}A8-FP8: activations quantized {_per(rt)} to {fp8}; {rt.op}"
     else:
         text = (f"Real W4A8: activations quantized {_per(rt)} to {rt.activation}; {rt.op} on "
                 f"{rt.weight} weights")

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from workbench.dispatch.runtime_text import describe_runtime
 
 if TYPE_CHECKING:
-    from workbench.dispatch.types import MPConfig, Runtime
+    from workbench.dispatch.types import MPConfig, Runtime, UnsplitPartition
     from workbench.dispatch.versions import RuleSet
 
 
@@ -133,6 +133,13 @@ class Trace:
         return self.error is None
 
     @property
+    def warnings(self) -> "list[UnsplitPartition]":
+        """Typed warnings about the input, for the faces to render (`sentence()`): a partition
+        no TP split produces (`UnsplitPartition`)."""
+        w = None if self.mp_config is None else self.mp_config.partition_warning
+        return [] if w is None else [w]
+
+    @property
     def runtime(self) -> str:
         """The runtime sentence, rendered from `runtime_detail`."""
         return describe_runtime(self.runtime_detail)
@@ -185,6 +192,7 @@ class Trace:
             out["mp_config"] = None if self.mp_config is None else self.mp_config.to_json()
             out["candidates"] = list(self.candidates)
         out["notes"] = list(self.notes)
+        out["warnings"] = [w.to_json() for w in self.warnings]
         out["runtime"] = self.runtime
         out["runtime_detail"] = None if self.runtime_detail is None else self.runtime_detail.to_json()
         out["vllm_version"] = self.vllm_version
@@ -204,8 +212,9 @@ class Trace:
         for gate in self.gates:
             lines.append(f"- {gate}")
         if self.mp_config is not None:
-            lines += ["", "## Kernel selection", "", f"MP config: `{self.mp_config.to_json()}`", "",
-                      "| # | kernel | outcome | reason |", "| --- | --- | --- | --- |"]
+            lines += ["", "## Kernel selection", "", f"MP config: `{self.mp_config.to_json()}`", ""]
+            lines += [f"**Warning:** {w.sentence()}" for w in self.warnings] + [""] * bool(self.warnings)
+            lines += ["| # | kernel | outcome | reason |", "| --- | --- | --- | --- |"]
             for i, s in enumerate(self.steps, 1):
                 lines.append(f"| {i} | `{s.kernel}` | {s.outcome} | {s.reason or ''} |")
         lines.append("")

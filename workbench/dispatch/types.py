@@ -183,7 +183,6 @@ class MPConfig:
                 raise InvalidInputError(f"mp_config.{required}: missing (required)")
         full = _shape(data["full_weight_shape"], "mp_config.full_weight_shape")
         part = _shape(data.get("partition_weight_shape", full), "mp_config.partition_weight_shape")
-        _check_partition(full, part)
         group = data["group_size"]
         if isinstance(group, bool) or not isinstance(group, int):
             raise InvalidInputError(f"mp_config.group_size: expected an integer, got {group!r}")
@@ -205,6 +204,13 @@ class MPConfig:
             zero_points=zp,
             out_type=None if out is None else dtype(out, "mp_config.out_type"),
         )
+
+    @property
+    def partition_warning(self) -> UnsplitPartition | None:
+        """The warning when no TP split gives this partition (vLLM selects for it anyway)."""
+        why = partition_fit(self.full_weight_shape, self.partition_weight_shape)
+        return None if why is None else UnsplitPartition(self.full_weight_shape,
+                                                         self.partition_weight_shape, why)
 
     def to_json(self) -> dict:
         return {
@@ -229,22 +235,47 @@ def _shape(value: Any, field: str) -> tuple[int, int]:
         raise InvalidInputError(f"{field}: sizes must be positive, got {list(value)}")
     return (value[0], value[1])
 
-def _check_partition(full: tuple[int, int], part: tuple[int, int]) -> None:
-    """A TP shard of the full [K, N] as vLLM's linear layers cut it: ColumnParallelLinear keeps
-    K and divides N by the TP size (linear.py:496-497), RowParallelLinear divides K and keeps N
-    (linear.py:1708-1709); `divide` asserts that the size divides (distributed/utils.py:51-55)."""
-    shapes = f"partition {list(part)} of full {list(full)}"
-    accepted = ("accepted: the full [K, N] itself, [K / tp, N] (row parallel) or [K, N / tp] "
-                "(column parallel), tp a whole number")
+
+class PartitionFit(Enum):
+    """Why no tensor-parallel split of the full [K, N] gives a partition."""
+
+    LARGER = "is larger than the full shape"
+    NOT_DIVIDING = "does not divide the full shape"
+    BOTH_SPLIT = "splits both K and N, but tensor parallelism splits one of them"
+
+
+@dataclass(frozen=True)
+class UnsplitPartition:
+    """A warning: vLLM selects a kernel for any `MPLinearLayerConfig` (a dataclass that
+    checks no shape, kernels/linear/mixed_precision/MPLinearKernel.py:22-30), but no model
+    load hands it this partition: ColumnParallelLinear keeps K and divides N by the TP size
+    (layers/linear.py:496-497), RowParallelLinear divides K and keeps N (linear.py:1708-1709),
+    and `divide` asserts that the size divides (distributed/utils.py:51-55)."""
+
+    full: tuple[int, int]
+    partition: tuple[int, int]
+    why: PartitionFit
+
+    def sentence(self) -> str:
+        return (f"partition {list(self.partition)} of full {list(self.full)} {self.why.value}: "
+                "no TP split produces it (a TP shard is the full [K, N], [K / tp, N] or "
+                "[K, N / tp]); traced as vLLM selects for it")
+
+    def to_json(self) -> dict:
+        return {"kind": "partition_not_a_tp_split", "why": self.why.name.lower(),
+                "full": list(self.full), "partition": list(self.partition),
+                "message": self.sentence()}
+
+
+def partition_fit(full: tuple[int, int], part: tuple[int, int]) -> PartitionFit | None:
+    """None when `part` is a TP shard of `full`, else why it is none."""
     if part[0] > full[0] or part[1] > full[1]:
-        raise InvalidInputError(f"mp_config.partition_weight_shape: {shapes} is larger than the "
-                                f"full shape; {accepted}")
+        return PartitionFit.LARGER
     if full[0] % part[0] or full[1] % part[1]:
-        raise InvalidInputError(f"mp_config.partition_weight_shape: {shapes} does not divide the "
-                                f"full shape; {accepted}")
+        return PartitionFit.NOT_DIVIDING
     if part[0] != full[0] and part[1] != full[1]:
-        raise InvalidInputError(f"mp_config.partition_weight_shape: {shapes} splits both K and N, "
-                                f"but tensor parallelism splits one of them; {accepted}")
+        return PartitionFit.BOTH_SPLIT
+    return None
 
 
 # --------------------------------------------------------------------------- what runs
@@ -311,6 +342,7 @@ class Runtime:
       token); `activation_dtype`: the exact dtype name where `activation` abbreviates it
       (Humming's "float8e4m3"); `activation_requested`: the activation the layer asked for
       when the kernel runs another one (Humming's input-schema fallback: "int8" run as bf16).
+    - `weight_bits`: the bits per weight the op reads (4, or 8 for INC's MXFP8 layers).
 
     `to_json()` is the trace JSON's `runtime_detail`, the keys the recorder writes too.
     """
@@ -336,6 +368,7 @@ class Runtime:
     activation_group_size: int | None = None
     activation_dtype: str | None = None
     activation_requested: str | None = None
+    weight_bits: int = 4  # 8 for MXFP8 weights (float8_e4m3fn), which no path here models
 
     def __post_init__(self):
         if self.activation not in ACTIVATIONS:
@@ -346,12 +379,14 @@ class Runtime:
 
     @property
     def computes(self) -> str:
-        """"w4a8" (integer activations), "w4a8-fp8", "w4a16", or "none" when the layer fails."""
+        """"w4a8" (integer activations), "w4a8-fp8", "w4a16", or "none" when the layer fails;
+        "w8..." for 8-bit weights (MXFP8)."""
         if self.fails_at is not None:
             return "none"
+        w = f"w{self.weight_bits}"
         if self.activation in (Activation.INT8, Activation.INT4):
-            return "w4a8"
-        return "w4a8-fp8" if self.activation is Activation.FP8 else "w4a16"
+            return w + "a8"
+        return w + ("a8-fp8" if self.activation is Activation.FP8 else "a16")
 
     @property
     def weight_only(self) -> bool:

@@ -383,6 +383,9 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
         return Prediction(platform, "selected", m, n, k, g, None, None, None, "roofline",
                           selected or "none", None, f"vLLM cannot run this layer here: {why}")
     runs = f"{rt.method} ({rt.computes}, {rt.op})"
+    if rt.weight_bits != 4:  # every cost model here reads 4-bit weights
+        return Prediction(platform, "selected", m, n, k, g, None, None, None, "roofline", runs, None,
+                          f"{rt.weight_bits}-bit weights ({rt.weight}): no cost model of them here")
     if hw is None or hw.kind == "cpu":
         if rt.method == "Dynamic4bitLinearKernel" and rt.impl == "kleidiai":
             if hw is None:

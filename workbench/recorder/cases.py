@@ -234,10 +234,48 @@ HUMMING_RUNTIME_CASES = [
         "out_features": 4096, "params_dtype": "bfloat16"}}, 90,
      {**HUMMING, "VLLM_MARLIN_INPUT_DTYPE": "int8"}),                    # humming.py:66 act_type
 ]
+# INC MXFP8 layers (`data_type: mx_fp`, 8 bits, g32): INCMxfp8LinearScheme's K check and the
+# MXFP8 kernel loop it runs, on each device, under the backend and disabled-kernel knobs.
+MXFP8 = {"quant_method": "auto-round", "bits": 8, "group_size": 32, "sym": True,
+         "data_type": "mx_fp", "packing_format": "auto_round:llm_compressor"}
+MXFP8_PLATFORMS = {"sm70": _p("cuda", 70), "sm75": _p("cuda", 75), "sm80": _p("cuda", 80),
+                   "sm90": _p("cuda", 90), "sm100": _p("cuda", 100), "sm120": _p("cuda", 120),
+                   "gfx942": _p("rocm", 94, gfx="gfx942"), "gfx950": _p("rocm", 95, gfx="gfx950"),
+                   "xpu": _p("xpu"), "x86": _p("cpu", cpu_arch="x86")}
+MXFP8_ENVS = {"auto": {}, "marlin": {"linear_backend": "marlin"},
+              "flashinfer": {"linear_backend": "flashinfer_cutlass"},
+              "torch-per-quant": {"linear_backend_per_quant": {"mxfp8": "torch"}},
+              "no-marlin-emulation": {"VLLM_DISABLED_KERNELS":
+                                      "MarlinMxfp8LinearKernel,EmulationMxfp8LinearKernel"}}
+
+
+def _mxfp8_cases() -> list[dict]:
+    out = []
+    for pname, platform in MXFP8_PLATFORMS.items():
+        for humming in ([False, True] if platform["device"] == "cuda" else [False]):
+            for ename, env in MXFP8_ENVS.items():
+                if humming and ename not in ("auto", "marlin"):
+                    continue
+                for k in (4096, 4100):
+                    if k == 4100 and ename != "auto":
+                        continue
+                    out.append({
+                        "id": f"inc-mxfp8-{pname}{'-humming' * humming}-{ename}-k{k}",
+                        "level": "inc",
+                        "input": {"quantization_config": dict(MXFP8),
+                                  "layer_name": "model.layers.0.mlp.down_proj", "in_features": k,
+                                  "out_features": 4096, "params_dtype": "bfloat16"},
+                        "platform": {**platform, "packages": ["humming"] * humming,
+                                     "torch_ops": []},
+                        "env": env, "expected": None})
+    return out
+
+
 FIXED = {"runtime": [
     {"id": f"runtime-humming-{name}", "level": "runtime", "input": inp,
      "platform": _cuda_humming(cap), "env": env, "expected": None}
-    for name, inp, cap, env in HUMMING_RUNTIME_CASES]}
+    for name, inp, cap, env in HUMMING_RUNTIME_CASES],
+    "inc": _mxfp8_cases()}
 
 
 def draw(level: str, n: int, seed: int) -> list[dict]:

@@ -22,6 +22,7 @@ from typing import Any
 from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Level, Predicate, Trace
 from workbench.dispatch.types import ST, Runtime, activation_name, dtype
+from workbench.dispatch.vllm_0_33 import mxfp8
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.gptq_awq import (GPTQ_TYPES, Layer, awq_config,
@@ -355,6 +356,18 @@ def _wna16_inner(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace)
     raise VllmError("NotImplementedError", f"WNA16 linear scheme does not support {cfg!r}")
 
 
+def _mxfp8(d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
+    """`INCMxfp8Scheme.get_linear_method` (schemes/inc_mxfp8_scheme.py:21-31), then
+    `INCMxfp8LinearScheme.create_weights` (schemes/inc_mxfp8_linear.py:24-72): the K check,
+    the [N, K] weight and `init_mxfp8_linear_kernel(weight_shape=(N, K))`."""
+    t = linear_method(t, INC_LINEAR, inner=("INCMxfp8LinearScheme",))
+    k = d.input_size_per_partition
+    if k % mxfp8.BLOCK != 0:
+        return t.failed("ValueError", f"INC MXFP8 requires input_size_per_partition ({k}) to "
+                        f"be divisible by {mxfp8.BLOCK}.")
+    return mxfp8.init_mxfp8_linear_kernel(d.output_size_per_partition, k, p, env, t, d.params_dtype)
+
+
 def _schemes_tried(cfg: INCLayerConfig) -> tuple[Predicate, ...]:
     """`resolve_scheme`'s loop (schemes/factory.py:11-28): the schemes asked, in order, up to
     the first that can handle the config."""
@@ -395,6 +408,8 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
         if not t.predicates[-1].matched:  # resolve_scheme (schemes/factory.py:28)
             raise VllmError("NotImplementedError", f"No INC scheme found for layer config: {cfg!r}")
         t = replace(t, scheme=t.predicates[-1].result)
+        if t.scheme == "INCMxfp8Scheme":
+            return _mxfp8(d, p, env, t)
         if t.scheme != "INCWna16Scheme":
             return t.noted(f"{t.scheme} is outside the int4 W4A8/W4A16 story; not traced further.")
         if p.is_xpu():

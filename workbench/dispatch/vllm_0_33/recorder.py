@@ -16,7 +16,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from workbench.errors import InvalidInputError
+from workbench.errors import InvalidInputError, WorkbenchError
 from workbench.recorder import sandbox
 from workbench.recorder.sdist import sdist_version
 
@@ -64,6 +64,43 @@ class SdistError(InvalidInputError):
     """The directory given is not an unpacked vLLM 0.33.0 sdist."""
 
 
+class SdistIncomplete(SdistError):
+    """The sdist lacks a module its import path needs, or holds one cut short."""
+
+
+class VllmDependencyMissing(WorkbenchError):
+    """This Python lacks a package that vLLM's import path imports (requirements/common.txt)."""
+
+
+def environment_error(exc: BaseException, src: Path | None = None) -> WorkbenchError | None:
+    """The named error when `exc` comes from the tree (`src`, by default the imported one) or
+    this Python, not from vLLM's logic: then it is no answer of vLLM's to record. A missing
+    optional package (a platform field) is vLLM's answer, as on a machine without it."""
+    if src is None and "vllm" in sys.modules:
+        src = Path(sys.modules["vllm"].__file__).resolve().parents[1]
+    if (src is not None and isinstance(exc, SyntaxError) and exc.filename
+            and Path(exc.filename).is_relative_to(src)):
+        return SdistIncomplete(f"vLLM sdist {src}: {Path(exc.filename).relative_to(src)} line "
+                               f"{exc.lineno} does not parse ({exc.msg}); the file is cut short "
+                               "or edited: unpack the sdist again")
+    if not isinstance(exc, ImportError) or not exc.name:
+        return None
+    top = exc.name.split(".")[0]
+    if top in OPTIONAL or exc.name in STUBBED:
+        return None
+    if top == "vllm":
+        where = exc.name.replace(".", "/")
+        what = (f"module {exc.name} ({where}.py or {where}/__init__.py) is missing"
+                if isinstance(exc, ModuleNotFoundError) else f"{exc.name} lacks a name: {exc}")
+        return SdistIncomplete(f"vLLM sdist {src}: incomplete: {what}; unpack the whole sdist")
+    what = ("is not installed" if isinstance(exc, ModuleNotFoundError)
+            else f"is installed without what vLLM imports ({exc})")
+    return VllmDependencyMissing(
+        f"vLLM {VLLM_VERSION} imports {exc.name!r}, which {what} in this Python "
+        f"({sys.prefix}): install the Python dependencies vLLM's import path needs "
+        "(its requirements/common.txt; the README's 'Recording vLLM's answers' lists them)")
+
+
 def _fake_amdsmi(arch: str) -> types.ModuleType:
     """`amdsmi` answering the one query vLLM's ROCm platform makes at import: the GCN arch."""
     m = types.ModuleType("amdsmi")
@@ -90,9 +127,12 @@ class Vllm:
         decide at import what an optional package provides (`if has_humming(): ...`)."""
         src = Path(src).resolve()
         version = sdist_version(src)
-        if version != VLLM_VERSION or not (src / "vllm" / "__init__.py").is_file():
+        if version != VLLM_VERSION:
             raise SdistError(f"--vllm-src {src}: expected an unpacked vLLM {VLLM_VERSION} sdist "
-                             f"(PKG-INFO Version and vllm/__init__.py), found version {version!r}")
+                             f"(PKG-INFO Version), found version {version!r}")
+        if not (src / "vllm" / "__init__.py").is_file():
+            raise SdistIncomplete(f"vLLM sdist {src}: incomplete: no vllm/__init__.py beside its "
+                                  "PKG-INFO; unpack the whole sdist")
         self.src = src
         if "vllm" in sys.modules and not str(getattr(sys.modules["vllm"], "__file__", "")
                                              ).startswith(str(src)):
@@ -104,12 +144,17 @@ class Vllm:
         sandbox.install(STUBBED, OPTIONAL, REAL_OPTIONAL)
         sandbox.set_packages(OPTIONAL, set(packages))
         sys.modules["amdsmi"] = _fake_amdsmi("gfx942")
-        import vllm.platforms as platforms
-        from vllm.platforms.cpu import CpuPlatform
-        self.platforms = platforms
-        platforms.current_platform = CpuPlatform()  # while the rest imports; replaced per case
-        self.linear = importlib.import_module("vllm.model_executor.kernels.linear")
-        self._init_parallel()
+        try:
+            import vllm.platforms as platforms
+            from vllm.platforms.cpu import CpuPlatform
+            self.platforms = platforms
+            platforms.current_platform = CpuPlatform()  # while the rest imports; replaced per case
+            self.linear = importlib.import_module("vllm.model_executor.kernels.linear")
+            self._init_parallel()
+        except (ImportError, SyntaxError) as exc:
+            if (named := environment_error(exc, src)) is not None:
+                raise named from exc
+            raise
         self.observer = sandbox.Observer(self.linear.choose_mp_linear_kernel,
                                          ("failure_reasons", "platform_kernels"))
         self._gfx = None
@@ -372,6 +417,11 @@ def _version_of(dist: str) -> str | None:
 
 
 def error_fields(exc: BaseException) -> dict:
+    """vLLM's refusal as recorded; the tree's or this Python's failure is raised instead."""
+    if isinstance(exc, (SdistIncomplete, VllmDependencyMissing)):
+        raise exc  # named where it was first caught: passes the outer handlers unrecorded
+    if (named := environment_error(exc)) is not None:
+        raise named from exc
     return {"error": str(exc), "error_type": type(exc).__name__}
 
 
@@ -742,6 +792,8 @@ def record_runtime(v: Vllm, case: dict) -> dict:
             try:
                 method, layer, built = _build(v, route, i, i["params_dtype"])
             except Exception as exc:
+                if (named := environment_error(exc)) is not None:
+                    raise named from exc
                 out["route_error"] = f"{type(exc).__name__}: {exc}"
                 return out
             kernel = _kernel_object(method)

@@ -84,6 +84,8 @@ def kernel_loop(trace, key: str = "trace") -> None:
     n = len(trace.steps)
     if trace.mp_config is not None:
         st.caption(f"MPLinearLayerConfig: `{trace.mp_config.to_json()}`")
+    for w in trace.warnings:
+        st.warning(plain(w.sentence()))
     shown, playing, caption = step_controls(trace, key)
     if playing:
         placeholder = st.empty()
