@@ -37,6 +37,8 @@ from workbench.perf.predict import prediction_band  # noqa: E402
 from workbench.results import load_results  # noqa: E402
 
 FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
+FITTED = ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm", "triton_int8_mm",
+          "quantizer")
 # Host shapes the calibration never times (its own are workbench.perf.cpu.CALIBRATION_SHAPES).
 HOST_SHAPES = ((4096, 4096), (5120, 2560))
 HOST_MS = (1, 8, 48, 128)
@@ -76,20 +78,20 @@ def _legacy_configs(path: Path, recs: list) -> list:
     return out
 
 
-def h200_loso(path: Path) -> dict:
+def h200_loso(path: Path, fitted: tuple[str, ...] = FITTED, checked: tuple[str, ...] = FOUR) -> dict:
+    """Every shape of a results file held out in turn: the `checked` paths' records of it
+    predicted from the `fitted` paths' records of the other shapes."""
     from workbench.perf.calibrate import launch_config
 
     res = load_results(path)
     hw = hardware_for(res.platform or "sm90-h200")
-    recs = records_of(res, ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm",
-                          "triton_int8_mm", "quantizer"))
-    recs = _legacy_configs(path, recs)
+    recs = _legacy_configs(path, records_of(res, fitted))
     shapes = sorted({(r.n, r.k) for r in recs})
     points = []
     for shape in shapes:
         fits, tiles = fit_records([r for r in recs if (r.n, r.k) != shape], hw.units, hw.mem_gbs * 1e3)
         for r in recs:
-            if (r.n, r.k) != shape or r.path not in FOUR:
+            if (r.n, r.k) != shape or r.path not in checked:
                 continue
             fit = fits.get(key_for(r.path, r.m, r.n, r.k, r.group_size, launch_config(r)))
             if fit is None:
@@ -108,7 +110,7 @@ def h200_loso(path: Path) -> dict:
            "all": {**error_stats([p["err"] for p in done]),
                    "band_coverage": round(sum(p["in_band"] for p in done) / max(len(done), 1), 4)},
            "by_path": {}, "unpredicted": len(points) - len(done), "points": points}
-    for path_name in FOUR:
+    for path_name in checked:
         ps = [p for p in done if p["path"] == path_name]
         out["by_path"][path_name] = {**error_stats([p["err"] for p in ps]),
                                      "band_coverage": round(sum(p["in_band"] for p in ps) / max(len(ps), 1), 4)}
@@ -278,6 +280,9 @@ def main() -> None:
                     help="only the CPU check (about a minute), merged into the existing --out file")
     ap.add_argument("--published-only", action="store_true",
                     help="only the published-figures check (seconds), merged into the existing --out file")
+    ap.add_argument("--engines-only", action="store_true",
+                    help="only the check of vLLM's own kernels (Humming) on their H200 records, merged "
+                         "into the existing --out file; writes their committed calibration")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the CPU check")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perf_validation.json")
     args = ap.parse_args()
@@ -291,6 +296,16 @@ def main() -> None:
     prov = {"script": "benchmarks/validate_perf.py", "commit": _commit(),
             "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "loadavg_1m": os.getloadavg()[0]}
+    if args.engines_only:  # the other parts stay as the file has them
+        from workbench.perf.calibrate import ENGINE_PATHS, ENGINE_RESULTS, write_committed_calibration
+
+        doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
+        doc["h200_engines_leave_one_shape_out"] = {**h200_loso(ENGINE_RESULTS, ENGINE_PATHS, ENGINE_PATHS),
+                                                   "run": prov}
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+        print(f"calibration: {write_committed_calibration(ENGINE_RESULTS)}")
+        print("H200 engines leave-one-shape-out:", json.dumps(doc["h200_engines_leave_one_shape_out"]["all"]))
+        return
     if args.published_only:  # the H200 and CPU parts stay as the file has them
         doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
         doc["published"] = published_table()

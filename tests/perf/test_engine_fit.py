@@ -57,3 +57,20 @@ def test_another_hopper_part_scales_the_fit_by_its_bandwidth():
     assert h100.basis == "scaled" and "Humming" in h100.kernel, h100
     # decode streams the weight: the H100's 3.35 TB/s against the H200's 4.8
     assert 1.2 < h100.predicted_us / h200.predicted_us < math.ceil(4.8 / 3.35 * 10) / 10
+
+
+def test_the_crossover_a_vllm_user_gets_compares_the_two_checkpoints_as_vllm_loads_them():
+    from workbench.perf.predict import what_vllm_runs
+
+    ms = [1, 16, 256, 4096]
+    c = what_vllm_runs("sm90-h200", ms, 8192, 8192, 128)
+    assert [p.m for p in c.w4a8] == ms and {p.path for p in c.predictions} == {
+        "vLLM, W4A8-int checkpoint", "vLLM, W4A16 checkpoint"}
+    # each side is what `selected` costs for its scheme, the kernel vLLM picks named
+    for p, scheme in ((c.w4a8[1], "w4a8-int"), (c.w4a16[1], "w4a16")):
+        sel = predict("sm90-h200", "selected", 16, 8192, 8192, 128, scheme=scheme)
+        assert (p.predicted_us, p.kernel) == (sel.predicted_us, sel.kernel)
+    assert c.crossover is not None and len(c.crossover) == 3
+    # where the W4A8 checkpoint has no kernel (vLLM refuses it), there is no crossover to draw
+    mi = what_vllm_runs("rocm-mi300x", ms, 8192, 8192, 128)
+    assert mi.crossover is None and mi.w4a8[0].predicted_us is None

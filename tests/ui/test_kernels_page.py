@@ -165,8 +165,14 @@ def test_predicted_chart_title_and_band_read_as_written(ui):
     assert any(t["name"] == "w4a8_native roofline" for t in fig["data"])
     (note,) = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("predicted crossover")]
     assert note.endswith("(band 1 to beyond 8192)") and "None" not in note and "--" not in note
-    caption = next(c for c in ui.text(at).splitlines() if "Predicted crossover" in c)
+    caption = next(c for c in ui.text(at).splitlines() if "W4A16 fallback from" in c)
     assert "(band 1 to beyond 8192)" in caption and "None" not in caption
+    # beside it, what vLLM runs for the layer saved as W4A8 and as W4A16, kernels named
+    from workbench.dispatch.versions import DEFAULT_VERSION
+
+    assert f"What vLLM {DEFAULT_VERSION} runs: W4A8 runs HummingLinearKernel" in caption, caption
+    assert {"vLLM, W4A8-int checkpoint predicted (measured)", "vLLM, W4A16 checkpoint predicted (published)"} <= {
+        t["name"] for t in fig["data"]}
 
 
 def test_the_roofline_is_not_promised_where_it_is_not_drawn():

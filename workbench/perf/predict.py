@@ -34,7 +34,7 @@ from workbench.perf.hardware import Hardware, hardware_for
 
 __all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicted_crossover", "sweep_ms",
            "PREDICTED_PATHS", "BASES", "roofline_us", "scheme_json", "prediction_band", "predict_cpu",
-           "predict_gpu", "predict_family", "eta_of_point"]
+           "predict_gpu", "predict_family", "eta_of_point", "VLLM_SERIES", "VllmComparison", "what_vllm_runs"]
 
 # The paths the model predicts: kernel paths, the H200 bench's own, and "selected" (what vLLM picks).
 PREDICTED_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
@@ -530,3 +530,34 @@ def predicted_crossover(fast: Sequence[Prediction], slow: Sequence[Prediction]
         return stays_ahead_from([(m, getattr(b[m], fb) / getattr(a[m], fa)) for m in ms])
 
     return cross("predicted_us", "predicted_us"), cross("low_us", "high_us"), cross("high_us", "low_us")
+
+
+# The two checkpoints a user compares, as vLLM loads each: the series names the faces show.
+VLLM_SERIES = {"vLLM, W4A8-int checkpoint": "w4a8-int", "vLLM, W4A16 checkpoint": "w4a16"}
+
+
+@dataclass(frozen=True)
+class VllmComparison:
+    """What vLLM runs for the same layer saved as W4A8 (int8 dynamic per-token activations)
+    and as W4A16, predicted per M: the crossover a user of vLLM gets, not this project's."""
+
+    w4a8: tuple[Prediction, ...]  # path: the series name, kernel: what vLLM selected
+    w4a16: tuple[Prediction, ...]
+    crossover: tuple[int | None, int | None, int | None] | None  # None: a side has no cost
+
+    @property
+    def predictions(self) -> tuple[Prediction, ...]:
+        return self.w4a8 + self.w4a16
+
+
+def what_vllm_runs(platform: str, ms: Sequence[int], n: int, k: int, group_size: int = -1, *,
+                   version: str | None = None) -> VllmComparison:
+    """`selected` for the layer as each checkpoint, and the M from which the W4A8 one stays
+    ahead. A side costed by its roofline only (a bound, not a cost) gives no crossover."""
+    (a_name, a_scheme), (b_name, b_scheme) = VLLM_SERIES.items()
+    a = tuple(replace(predict(platform, "selected", m, n, k, group_size, version=version, scheme=a_scheme),
+                      path=a_name) for m in ms)
+    b = tuple(replace(predict(platform, "selected", m, n, k, group_size, version=version, scheme=b_scheme),
+                      path=b_name) for m in ms)
+    costed = all(p.predicted_us and p.basis != "roofline" for p in a + b)
+    return VllmComparison(a, b, predicted_crossover(a, b) if costed else None)

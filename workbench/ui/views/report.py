@@ -128,29 +128,41 @@ def _host_ready(platform: str, *, quiet: bool = False) -> bool:
 
 
 def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None, *, key: str = "pred") -> None:
-    """The Kernels page's predicted curves for the platform picked on the trace page."""
+    """The Kernels page's predicted curves for the platform picked on the trace page: this
+    project's paths, and what vLLM runs for the layer saved as W4A8 and as W4A16."""
     from workbench import plots
-    from workbench.perf.predict import predicted_crossover
+    from workbench.perf.predict import predicted_crossover, sweep_ms, what_vllm_runs
 
     platform = st.session_state["pf.preset"]
+    version = st.session_state["vllm.version"]
     st.subheader(f"Predicted on {platform}")
     if not _host_ready(platform):
         return
-    preds = _curves(platform, n, k, g, st.session_state["vllm.version"])
+    preds = _curves(platform, n, k, g, version)
     fast = [p for p in preds if p.path == "w4a8_native"]
     slow = [p for p in preds if p.path == "w4a16_fallback"]
     cross = predicted_crossover(fast, slow)
+    vllm = what_vllm_runs(platform, sweep_ms(1, 8192), n, k, _modelled_group(g, k), version=version)
+    shown = [p for p in preds if p.path != "selected"] + list(vllm.predictions)
+    top = max(p.m for p in preds)
+    # The crossover drawn is the one a vLLM user gets where both checkpoints are costed.
+    drawn = vllm.crossover if vllm.crossover and vllm.crossover[0] else cross
     # A plotly title is HTML, not Markdown: `escape`, not `plain` (its backslashes would show).
     # The legend names the roofline only where one is drawn (not on a calibrated host).
-    fig = plots.prediction_figure(preds, measured or [], crossover=cross, title=escape(
+    fig = plots.prediction_figure(shown, measured or [], crossover=drawn, title=escape(
         f"Predicted latency, {platform}: N {n} x K {k}, g {g} (dashed: predicted, band shaded"
-        + ("; dotted: roofline)" if plots.has_roofline(preds) else ")")))
+        + ("; dotted: roofline)" if plots.has_roofline(shown) else ")")))
     st.plotly_chart(fig, key=f"{key}-predicted")
-    bases = sorted({f"{p.path}: {p.basis}" for p in preds if p.m == 1})
-    top = max(p.m for p in preds)
-    st.caption(plain("Basis: " + "; ".join(bases) + ". Predicted crossover (W4A8 native stays ahead of the "
-                     "W4A16 fallback from): " + (f"M = {cross[0]} ({plots.crossover_band(cross[1], cross[2], top)})"
-                                                  if cross[0] else f"never in 1-{top}")))
+    bases = sorted({f"{p.path}: {p.basis}" for p in shown if p.m == 1})
+
+    def when(c):
+        return f"M = {c[0]} ({plots.crossover_band(c[1], c[2], top)})" if c[0] else f"never in 1-{top}"
+
+    runs = f"W4A8 runs {vllm.w4a8[0].kernel}; W4A16 runs {vllm.w4a16[0].kernel}"
+    theirs = (f"the W4A8 checkpoint stays ahead from {when(vllm.crossover)}" if vllm.crossover else
+              "no crossover: a side is only bounded (roofline) or cannot run here")
+    st.caption(plain(f"Basis: {'; '.join(bases)}. What vLLM {version} runs: {runs}; {theirs}. "
+                     f"This project's W4A8 native stays ahead of its W4A16 fallback from: {when(cross)}."))
 
 
 def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
