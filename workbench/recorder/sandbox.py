@@ -137,6 +137,12 @@ def set_packages(optional: set[str], present: set[str]) -> None:
             del sys.modules[name]
 
 
+def unhide() -> None:
+    """Real packages import again: the simulated platform's absences last only while vLLM's
+    code runs under it, never for the rest of the process."""
+    FINDER.hidden = set()
+
+
 class _OpNamespace:
     """`torch.ops.<ns>` with the simulated ops shown only when present; other ops are real
     (for aten) or absent (for a compiled extension's namespace)."""

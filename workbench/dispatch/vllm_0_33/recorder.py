@@ -155,6 +155,8 @@ class Vllm:
             if (named := environment_error(exc, src)) is not None:
                 raise named from exc
             raise
+        finally:
+            sandbox.unhide()
         self.observer = sandbox.Observer(self.linear.choose_mp_linear_kernel,
                                          ("failure_reasons", "platform_kernels"))
         self._gfx = None
@@ -237,6 +239,7 @@ class Vllm:
         stack = ExitStack()
         with stack:
             sandbox.set_packages(OPTIONAL, set(platform.get("packages", [])))
+            stack.callback(sandbox.unhide)
             import_utils = self.mod("vllm.utils.import_utils")
             import_utils._has_module.cache_clear()
             import_utils._has_module_spec.cache_clear()
