@@ -131,16 +131,30 @@ def set_packages(optional: set[str], present: set[str]) -> None:
             f"recorder: {missing} must be installed to record a platform that has it (it runs "
             "for real): pip install the project's test or cuda extra")
     FINDER.present = (set(present) & set(optional)) - REAL
+    _restore_real()
     FINDER.hidden = (set(optional) & REAL) - real_present
     for name in list(sys.modules):
-        if any(name == n or name.startswith(n + ".") for n in set(optional) - real_present):
+        if any(name == n or name.startswith(n + ".") for n in FINDER.hidden):
+            # kept aside, not dropped: importing a real package twice registers its torch ops twice
+            _REAL_ASIDE[name] = sys.modules.pop(name)
+        elif any(name == n or name.startswith(n + ".") for n in set(optional) - real_present):
             del sys.modules[name]
+
+
+_REAL_ASIDE: dict[str, Any] = {}  # real packages' modules while a simulated platform lacks them
+
+
+def _restore_real() -> None:
+    for name, module in _REAL_ASIDE.items():
+        sys.modules.setdefault(name, module)
+    _REAL_ASIDE.clear()
 
 
 def unhide() -> None:
     """Real packages import again: the simulated platform's absences last only while vLLM's
     code runs under it, never for the rest of the process."""
     FINDER.hidden = set()
+    _restore_real()
 
 
 class _OpNamespace:
