@@ -67,6 +67,8 @@ _ASCII_SPACE = " \t\n\r\f\v"
 _REGEX_AT = 1 << 30  # marks a position test compiled under Dialect.REGEX
 # A set holding a POSIX class is replaced by one of these before `re` parses the pattern.
 _PLACEHOLDER = 0x100000  # Supplementary Private Use Area-B
+# These two scan a checkpoint's pattern text, never a layer name: no nested repeat, so `re`
+# runs each in time linear in the (MAX_PATTERN_CHARS-bounded) text.
 _POSIX = re.compile(r"\[:\^?[A-Za-z_]+:\]")
 # `regex` reads `{...}` holding an error kind (e, i, s, d) or a comparison as a fuzzy
 # constraint (`a{e<=1}`); `re` reads it as literal text.
@@ -395,6 +397,8 @@ def _library_error(text: str, dialect: Dialect) -> str | None:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # re's "Possible nested set" FutureWarning
+        # Compiled only for the library's own error text (at most MAX_PATTERN_CHARS, checked
+        # before): nothing is ever matched with it; matching is this module's bounded program.
         if dialect is Dialect.RE:
             try:
                 re.compile(text)
