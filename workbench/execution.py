@@ -20,7 +20,6 @@ and accepted layers are the rule set's INC trace.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from enum import Enum
 from typing import Any
 
 import torch
@@ -30,7 +29,7 @@ from w4a8_kernels.errors import KernelInputError
 from w4a8_kernels.quant import quantize_per_token_int8
 from w4a8_kernels.registry import PATHS, Computes, Int4Weight, KernelPath, get_path
 from workbench.dispatch.runtime_text import describe_runtime
-from workbench.dispatch.types import Activation, Runtime
+from workbench.dispatch.types import Activation, Runtime, ValueEnum
 from workbench.dispatch.versions import pinned
 from workbench.errors import InvalidInputError
 
@@ -53,7 +52,7 @@ _ENGINE_ON_GPU = {"HummingLinearKernel": ("vllm_humming", "vllm_humming"),
 _SAME_NUMERICS = {"vllm_int4_scaled_mm", "inc_xpu_w4a8", "marlin_w4a8_int8"}
 
 
-class Fidelity(str, Enum):
+class Fidelity(ValueEnum):
     """How faithfully a path of ours models what vLLM runs (prints as its value)."""
 
     SAME_OP = "same op"
@@ -64,11 +63,6 @@ class Fidelity(str, Enum):
     """The same W4A8 / W4A16 math through another kernel: this host's speed, not the engine's."""
     NONE = "none"
     """Nothing here models it (vLLM selected nothing, or fails after selection)."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    __hash__ = str.__hash__
 
 
 @dataclass(frozen=True)

@@ -280,12 +280,19 @@ def partition_fit(full: tuple[int, int], part: tuple[int, int]) -> PartitionFit 
 
 # --------------------------------------------------------------------------- what runs
 
-class Activation(str, Enum):
-    """The precision of a GEMM's activation operand once the kernel is selected.
+class ValueEnum(str, Enum):
+    """A `str` enum that prints, formats and hashes as its value, so JSON, CSV and every
+    sentence read as the bare name did ("int8", never "Activation.INT8"), and a dict keyed
+    by the bare name finds the member, and back."""
 
-    A `str` enum that prints, formats and hashes as its value, so JSON, CSV and every
-    sentence read as the bare name did ("int8", never "Activation.INT8").
-    """
+    def __str__(self) -> str:
+        return self.value
+
+    __hash__ = str.__hash__
+
+
+class Activation(ValueEnum):
+    """The precision of a GEMM's activation operand once the kernel is selected."""
 
     INT8 = "int8"
     """Quantized per token (or per group) to int8 before the GEMM: real W4A8."""
@@ -299,11 +306,6 @@ class Activation(str, Enum):
     """The model's float16 activations, unquantized: weight-only."""
     FP32 = "fp32"
     """float32 activations, unquantized: weight-only."""
-
-    def __str__(self) -> str:
-        return self.value
-
-    __hash__ = str.__hash__  # a dict keyed by the bare name finds the member, and back
 
 
 ACTIVATIONS = tuple(a.value for a in Activation)
