@@ -220,10 +220,12 @@ def calibration_name(digest: str, sms: int) -> str:
 
 def _read_committed(name: str, results: str | Path = H200_RESULTS) -> GpuCalibration | None:
     target = COMMITTED_CALIBRATIONS.get(Path(results).name)
+    if target is None:  # a results file of the user's own: no committed fit of it
+        return None
     try:
         doc = json.loads(target.read_text())
         return _from_json(doc["calibration"]) if doc.get("name") == name else None
-    except (AttributeError, OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError):
         return None
 
 
