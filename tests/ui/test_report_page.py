@@ -15,3 +15,18 @@ def test_the_summary_is_markdown_not_literal_asterisks(ui):
     shown = ui.unplain(line)
     assert re.search(r"decode [\d.]+ µs \([\d.]+-[\d.]+\), prefill [\d.]+ µs", shown), shown
     assert not re.search(r"\d us\b", shown), shown
+
+
+def test_this_machine_is_not_calibrated_unasked(ui, tmp_path, monkeypatch):
+    # The page costed every layer on this machine, so opening it started a calibration that
+    # ran past two minutes on a loaded machine; like the Kernels page it now offers one.
+    from workbench.perf import cpu
+
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path))
+    cpu.host_calibration.cache_clear()
+    at = ui.open_app("report", state={"pf.preset": "host", "report.source": "Llama-3.1-8B"})
+    assert not at.exception and not ui.errors(at)
+    assert "This machine is not calibrated yet" in ui.text(at)
+    assert [b.label for b in at.button] == ["Calibrate this machine"]
+    assert not list(tmp_path.rglob("host-*.json"))  # nothing was measured
+    assert not any(" per forward" in m.value for m in at.markdown)

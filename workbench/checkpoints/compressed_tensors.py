@@ -108,6 +108,9 @@ def _format(raw: object, where: str, formats: tuple[str, ...]) -> str | None:
     return raw
 
 
+_ARG_FIELDS = ("weights", "input_activations", "output_activations")
+
+
 def parse_ct_config(qc: dict, where: str, rules: ReaderRules) -> CTConfig:
     """Parse a compressed-tensors quantization_config dict against `rules`' formats."""
     notes: list[str] = []
@@ -116,45 +119,48 @@ def parse_ct_config(qc: dict, where: str, rules: ReaderRules) -> CTConfig:
         raise InvalidConfigError(f"{where}.config_groups: must be a non-empty object of "
                                  "config groups")
     global_format = _format(qc.get("format"), f"{where}.format", rules.ct_formats)
+    ignore = _ignore(qc.get("ignore"), f"{where}.ignore")
     groups: list[CTGroup] = []
     for gname, graw in groups_raw.items():
         gwhere = f"{where}.config_groups.{gname}"
-        if isinstance(graw, list):
-            # The preset form {"W4A8": ["Linear"]}: compressed-tensors expands it.
-            from compressed_tensors.quantization import is_preset_scheme, preset_name_to_scheme
-
-            if not is_preset_scheme(gname):
-                raise InvalidConfigError(f"{gwhere}: a list of targets needs the group to be named "
-                                         "after a compressed-tensors preset (e.g. W4A8, W4A16)")
-            targets = _targets(graw, gwhere)
-            scheme = preset_name_to_scheme(gname, list(targets))
-            # The library's own model, read field by field (its dump is its JSON form).
-            dump = scheme.model_dump(mode="json")
-            groups.append(CTGroup(gname, targets, *(
-                _args(dump.get(k), f"{gwhere}.{k}")
-                for k in ("weights", "input_activations", "output_activations")), dump.get("format")))
-            notes.append(f"config group {gname!r} is a preset reference; {rules.vllm} reads each "
-                         "group's 'targets' and 'weights' directly and does not expand presets")
-            continue
-        if not isinstance(graw, dict):
-            raise InvalidConfigError(f"{gwhere}: expected an object (targets, weights, ...) or a "
-                                     f"preset's target list, got {type(graw).__name__}")
-        groups.append(CTGroup(
-            gname, _targets(graw.get("targets"), gwhere),
-            _args(graw.get("weights"), f"{gwhere}.weights"),
-            _args(graw.get("input_activations"), f"{gwhere}.input_activations"),
-            _args(graw.get("output_activations"), f"{gwhere}.output_activations"),
-            _format(graw.get("format"), f"{gwhere}.format", rules.ct_formats),
-        ))
-    ignore = qc.get("ignore") or []
-    if not isinstance(ignore, list) or not all(isinstance(i, str) for i in ignore):
-        raise InvalidConfigError(f"{where}.ignore: must be a list of layer names or 're:' patterns")
-    for pat in ignore:
-        if pat.startswith("re:"):
-            compile_pattern(pat[3:], f"{where}.ignore")
+        targets, fields, fmt = _group(gname, graw, gwhere, rules, notes)
+        groups.append(CTGroup(gname, targets, *(_args(fields.get(k), f"{gwhere}.{k}") for k in _ARG_FIELDS), fmt))
     if qc.get("sparsity_config"):
         notes.append(f"sparsity_config is set: {rules.vllm} refuses it (sparsity support was removed)")
-    return CTConfig(tuple(groups), tuple(ignore), global_format, tuple(notes))
+    return CTConfig(tuple(groups), ignore, global_format, tuple(notes))
+
+
+def _group(gname: str, graw: object, where: str, rules: ReaderRules,
+           notes: list[str]) -> tuple[tuple[str, ...], dict, str | None]:
+    """A config group's targets, its QuantizationArgs fields (still raw) and its format."""
+    if isinstance(graw, list):
+        # The preset form {"W4A8": ["Linear"]}: compressed-tensors expands it.
+        from compressed_tensors.quantization import is_preset_scheme, preset_name_to_scheme
+
+        if not is_preset_scheme(gname):
+            raise InvalidConfigError(f"{where}: a list of targets needs the group to be named "
+                                     "after a compressed-tensors preset (e.g. W4A8, W4A16)")
+        targets = _targets(graw, where)
+        # The library's own model, read field by field (its dump is its JSON form).
+        dump = preset_name_to_scheme(gname, list(targets)).model_dump(mode="json")
+        notes.append(f"config group {gname!r} is a preset reference; {rules.vllm} reads each "
+                     "group's 'targets' and 'weights' directly and does not expand presets")
+        return targets, dump, dump.get("format")
+    if not isinstance(graw, dict):
+        raise InvalidConfigError(f"{where}: expected an object (targets, weights, ...) or a "
+                                 f"preset's target list, got {type(graw).__name__}")
+    return (_targets(graw.get("targets"), where), graw,
+            _format(graw.get("format"), f"{where}.format", rules.ct_formats))
+
+
+def _ignore(raw: object, where: str) -> tuple[str, ...]:
+    ignore = raw or []
+    if not isinstance(ignore, list) or not all(isinstance(i, str) for i in ignore):
+        raise InvalidConfigError(f"{where}: must be a list of layer names or 're:' patterns")
+    for pat in ignore:
+        if pat.startswith("re:"):
+            compile_pattern(pat[3:], where)
+    return tuple(ignore)
 
 
 def _match(value: str, target: str, contains: bool = False) -> bool:

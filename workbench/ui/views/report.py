@@ -57,6 +57,8 @@ def render() -> None:
     state.bind(c2.number_input, "Prefill M", "report.prefill_m", min_value=1, max_value=65536)
     platform = ss["pf.preset"]
     tp = int(ss["tp.size"])
+    if not _host_ready(platform):  # costing on this machine needs its calibration, never started unasked
+        return
     with st.spinner("Predicting every layer..."):
         out = _report(ss["report.source"], platform, tp, int(ss["report.decode_m"]), int(ss["report.prefill_m"]),
                       version)
