@@ -82,9 +82,11 @@ def host_class(flags: frozenset[str], cap: str | None) -> CpuClass:
     return CpuClass.AMX if amx else CpuClass.AVX512 if avx512 else CpuClass.AVX2
 
 
-def _dtype_rate(r: _Rates, path: str, m: int, arm: bool) -> float:
-    """Operations per cycle per core of what `path` multiplies with at M tokens."""
-    if path in ("w4a8_native", "int8_mm") or (path == "vllm_dynamic4bit" and arm):
+def _dtype_rate(cls: CpuClass, path: str, m: int) -> float:
+    """Operations per cycle per core of what `path` multiplies with at M tokens on `cls`."""
+    r = _RATES[cls]
+    # Dynamic4bit on Arm is KleidiAI's int8 kernels (the only Arm class is SVE)
+    if path in ("w4a8_native", "int8_mm") or (path == "vllm_dynamic4bit" and cls is CpuClass.ARM_SVE):
         # int8 dot products; AMX tiles from the engine's switch M (oneDNN's _int_mm alike)
         return float(r.tile_int8 if r.tile_int8 and m >= AMX_FROM_M else r.int8)
     if path == "vllm_dynamic4bit":  # x86: aten's reference loop, in fp32
@@ -123,10 +125,10 @@ def cross_class_spread(path: str) -> float:
 CROSS_CLASS_WIDEN = 0.5
 
 
-def speedup(path: str, src: CpuClass, dst: CpuClass, m: int, arm: bool = False) -> float:
+def speedup(path: str, src: CpuClass, dst: CpuClass, m: int) -> float:
     """How many times faster per core per cycle `dst` multiplies for `path` at M than `src`:
     the datasheet ratio, held to the largest measured across classes where one was."""
-    ratio = _dtype_rate(_RATES[dst], path, m, arm) / _dtype_rate(_RATES[src], path, m, False)
+    ratio = _dtype_rate(dst, path, m) / _dtype_rate(src, path, m)
     measured = _measured_speedups(path)
     if measured and ratio > 1 and {src, dst} <= {CpuClass.AVX2, CpuClass.AMX, CpuClass.AVX512}:
         ratio = min(ratio, max(measured))

@@ -57,9 +57,10 @@ def _doc() -> dict:
 
 def hardware_for(preset: str) -> Hardware:
     """The data of one preset name (after `workbench.platforms` aliases)."""
-    from workbench.platforms import ALIASES, preset_key
+    from workbench.platforms import ALIASES
 
-    key = preset_key(preset) or (preset.lower() if isinstance(preset, str) else preset)
+    low = preset.lower() if isinstance(preset, str) else preset
+    key = ALIASES.get(low, low)  # the one alias table, platforms', read as data
     parts = _doc()["parts"]
     if key not in parts:
         aliases = ", ".join(f"{a} ({k})" for a, k in ALIASES.items() if k in parts)

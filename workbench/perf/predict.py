@@ -226,7 +226,6 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
 
     from workbench.perf import cpu_classes as cc
     from workbench.perf.cpu import features
-    from workbench.platforms import get_preset
 
     src_hw = hardware_for("x86-avx2")  # the committed results' class (a live host: its own flags)
     if cal.key == "committed":
@@ -236,12 +235,11 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
 
         src = cc.host_class(cpu_flags(), isa_cap())
     dst = cc.class_of_preset(hw.preset)
-    arm = get_preset(hw.preset).cpu_arch == "arm"
     rm = cal.stream_gbs / hw.mem_gbs
     src_cycles = src_hw.clock_mhz * max(cal.threads, 1)
 
     def raw(mm: int) -> tuple[float, object]:
-        rc = src_cycles / (cc.speedup(base, src, dst, mm, arm) * hw.clock_mhz * hw.units)
+        rc = src_cycles / (cc.speedup(base, src, dst, mm) * hw.clock_mhz * hw.units)
         x = features(mm, n, k)
         # the fastest variant on the preset (scaled before choosing: the host's fastest may not be)
         return min(((float(x @ np.array((c[0], c[1] * rm, c[2] * rc, c[3] * rm, c[4] * rm))), f)
