@@ -249,3 +249,20 @@ def test_result_record_is_the_one_ms_to_us_conversion(small_records):
     untimed = next(r for r in recs if r.median_ms is None)
     with pytest.raises(InvalidInputError, match="not timed"):
         result_record(untimed)
+
+
+def test_first_call_prepares_a_path_and_makes_one_call_at_m_1():
+    """What the Kernels page runs before a sweep, so that a path compiled at its first call
+    pays for compiling outside the timed calls."""
+    from dataclasses import replace
+
+    from workbench.bench import first_call_s, int4_weight_of
+    from workbench.execution import execution_path
+
+    w = int4_weight_of(synthetic_bench_layer(64, 256, 64))
+    native = execution_path("w4a8_native")
+    shapes = []
+    seen = replace(native, run=lambda inputs, state: shapes.append(tuple(inputs.shape))
+                   or native.run(inputs, state))
+    took = first_call_s(w, seen)
+    assert shapes == [(1, 256)] and 0 < took < 60

@@ -47,7 +47,7 @@ __all__ = [
     "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
     "write_json", "write_csv", "records_from_json", "Progress", "bench_layer_weight",
     "int4_weight_of", "synthetic_bench_layer", "bench_activation", "float_weight", "float_reference",
-    "per_token_errors", "result_record",
+    "per_token_errors", "result_record", "first_call_s",
 ]
 
 Progress = Callable[[int, int, str], None]  # (done, total, message)
@@ -219,11 +219,22 @@ class _Prepared:
     last_call_s: float = 0.0
 
 
-def _prepare_paths(weight: Int4Weight, names: Sequence[str]) -> dict[str, _Prepared]:
-    """Each named path prepared for `weight`, or marked with why it cannot run it."""
-    prepared: dict[str, _Prepared] = {}
+def _prepare_paths(weight: Int4Weight, names: Sequence[str], *, ms: Sequence[int] = (),
+                   w_float: torch.Tensor | None = None) -> dict[str, _Prepared]:
+    """Each named path prepared for `weight`, or marked with why it cannot run it.
+
+    Nothing is allocated before every name is a known path and, for a sweep up to max(`ms`),
+    before the memory it still needs (beside the tensors the caller holds) is known to fit.
+    """
+    paths: dict[str, KernelPath] = {}
     for name in names:
-        path = execution_path(name)  # the kernels' paths, and Marlin W4A8-INT8 composed there
+        paths[name] = execution_path(name)  # the kernels' paths, and Marlin W4A8-INT8 composed there
+    if ms:
+        check_fits(bench_bytes(weight.n, weight.k, max(ms), len(names)) - _held_bytes(weight, w_float),
+                   f"benchmarking N = {weight.n}, K = {weight.k}, M up to {max(ms)} on {len(names)} "
+                   "path(s)", "use fewer or smaller token counts, or a smaller layer")
+    prepared: dict[str, _Prepared] = {}
+    for name, path in paths.items():
         ok, why = path.availability(weight)
         p = _Prepared(path, ok=ok, why=why if not ok else "")
         if ok:
@@ -235,9 +246,25 @@ def _prepare_paths(weight: Int4Weight, names: Sequence[str]) -> dict[str, _Prepa
     return prepared
 
 
+def _held_bytes(weight: Int4Weight, w_float: torch.Tensor | None) -> int:
+    """The bytes a sweep's caller already holds: the layer's tensors and its float weight."""
+    return sum(t.numel() * t.element_size() for t in (weight.w_q, weight.scales, weight.zeros,
+                                                       weight.bias, w_float) if t is not None)
+
+
 def _path_input(p: _Prepared, x: torch.Tensor) -> Any:
     xin = x.to(p.path.activation_dtype) if p.path.activation_dtype else x
     return p.path.make_input(xin, p.state)
+
+
+def first_call_s(weight: Int4Weight, path: KernelPath) -> float:
+    """Seconds to prepare `path` for `weight` and make its first call, at M = 1: a path that
+    compiles its kernels then (`KernelPath.jit`) pays for it here, not in a sweep's timed calls."""
+    t0 = time.perf_counter()
+    p = _Prepared(path, path.prepare(weight))
+    p.path.run(_path_input(p, bench_activation(1, weight.k)), p.state)
+    _sync(p.path.device)
+    return time.perf_counter() - t0
 
 
 def bench_activation(m: int, k: int, seed: int = 0) -> torch.Tensor:
@@ -311,21 +338,15 @@ def _detail(p: _Prepared, m: int) -> str:
     return notes
 
 
-def _check_sweep(weight: Int4Weight, w_float: torch.Tensor | None, paths: Sequence[str],
-                 ms: Sequence[int], warmup: int, repeats: int, error_rows: int, max_call_s: float,
-                 slow_call_s: float) -> tuple[list[int], int, int]:
-    """The sweep's arguments checked, and the memory it still needs; (ms, warmup, repeats)."""
+def _check_sweep(paths: Sequence[str], ms: Sequence[int], warmup: int, repeats: int,
+                 error_rows: int, max_call_s: float, slow_call_s: float) -> tuple[list[int], int, int]:
+    """The sweep's arguments checked; (ms, warmup, repeats)."""
     if isinstance(paths, str) or not paths or not all(isinstance(p, str) for p in paths):
         raise InvalidInputError(f"paths: {shown(paths)}; accepted: a list of kernel path names")
     ms = check_ms(ms)  # M = 0 would time an empty GEMM and leave its errors None
     warmup, repeats = check_int("warmup", warmup, 0, 100), check_int("repeats", repeats, 1, 1000)
     check_int("error_rows", error_rows, 1, MAX_M)
     check_positive("max_call_s", max_call_s, 3600), check_positive("slow_call_s", slow_call_s, 3600)
-    held = sum(t.numel() * t.element_size() for t in (weight.w_q, weight.scales, weight.zeros,
-                                                       weight.bias, w_float) if t is not None)
-    check_fits(bench_bytes(weight.n, weight.k, max(ms), len(paths)) - held,  # what is still to come
-               f"benchmarking N = {weight.n}, K = {weight.k}, M up to {max(ms)} on {len(paths)} "
-               "path(s)", "use fewer or smaller token counts, or a smaller layer")
     return ms, warmup, repeats
 
 
@@ -411,9 +432,8 @@ def bench_weight(
     records say so); one slower than `slow_call_s` is timed once per M instead of
     `repeats` times. `should_stop()` returning True ends the sweep early.
     """
-    ms, warmup, repeats = _check_sweep(weight, w_float, paths, ms, warmup, repeats, error_rows,
-                                       max_call_s, slow_call_s)
-    prepared = _prepare_paths(weight, paths)
+    ms, warmup, repeats = _check_sweep(paths, ms, warmup, repeats, error_rows, max_call_s, slow_call_s)
+    prepared = _prepare_paths(weight, paths, ms=ms, w_float=w_float)
     n, k, g = weight.n, weight.k, weight.group_size
     wf = float_weight(weight, w_float)
     total = len(ms) * len(paths)
@@ -430,7 +450,7 @@ def bench_weight(
             path=name, m=m, n=n, k=k, group_size=g, median_ms=None, rel_error=None,
             available=p.ok, why=p.why, computes=p.path.computes.value, emulated=p.path.emulated,
             activation_dtype=str(p.path.activation_dtype or x.dtype).replace("torch.", ""),
-            threads=threads, layer=layer_name) for name, p in ((nm, prepared[nm]) for nm in paths)}
+            threads=threads, layer=layer_name) for name, p in prepared.items()}
         live, outputs = _first_calls(prepared, per_m, x, m, warmup, max_call_s)
         samples, cpu_samples = _time_round_robin(prepared, live, m, repeats, slow_call_s, seed)
         refs: dict[str, torch.Tensor] = {}

@@ -27,7 +27,7 @@ import torch
 from w4a8_kernels import engine_paths
 from w4a8_kernels.errors import KernelInputError
 from w4a8_kernels.quant import quantize_per_token_int8
-from w4a8_kernels.registry import PATHS, Computes, Int4Weight, KernelPath, get_path
+from w4a8_kernels.registry import PATHS, Computes, Int4Weight, KernelPath
 from workbench.dispatch.runtime_text import describe_runtime
 from workbench.dispatch.types import Activation, Runtime, ValueEnum
 from workbench.dispatch.versions import pinned
@@ -303,12 +303,11 @@ _EXECUTION_PATHS = {p.name: p for p in (MARLIN_W4A8_INT8, INC_XPU_W4A8, INC_XPU_
 
 def execution_path(name: str) -> KernelPath:
     """A kernel path by name: the kernels registry's, or one composed here."""
-    if name in _EXECUTION_PATHS:
-        return _EXECUTION_PATHS[name]
-    if name not in PATHS:
+    path = _EXECUTION_PATHS.get(name) or PATHS.get(name)
+    if path is None:
         raise KernelInputError(f"unknown kernel path {name!r}; known: "
                                f"{', '.join(execution_path_names())}")
-    return get_path(name)
+    return path
 
 
 def execution_path_names() -> list[str]:

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 from html import escape
+from typing import TYPE_CHECKING
 
 import streamlit as st
 
 from workbench.ui import loaders, runs, state, widgets
 from workbench.ui.plain import plain
+
+if TYPE_CHECKING:
+    from w4a8_kernels.registry import KernelPath
 
 # Untimed calls before each point: the first calls of a path pay for allocation and packing.
 WARMUP = 2
@@ -121,64 +125,63 @@ def _path_options(layer) -> dict[str, str]:
     return out
 
 
+def _kernel_paths(names: list[str]) -> list[KernelPath]:
+    """The picked paths, from their names: the page reads what each one is (which compile at
+    their first call); the sweep is handed their names, which its records carry."""
+    from workbench.execution import execution_path
+
+    return [execution_path(name) for name in names]
+
+
 @st.cache_resource(show_spinner=False)
-def _warm_engine(layer_key: str, name: str, _layer) -> float:
-    """Prepare a JIT-compiled path once per layer and run it once: the compiled kernels stay in
-    this process, so the timed runs after it (and later reruns) do not pay for compiling."""
-    import time
+def _warm_engine(layer_key: str, name: str, _path: KernelPath, _layer) -> float:
+    """A JIT-compiled path's first call, once per layer (keyed by the layer and the path's name):
+    the compiled kernels stay in this process, so the timed runs after it (and later reruns) do
+    not pay for compiling."""
+    from workbench.bench import first_call_s, int4_weight_of
 
-    import torch
-    from workbench.bench import int4_weight_of
-    from workbench.execution import execution_path
-
-    path = execution_path(name)
-    w = int4_weight_of(_layer)
-    t0 = time.perf_counter()
-    state_ = path.prepare(w)
-    path.run(path.make_input(torch.randn(1, w.k).to(torch.bfloat16), state_), state_)
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0
+    return first_call_s(int4_weight_of(_layer), _path)
 
 
-def _compile_first(layer, ref, paths: list[str]) -> None:
+def _compile_first(layer, ref, paths: list[KernelPath]) -> None:
+    """Each path that compiles CUDA kernels at its first call makes that call before the sweep
+    times anything, under a status line that says how long it took or why it cannot run."""
     from w4a8_kernels.errors import KernelError
-    from workbench.execution import execution_path
 
-    for name in paths:
-        path = execution_path(name)
+    for path in paths:
         if not path.jit or not path.probe()[0]:
             continue
-        with st.status(f"Compiling `{name}`'s CUDA kernels (first call only)...") as box:
+        with st.status(f"Compiling `{path.name}`'s CUDA kernels (first call only)...") as box:
             try:
-                took = _warm_engine(ref.key, name, layer)
-                box.update(label=f"`{name}` ready ({took:.1f} s the first time)", state="complete")
+                took = _warm_engine(ref.key, path.name, path, layer)
+                box.update(label=f"`{path.name}` ready ({took:.1f} s the first time)", state="complete")
             except KernelError as exc:  # the bench records why it cannot run
-                box.update(label=f"`{name}` cannot run: {exc}", state="error")
+                box.update(label=f"`{path.name}` cannot run: {exc}", state="error")
 
 
-def _run(layer, ref, paths: list[str], ms: list[int], reps: int, key: str) -> None:
+def _run(layer, ref, paths: list[KernelPath], ms: list[int], reps: int, key: str) -> None:
     from workbench.bench import bench_layer_weight, host_provenance
     from workbench.noise import cpu_sample, load_check
 
     _compile_first(layer, ref, paths)
+    names = [path.name for path in paths]
     ss = st.session_state
     ss["kern.records"] = []
     # The watch's body also runs once now, inline: with no sweep marked running yet, it passes.
     ss["kern.meta"] = None
     _stop_watch()
-    ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": paths, "ms": ms,
+    ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": names, "ms": ms,
                        "status": "running", "provenance": host_provenance()}
-    total = len(ms) * len(paths)
     start = cpu_sample()
     bar = st.progress(0.0, text="starting")
     # The figures so far are redrawn after each M: the header's Stop (which ends the script
     # with no rerun) then leaves them on the page, and the records stay in the session.
     live = st.empty()
     for i, m in enumerate(ms):
-        def progress(done: int, _total: int, msg: str, i: int = i) -> None:
-            bar.progress(min(1.0, (i * len(paths) + done) / total), text=msg)
+        def progress(done: int, total: int, msg: str, i: int = i) -> None:  # done of this M's total
+            bar.progress(min(1.0, (i + done / total) / len(ms)), text=msg)
 
-        recs = bench_layer_weight(layer, paths, [m], repeats=reps, warmup=WARMUP, max_call_s=5.0,
+        recs = bench_layer_weight(layer, names, [m], repeats=reps, warmup=WARMUP, max_call_s=5.0,
                                   error_rows=64, progress=progress)
         ss["kern.records"] = ss["kern.records"] + [r.to_dict() for r in recs]
         ss["kern.meta"]["done_m"] = m
@@ -247,7 +250,7 @@ def _controls(layer, ref, plan, key: str, default_m: str | None) -> None:
         ms = state.parse_ms(ss["kern.m_list"])
         if not ss["kern.paths"]:
             raise InvalidInputError("paths: pick at least one kernel path to run")
-        _run(layer, ref, list(ss["kern.paths"]), ms, int(ss["kern.reps"]), key)
+        _run(layer, ref, _kernel_paths(ss["kern.paths"]), ms, int(ss["kern.reps"]), key)
 
 
 def _local_rows(ref) -> tuple[list[dict], dict | None]:
@@ -427,7 +430,8 @@ def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: boo
     _controls(layer, ref, plan, key, default_m)
     local, meta = _local_rows(ref)
     if auto_run and not local and not (meta and meta.get("layer_key") == ref.key):
-        _run(layer, ref, list(ss["kern.paths"]), state.parse_ms(ss["kern.m_list"]), int(ss["kern.reps"]), key)
+        _run(layer, ref, _kernel_paths(ss["kern.paths"]), state.parse_ms(ss["kern.m_list"]),
+             int(ss["kern.reps"]), key)
         local, meta = _local_rows(ref)
     if meta and meta.get("layer_key") == ref.key:
         st.caption(f"Results for {plain(meta['label'])}: M = {meta['ms']}, {meta['status']}; measured on "
