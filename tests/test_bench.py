@@ -234,7 +234,13 @@ def test_per_token_errors_judge_every_path_against_the_float_weight():
     p = execution_path("w4a16_fallback")
     state = p.prepare(int4_weight_of(layer))
     y = p.finish(p.run(p.make_input(x, state), state), None, state)
-    assert errs["w4a16_fallback"] == per_token_rel_error(y, ref).tolist() and len(errs["w4a8_native"]) == 9
+    # The fallback picks its engine per call by timing (fp32 or bf16 dequant, tinygemm), so a
+    # second run may round differently: equal to within that rounding (about 1e-3 of y), far
+    # from the errors against the dequantized weight (those are 0 to 4e-3, these about 0.1).
+    fresh = per_token_rel_error(y, ref).tolist()
+    assert len(errs["w4a16_fallback"]) == len(fresh) == 9 and len(errs["w4a8_native"]) == 9
+    assert all(abs(a - b) < 1e-2 for a, b in zip(errs["w4a16_fallback"], fresh)), (errs["w4a16_fallback"], fresh)
+    assert all(0.02 < e < 0.2 for e in fresh)
     assert all(0 < e < 0.2 for e in errs["w4a8_native"])
 
 
