@@ -191,6 +191,11 @@ def family_eta(family: str, eta_of_point, exclude: dict | None = None, part: str
         return None
     meds = {a: statistics.median(v) for a, v in by_arch.items()}
     spread = math.log(max(meds.values()) / min(meds.values())) if len(meds) > 1 else 0.0
+    # The part's own points first: two parts of one class can stream their L2 very
+    # differently (a B200 against an RTX 5090).
+    own = [e for e in (eta_of_point(p) for p in pts if p["part"] == part) if e is not None and e > 0]
+    if own:
+        return Eta(statistics.median(own) * fam.slow, arch_of(part), len(own), spread, False)
     want = arch_of(part) if part is not None else None
     if want in by_arch:
         return Eta(meds[want] * fam.slow, want, len(by_arch[want]), spread, False)

@@ -214,25 +214,31 @@ def _comp_us(fit, point) -> float:
 @lru_cache(maxsize=1)
 def _implied_rates() -> tuple:
     """Per published point (aligned with `published_points()`): the rate (TOP/s) at which
-    the dense model meets it, where it is a dense GEMM past M = 128 whose per-tile branch
-    binds; else None. Up to M = 128 the fitted per-tile branch is torch._int_mm's small-M
-    latency on the H200, not a datapath rate, so such points say nothing of one."""
+    the model `predict_dense` uses for it meets it, where it is a dense GEMM past M = 128
+    that is compute-bound (the fitted per-tile branch binds for cuBLAS bf16; the family's
+    compute term for the int8 / fp8 GEMMs); else None. Up to M = 128 the fitted per-tile
+    branch is the H200 library's small-M latency, not a datapath rate."""
     from workbench.perf.families import FAMILIES, point_us, published_points
 
     out = []
     for p in published_points():
-        if not p["family"].startswith("dense") or p["m"] <= 128 or p["unit"] not in ("us", "tflops"):
+        if not p["family"].startswith("dense") or p["m"] <= _STREAM_M or p["unit"] not in ("us", "tflops"):
             out.append(None)
             continue
         hw = hardware_for(p["part"])
         path = FAMILIES[p["family"]].act
         r0 = _peak_of(hw, _DTYPE[path])
-        fit, point, _, _ = _gpu_fit(hw, path, p["m"], p["n"], p["k"], -1, regime=regime_of_point(p, hw), rate=r0)
+        regime = regime_of_point(p, hw)
         t = point_us(p, None)
-        if fit is None or t - fit.t0 <= point.nbytes / fit.bw:
-            out.append(None)
+        if p["family"] == "dense_fp16":
+            fit, point, _, _ = _gpu_fit(hw, path, p["m"], p["n"], p["k"], -1, regime=regime, rate=r0)
+            ok = fit is not None and t - fit.t0 > point.nbytes / fit.bw
+            out.append(r0 * _comp_us(fit, point) / (t - fit.t0) if ok else None)
             continue
-        out.append(r0 * _comp_us(fit, point) / (t - fit.t0))
+        got = _family_compute(hw, p["family"], p["m"], p["n"], p["k"], rate=r0)
+        stream = _family_bytes(p["family"], p["m"], p["n"], p["k"], -1) / (stream_gbs(hw, regime) * 1e3)
+        ok = got is not None and t - got[0] > max(stream, 0.0) and got[1] > stream
+        out.append(r0 * got[1] / (t - got[0]) if ok else None)
     return tuple(out)
 
 
@@ -387,16 +393,27 @@ def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: f
                ) -> float | None:
     """max(t0 + bytes / (eta BW), 2MNK at the rate the dense GEMM of the family's activation
     type reaches on this N x K when compute-bound); BW: the regime's (DRAM, or the L2)."""
+    got = _family_compute(hw, family, m, n, k, src, exclude)
+    if got is None:
+        return None
+    t0, compute = got
+    nbytes = _family_bytes(family, m, n, k, g)
+    return t0 + max(nbytes / (eta * stream_gbs(hw, regime) * 1e3), compute)
+
+
+def _family_compute(hw: Hardware, family: str, m: int, n: int, k: int, src: Hardware | None = None,
+                    exclude: dict | None = None, rate: float | None = None) -> tuple[float, float] | None:
+    """(launch latency, compute time) of a family's call: 2MNK at the rate the dense GEMM of
+    its activation type reaches on this N x K at M = max(M, 4096), where it is compute-bound."""
     from workbench.perf.families import FAMILIES
 
     big = max(m, 4096)
-    fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1, src, exclude=exclude)
-    here, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, n, k, -1, src)  # launch latency (as eta_of_point)
+    fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1, src, exclude=exclude, rate=rate)
+    # launch latency (as eta_of_point): no rate enters it
+    here, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, n, k, -1, src, rate=_peak_of(hw, "bf16"))
     if fit is None or here is None:
         return None
-    rate = 2 * big * n * k / fit.predict(point)  # operations per us
-    nbytes = _family_bytes(family, m, n, k, g)
-    return here.t0 + max(nbytes / (eta * stream_gbs(hw, regime) * 1e3), 2 * m * n * k / rate)
+    return here.t0, m * fit.predict(point) / big
 
 
 def eta_of_point(p: dict) -> float | None:
@@ -407,7 +424,7 @@ def eta_of_point(p: dict) -> float | None:
 
     hw = hardware_for(p["part"])
     t = point_us(p, lambda part, n, k, m: predict_gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
-    fit, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, p["n"], p["k"], -1)
+    fit, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, p["n"], p["k"], -1, rate=_peak_of(hw, "bf16"))  # t0 only
     if fit is None or t <= fit.t0:
         return None
     nbytes = _family_bytes(p["family"], p["m"], p["n"], p["k"], p["group_size"])
@@ -415,6 +432,13 @@ def eta_of_point(p: dict) -> float | None:
     if 2 * p["m"] * p["n"] * p["k"] / (_peak_of(hw, _DTYPE[FAMILIES[p["family"]].act]) * 1e6) > stream:
         return None
     return stream / (t - fit.t0)
+
+
+def _eta_in(regime: Regime):
+    """eta_of_point, for the points whose benchmark streamed in `regime` only."""
+    def eta(p: dict) -> float | None:
+        return eta_of_point(p) if regime_of_point(p, hardware_for(p["part"])) is regime else None
+    return eta
 
 
 def predict_family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: dict | None = None,
@@ -426,11 +450,16 @@ def predict_family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, ex
     streams from (DRAM unless a benchmark re-reads one weight copy that fits the L2)."""
     from workbench.perf.families import family_eta
 
-    eta = family_eta(family, eta_of_point, exclude, hw.preset)
+    # A stream from the L2 and one from DRAM reach different fractions of their bandwidths:
+    # the efficiency is read from points of the same regime; with none, DRAM's, band widened.
+    eta = family_eta(family, _eta_in(regime), exclude, hw.preset)
+    widen = 0.0
+    if eta is None and regime is Regime.L2:
+        eta, widen = family_eta(family, _eta_in(Regime.DRAM), exclude, hw.preset), 0.3
     us = None if eta is None else _family_us(hw, family, m, n, k, g, eta.value, src, regime, exclude)
     if us is None:
         return None
-    w = 0.1 + (eta.spread if eta.arch == "all" else 0.0)
+    w = 0.1 + widen + (eta.spread if eta.arch == "all" else 0.0)
     lo, hi = prediction_band(us, -w, w, "measured" if eta.measured else "published")
     return us, lo, hi, eta
 
@@ -443,16 +472,19 @@ _STREAM_M = 128
 def predict_dense(hw: Hardware, family: str, m: int, n: int, k: int, *, src: Hardware | None = None,
                   exclude: dict | None = None, regime: Regime = Regime.DRAM) -> Prediction:
     """A published dense GEMM (families dense_fp16 / dense_int8 / dense_fp8) on a part.
-    cuBLAS bf16 is the kernel the H200 results time: its fit. The int8 and fp8 GEMMs
-    (CUTLASS scaled_mm, torch._scaled_mm) stream as a family up to M = 128 (eta per
-    architecture from their published points): the fitted small-M bucket is torch._int_mm's
-    per-tile latency, which CUTLASS's small-M tiles do not share. Past it, the larger of that
-    and the fitted per-tile model at the part's rate."""
+    On the H200, cuBLAS bf16 is the kernel its results time: its fit. Elsewhere, and for
+    the int8 and fp8 GEMMs (CUTLASS scaled_mm, torch._scaled_mm) everywhere, a GEMM is a
+    family: it streams at an eta per part, then architecture, read from the published points
+    of the same regime, and computes at the part's rate. The fitted small-M bucket is the
+    H200 library's per-tile latency (torch._int_mm's, cuBLAS bf16's at the H200's rate),
+    which other kernels' small-M tiles, or cuBLAS's GEMV-like ones on other parts, do not
+    share; the fitted tiles are torch._int_mm's, not CUTLASS's. cuBLAS bf16 past M = 128 on
+    another part: the larger of the family's time and its fitted per-tile model."""
     from workbench.perf.families import FAMILIES
 
     path = FAMILIES[family].act
     tile = predict_gpu(hw, path, m, n, k, -1, src, regime, exclude)
-    if family == "dense_fp16" or tile.basis == "roofline":
+    if tile.basis == "roofline" or (family == "dense_fp16" and tile.basis == "measured"):
         return tile
     got = predict_family(hw, family, m, n, k, -1, exclude, regime, src)
     if got is None:
@@ -461,7 +493,7 @@ def predict_dense(hw: Hardware, family: str, m: int, n: int, k: int, *, src: Har
     where = f"{eta.arch} points" if eta.arch != "all" else "points of other architectures"
     stream = replace(tile, predicted_us=us, low_us=lo, high_us=hi, basis="published",
                      note=f"family {family}, streaming at the efficiency of {where}; {regime.sentence}")
-    if m <= _STREAM_M or us >= tile.predicted_us:
+    if family != "dense_fp16" or m <= _STREAM_M or us >= tile.predicted_us:
         return stream
     return tile
 
