@@ -247,7 +247,7 @@ def dense_rate(hw, dtype: str, implied: tuple, exclude: dict | None = None) -> R
     median of those."""
     import math
 
-    from workbench.perf.hardware import hardware_for
+    from workbench.perf.hardware import hardware_for, hardware_table
 
     def peak(h):
         return h.peak(dtype) or h.peak("bf16") or 1.0
@@ -263,7 +263,8 @@ def dense_rate(hw, dtype: str, implied: tuple, exclude: dict | None = None) -> R
     effs = {part: statistics.median(v) for part, v in per_part.items()}
     counts = {part: len(v) for part, v in per_part.items()}
     src = exclude.get("source") if exclude else None
-    for part in json.loads(hardware_file().read_text())["parts"]:
+    for row in hardware_table():
+        part = row["preset"]
         other = hardware_for(part)
         s = other.sustained_rate(dtype)
         if part == hw.preset or other.kind != "gpu" or not s or other.sustained_link(dtype) == src:
@@ -278,9 +279,3 @@ def dense_rate(hw, dtype: str, implied: tuple, exclude: dict | None = None) -> R
     v = list(effs.values())
     return RateEstimate(statistics.median(v), "all", sum(counts.values()),
                         math.log(max(v) / min(v)) if len(v) > 1 else 0.0)
-
-
-def hardware_file() -> Path:
-    from workbench.perf.hardware import HARDWARE_FILE
-
-    return HARDWARE_FILE
