@@ -11,10 +11,13 @@
    only and compare its predictions with the others; `--cpu-only` runs just this (about a
    minute) and replaces the file's "host" part.
 3. Published kernel figures (workbench/perf/published.json) against the model, each point
-   left out of its family's calibration and checked without any sustained rate read from its
-   own source; a weight the source re-reads every call and that fits the part's L2 is flagged
-   (the model streams it from DRAM, as a model forward does), and a part with no model but its
-   roofline is checked as a bound. `--published-only` re-runs just this (seconds).
+   left out of its family's calibration and of every efficiency and rate read from points, and
+   checked without any sustained rate read from its own source. Each is predicted in its
+   benchmark's regime (workbench/perf/regime.py: the L2 where the source re-reads one weight
+   copy that fits the part's L2, DRAM otherwise, as in a model forward); the points whose
+   measured time beats half their DRAM read are flagged `l2_resident` and summarised apart. A
+   part with no model but its roofline is checked as a bound. `--published-only` re-runs just
+   this (seconds).
 """
 from __future__ import annotations
 

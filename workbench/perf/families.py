@@ -267,7 +267,7 @@ def dense_rate(hw, dtype: str, implied: tuple, exclude: dict | None = None) -> R
         part = row["preset"]
         other = hardware_for(part)
         s = other.sustained_rate(dtype)
-        if part == hw.preset or other.kind != "gpu" or not s or other.sustained_link(dtype) == src:
+        if part == hw.preset or other.kind != "gpu" or not s or (src and other.sustained_link(dtype) == src):
             continue
         effs[part], counts[part] = s / peak(other), 1  # a part's own best figure wins over its points
     if not effs:

@@ -141,8 +141,8 @@ def _rate(hw: Hardware, dtype: str, src: Hardware, fitted: str, exclude: dict | 
     if est is not None:
         where = ("this part's" if est.scope == "part" else f"{est.scope} parts'" if est.scope != "all"
                  else "every architecture's")
-        return (est.eff * _peak_of(hw, dtype), f"{dtype} at the rate {where} published dense GEMMs imply "
-                f"({est.eff:.0%} of peak, {est.n} points)", est.spread)
+        return (est.eff * _peak_of(hw, dtype), f"{dtype} at {est.eff:.0%} of peak, the rate {where} published "
+                f"dense GEMMs and sustained figures show ({est.n} of them)", est.spread)
     own = src.sustained_rate(dtype) or 0.0
     eff = own / _peak_of(src, dtype) if own else (src.sustained_rate(fitted) or _peak_of(src, fitted)) / _peak_of(src, fitted)
     return eff * _peak_of(hw, dtype), "", 0.0
