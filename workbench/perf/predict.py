@@ -237,7 +237,7 @@ def _implied_rates() -> tuple:
             continue
         got = _family_compute(hw, p["family"], p["m"], p["n"], p["k"], rate=r0)
         stream = _family_bytes(p["family"], p["m"], p["n"], p["k"], -1) / (stream_gbs(hw, regime) * 1e3)
-        ok = got is not None and t - got[0] > max(stream, 0.0) and got[1] > stream
+        ok = got is not None and got[1] > stream and t - got[0] > stream  # compute-bound
         out.append(r0 * got[1] / (t - got[0]) if ok else None)
     return tuple(out)
 
@@ -464,8 +464,8 @@ def predict_family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, ex
     return us, lo, hi, eta
 
 
-# Past this M the int8 / fp8 GEMMs are costed by the fitted per-tile model too (key_for's
-# "small" bucket ends here).
+# Past this M cuBLAS bf16 on another part is costed by the fitted per-tile model too, and
+# dense points imply a rate (key_for's "small" bucket ends here).
 _STREAM_M = 128
 
 
