@@ -11,10 +11,13 @@
    only and compare its predictions with the others; `--cpu-only` runs just this (about a
    minute) and replaces the file's "host" part.
 3. Published kernel figures (workbench/perf/published.json) against the model, each point
-   left out of its family's calibration and checked without any sustained rate read from its
-   own source; a weight the source re-reads every call and that fits the part's L2 is flagged
-   (the model streams it from DRAM, as a model forward does), and a part with no model but its
-   roofline is checked as a bound. `--published-only` re-runs just this (seconds).
+   left out of its family's calibration and of every efficiency and rate read from points, and
+   checked without any sustained rate read from its own source. Each is predicted in its
+   benchmark's regime (workbench/perf/regime.py: the L2 where the source re-reads one weight
+   copy that fits the part's L2, DRAM otherwise, as in a model forward); the points whose
+   measured time beats half their DRAM read are flagged `l2_resident` and summarised apart. A
+   part with no model but its roofline is checked as a bound. `--published-only` re-runs just
+   this (seconds).
 """
 from __future__ import annotations
 
@@ -206,38 +209,40 @@ def _l2_resident(p: dict, hw, measured_us: float) -> bool:
 
 
 def published_table() -> dict:
-    from workbench.perf.families import FAMILIES, point_us, published_points
-    from workbench.perf.predict import eta_of_point, predict_family, predict_gpu, calibrate_gpu
+    from workbench.perf.families import point_us, published_points
+    from workbench.perf.predict import (eta_of_point, predict_dense, predict_family, predict_gpu, calibrate_gpu,
+                                        regime_of_point)
 
     rows, bounds = [], []
     for p in published_points():
         hw = hardware_for(p["part"])
         meas = point_us(p, lambda part, n, k, m: predict_gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
         fam = p["family"]
+        regime = regime_of_point(p, hw)  # the source's benchmark condition, not its time
         held = ()
         if fam.startswith("dense"):
-            act = FAMILIES[fam].act
             hw_eval, held = _held_out_rates(hw, p["source"])
             src_eval, held_src = _held_out_rates(hardware_for(calibrate_gpu().platform), p["source"])
             held = tuple(sorted({*(f"{hw.preset} {t}" for t in held), *(f"{src_eval.preset} {t}" for t in held_src)}))
-            got = predict_gpu(hw_eval, act, p["m"], p["n"], p["k"], -1, src=src_eval)
+            got = predict_dense(hw_eval, fam, p["m"], p["n"], p["k"], src=src_eval, exclude=p, regime=regime)
             if got.basis == "roofline":  # a bound, not a cost: checked as one
                 bounds.append({**p, "measured_us": round(meas, 2), "roofline_us": round(got.predicted_us, 2),
                                "holds": bool(meas >= got.predicted_us), "why": got.note})
                 continue
             pred, band = got.predicted_us, (got.low_us, got.high_us)
-            how = f"{act} model ({got.basis} from the H200 results)"
+            how = f"{got.path} ({got.basis}): {got.note}; this point left out of every rate and efficiency read from points"
             if held:  # what the rate taken from this very table gives: in-sample, no check
-                own = predict_gpu(hw, act, p["m"], p["n"], p["k"], -1).predicted_us
+                own = predict_dense(hw, fam, p["m"], p["n"], p["k"], exclude=p, regime=regime).predicted_us
                 p = {**p, "err_with_own_rate": round(own / meas - 1, 4)}
         else:
-            got = predict_family(hw, fam, p["m"], p["n"], p["k"], p["group_size"], exclude=p)
+            got = predict_family(hw, fam, p["m"], p["n"], p["k"], p["group_size"], exclude=p, regime=regime)
             pred = got[0] if got else None
             band = (got[1], got[2]) if got else None
-            how = f"family {fam}, this point left out of its calibration"
+            how = f"family {fam}, this point left out of its calibration; {regime.sentence}"
         rows.append({**p, "measured_us": round(meas, 2), "predicted_us": None if pred is None else round(pred, 2),
                      "err": None if pred is None else round(pred / meas - 1, 4), "model": how,
-                     "sustained_held_out": list(held), "l2_resident": _l2_resident(p, hw, meas),
+                     "regime": str(regime), "sustained_held_out": list(held),
+                     "l2_resident": _l2_resident(p, hw, meas),
                      "in_band": None if band is None else bool(band[0] <= meas <= band[1]),
                      "implied_eta": None if fam.startswith("dense") else eta_of_point(p)})
     done = [r for r in rows if r["err"] is not None]
@@ -255,6 +260,8 @@ def published_table() -> dict:
             "without_l2_resident": summary([r for r in done if not r["l2_resident"]]),
             "without_l2_resident_by_part": by("part", [r for r in done if not r["l2_resident"]]),
             "l2_resident": summary([r for r in done if r["l2_resident"]]),
+            "l2_resident_by_part": by("part", [r for r in done if r["l2_resident"]]),
+            "by_regime": by("regime"),
             "rate_held_out": {**summary([r for r in done if r["sustained_held_out"]]),
                               "in_sample_with_own_rate": error_stats(
                                   [r["err_with_own_rate"] for r in done if "err_with_own_rate" in r])},

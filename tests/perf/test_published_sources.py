@@ -166,8 +166,13 @@ def test_fp8_on_the_h200_runs_at_its_own_rate_not_int_mms():
     fp8 = predict_gpu(h200, "fp8_mm", 8192, 8192, 8192, -1).predicted_us
     int8 = predict_gpu(h200, "int8_mm", 8192, 8192, 8192, -1).predicted_us
     assert fp8 < 0.8 * int8  # compute-bound: the fp8 matmul's 1453 TFLOP/s against _int_mm's 895
+    # Its own fp8 figure and the point it came from held out, the rate comes from the other
+    # Hopper part's published fp8 GEMM (the H100's), not from _int_mm's efficiency: within 15%
     plain = replace(h200, sustained={t: v for t, v in h200.sustained.items() if t != "fp8"})
-    assert predict_gpu(h200, "fp8_mm", 8192, 8192, 8192, -1, src=plain).predicted_us == pytest.approx(int8, rel=0.02)
+    mamf = next(p for p in published_points() if p["part"] == "sm90-h200" and "ml-engineering" in p["source"])
+    held = predict_gpu(plain, "fp8_mm", 8192, 8192, 8192, -1, src=plain, exclude=mamf)
+    assert held.predicted_us == pytest.approx(fp8, rel=0.15) and held.predicted_us < 0.8 * int8
+    assert "the rate hopper parts' published dense GEMMs" in held.note
 
 
 def test_a_weight_reread_from_the_l2_is_flagged_and_beats_the_dram_roofline():

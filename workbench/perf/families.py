@@ -19,7 +19,7 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = ["FAMILIES", "Family", "Eta", "family_of", "arch_of", "published_points", "measured_points",
-           "family_eta", "PUBLISHED_FILE", "MEASURED_PATHS"]
+           "family_eta", "PUBLISHED_FILE", "MEASURED_PATHS", "RateEstimate", "dense_rate", "DENSE_DTYPES"]
 
 PUBLISHED_FILE = Path(__file__).with_name("published.json")
 
@@ -191,6 +191,11 @@ def family_eta(family: str, eta_of_point, exclude: dict | None = None, part: str
         return None
     meds = {a: statistics.median(v) for a, v in by_arch.items()}
     spread = math.log(max(meds.values()) / min(meds.values())) if len(meds) > 1 else 0.0
+    # The part's own points first: two parts of one class can stream their L2 very
+    # differently (a B200 against an RTX 5090).
+    own = [e for e in (eta_of_point(p) for p in pts if p["part"] == part) if e is not None and e > 0]
+    if own:
+        return Eta(statistics.median(own) * fam.slow, arch_of(part), len(own), spread, False)
     want = arch_of(part) if part is not None else None
     if want in by_arch:
         return Eta(meds[want] * fam.slow, want, len(by_arch[want]), spread, False)
@@ -215,3 +220,62 @@ def _pooled_spread(eta_of_point, exclude) -> float:
             groups.setdefault((p["family"], arch_of(p["part"])), []).append(e)
     meds = [statistics.median(v) for v in groups.values()]
     return math.log(max(meds) / min(meds)) if len(meds) > 1 else 0.0
+
+
+# The datatype each dense family's GEMM computes in.
+DENSE_DTYPES = {"dense_fp16": "bf16", "dense_int8": "int8", "dense_fp8": "fp8"}
+
+
+@dataclass(frozen=True)
+class RateEstimate:
+    """A part's dense rate at one datatype as a fraction of its peak, read from what other
+    GEMMs reached: the part's own published points (scope "part"), else the other parts of
+    its architecture class (scope: the class), else every class ("all", `spread`: the
+    log-range of the per-part figures, which widens the band)."""
+
+    eff: float
+    scope: str
+    n: int
+    spread: float
+
+
+def dense_rate(hw, dtype: str, implied: tuple, exclude: dict | None = None) -> RateEstimate | None:
+    """The rate `hw` reaches at `dtype`, from evidence other than `exclude`: the rates its
+    published dense points imply (`implied`, aligned with `published_points()`, TOP/s or
+    None), and the sustained figures hardware.json gives other parts (those read from
+    `exclude`'s own source left out). Per part the median fraction of peak; across parts the
+    median of those."""
+    import math
+
+    from workbench.perf.hardware import hardware_for, hardware_table
+
+    def peak(h):
+        return h.peak(dtype) or h.peak("bf16") or 1.0
+
+    per_part: dict = {}
+    for p, r in zip(published_points(), implied):
+        if r is None or p is exclude or DENSE_DTYPES.get(p["family"]) != dtype:
+            continue
+        per_part.setdefault(p["part"], []).append(r / peak(hardware_for(p["part"])))
+    if hw.preset in per_part:
+        own = per_part[hw.preset]
+        return RateEstimate(statistics.median(own), "part", len(own), 0.0)
+    effs = {part: statistics.median(v) for part, v in per_part.items()}
+    counts = {part: len(v) for part, v in per_part.items()}
+    src = exclude.get("source") if exclude else None
+    for row in hardware_table():
+        part = row["preset"]
+        other = hardware_for(part)
+        s = other.sustained_rate(dtype)
+        if part == hw.preset or other.kind != "gpu" or not s or (src and other.sustained_link(dtype) == src):
+            continue
+        effs[part], counts[part] = s / peak(other), 1  # a part's own best figure wins over its points
+    if not effs:
+        return None
+    mine = [part for part in effs if arch_of(part) == arch_of(hw.preset)]
+    if mine:
+        return RateEstimate(statistics.median(effs[q] for q in mine), arch_of(hw.preset),
+                            sum(counts[q] for q in mine), 0.0)
+    v = list(effs.values())
+    return RateEstimate(statistics.median(v), "all", sum(counts.values()),
+                        math.log(max(v) / min(v)) if len(v) > 1 else 0.0)

@@ -31,6 +31,7 @@ class Hardware:
     derived: str = ""
     measured: dict = field(default_factory=dict)  # host calibration figures, if measured
     sustained: dict = field(default_factory=dict)  # datatype -> dense rate reached, where known
+    l2_gbs: float | None = None  # what the SMs can read from the L2 (hardware.json says if derived)
 
     def sustained_rate(self, dtype: str) -> float | None:
         """The dense rate this part is known to reach for a datatype (None: not known)."""
@@ -69,7 +70,8 @@ def hardware_for(preset: str) -> Hardware:
     d = parts[key]
     return Hardware(key, d["part"], d["kind"], dict(d["peaks"]), float(d["mem_gbs"]), float(d["llc_mb"]),
                     int(d["units"]), float(d["clock_mhz"]), d["source"], d.get("derived", ""),
-                    sustained=dict(d.get("sustained", {})))
+                    sustained=dict(d.get("sustained", {})),
+                    l2_gbs=float(d["l2_gbs"]) if d.get("l2_gbs") else None)
 
 
 def hardware_table() -> list[dict]:

@@ -31,10 +31,11 @@ from workbench.errors import InvalidInputError
 from workbench.limits import MAX_DIM, MAX_M
 from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved, results_for
 from workbench.perf.hardware import Hardware, hardware_for
+from workbench.perf.regime import Regime, regime_for, stream_gbs
 
 __all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicted_crossover", "sweep_ms",
            "PREDICTED_PATHS", "BASES", "roofline_us", "scheme_json", "prediction_band", "predict_cpu",
-           "predict_gpu", "predict_family", "eta_of_point", "VLLM_SERIES", "VllmComparison", "what_vllm_runs"]
+           "predict_gpu", "predict_family", "predict_dense", "eta_of_point", "regime_of_point", "VLLM_SERIES", "VllmComparison", "what_vllm_runs"]
 
 # The paths the model predicts: kernel paths, the H200 bench's own, and "selected" (what vLLM picks).
 PREDICTED_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
@@ -121,9 +122,39 @@ _GPU_KERNELS = {"w4a8_native": "triton_w4a8 + triton quantizer", "w4a8_prequant"
 _ENGINE_OF_FAMILY = {"humming": "vllm_humming", "humming_int8": "vllm_humming_int8"}
 
 
-def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None):
+def _peak_of(hw: Hardware, dtype: str) -> float:
+    return hw.peak(dtype) or hw.peak("bf16") or hw.peak("fp32") or 1.0
+
+
+def _rate(hw: Hardware, dtype: str, src: Hardware, fitted: str, exclude: dict | None) -> tuple[float, str, float]:
+    """(TOP/s, where it comes from, extra band log-width): the dense rate `hw` reaches at
+    `dtype`. Its sustained figure where hardware.json has one; else the rate published dense
+    GEMMs imply on this part, its architecture class, or (band widened by their spread) any
+    class, `exclude` left out; else the fitted part's own efficiency at that datatype (or at
+    its fitted kernel's) applied to this part's peak."""
+    from workbench.perf.families import dense_rate
+
+    s = hw.sustained_rate(dtype)
+    if s:
+        return s, "", 0.0
+    est = dense_rate(hw, dtype, _implied_rates(), exclude)
+    if est is not None:
+        where = ("this part's" if est.scope == "part" else f"{est.scope} parts'" if est.scope != "all"
+                 else "every architecture's")
+        return (est.eff * _peak_of(hw, dtype), f"{dtype} at {est.eff:.0%} of peak, the rate {where} published "
+                f"dense GEMMs and sustained figures show ({est.n} of them)", est.spread)
+    own = src.sustained_rate(dtype) or 0.0
+    eff = own / _peak_of(src, dtype) if own else (src.sustained_rate(fitted) or _peak_of(src, fitted)) / _peak_of(src, fitted)
+    return eff * _peak_of(hw, dtype), "", 0.0
+
+
+def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None,
+             regime: Regime = Regime.DRAM, exclude: dict | None = None, rate: float | None = None):
     """(fit, point, basis, note) of a GPU path on a part, or (None, None, "roofline", why).
-    src: the fitted part's figures to use instead of its preset's (validation holds rates out)."""
+    src: the fitted part's figures to use instead of its preset's (validation holds rates out);
+    regime: where the weight streams from; exclude: a published point to leave out of the
+    rates read from published points; rate: this part's rate at the path's datatype (TOP/s),
+    given instead of looked up."""
     cal = calibrate_gpu(results_for(path))
     src = src or hardware_for(cal.platform)
     scaled = hw.preset != src.preset
@@ -135,42 +166,80 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
     fit, approx = _nearest_fit(cal, key_for(base, m, n, k, g))
     if fit is None:
         return None, None, "roofline", f"no calibrated record of {base} on {src.preset}"
-    note = ""
-    if path == "fp8_mm":
-        # The fit is torch._int_mm's; an fp8 GEMM on the fitted part runs at its own rate
-        # (the H200: _int_mm about 895 TOP/s, fp8 matmul about 1450).
-        si, sf = src.sustained_rate("int8"), src.sustained_rate("fp8")
-        r = si / sf if si and sf else (src.peak("int8") or 1) / (src.peak("fp8") or src.peak("int8") or 1)
-        fit = replace(fit, a=fit.a * r, b=fit.b * r, d=fit.d * r)
-    if scaled:
-        dtype = _DTYPE[path]
-        ps, pt = src.peak(dtype) or src.peak("bf16"), hw.peak(dtype) or hw.peak("bf16")
-        if hw.sustained_rate(dtype) and src.sustained_rate(dtype):
-            # The part's known sustained rate against the one measured on the fitted part:
-            # datasheet ratios miss per-architecture efficiency (A100 CUTLASS int8 about 67%
-            # of its peak, the H200's torch._int_mm about 45%).
-            ps, pt = src.sustained_rate(dtype), hw.sustained_rate(dtype)
-        r = (ps / src.units) / (pt / hw.units)  # per-SM datapath time ratio
+    notes = []
+    dtype, fitted = _DTYPE.get(path, "bf16"), _DTYPE.get(base, "bf16")
+    if scaled or dtype != fitted:
+        # The fitted kernel's rate on the fitted part against this part's rate at the path's
+        # datatype, per SM: datasheet ratios miss per-architecture efficiency (A100 CUTLASS
+        # int8 about 78% of its peak, the H200's torch._int_mm about 45%), and an fp8 GEMM on
+        # the H200 runs at its own rate (about 1450 against _int_mm's 895).
+        r_src = src.sustained_rate(fitted) or _peak_of(src, fitted)
+        r_dst, how, widen = (rate, "", 0.0) if rate else _rate(hw, dtype, src, fitted, exclude)
+        r = (r_src / src.units) / (r_dst / hw.units)
         fit = replace(fit, sms=hw.units, a=fit.a * r, b=fit.b * r, d=fit.d * r,
-                      bw=fit.bw * hw.mem_gbs / src.mem_gbs)
-        note = f"fitted on {src.preset}, scaled by {dtype} peak per SM and bandwidth"
+                      err_lo=fit.err_lo - widen, err_hi=fit.err_hi + widen)
+        if scaled:
+            notes.append(f"fitted on {src.preset}, scaled by {dtype} rate per SM and bandwidth")
+        if how:
+            notes.append(how)
+    if scaled or regime is Regime.L2:
+        fit = replace(fit, bw=fit.bw * stream_gbs(hw, regime) / src.mem_gbs)
     if approx:
         fit = replace(fit, err_lo=fit.err_lo - 0.1, err_hi=fit.err_hi + 0.1)
-        note = (note + "; " if note else "") + "config not in the results: nearest calibrated tile"
+        notes.append("config not in the results: nearest calibrated tile")
     point = point_for(base, m, n, k, g, fit.sms, tile=cal.tiles.get(key_for(base, m, n, k, g)))
-    return fit, point, "scaled" if scaled else "measured", note
+    return fit, point, "scaled" if scaled else "measured", "; ".join(notes)
 
 
-def predict_gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None) -> Prediction:
-    """This project's Triton kernels and the cuBLAS baselines on a GPU part."""
+def predict_gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardware | None = None,
+                regime: Regime = Regime.DRAM, exclude: dict | None = None) -> Prediction:
+    """This project's Triton kernels and the cuBLAS baselines on a GPU part; regime: where
+    the weight streams from (DRAM unless a benchmark re-reads one weight copy that fits the L2)."""
     roof = roofline_us(hw, path, m, n, k, g)
     kernel = _GPU_KERNELS[path]
-    fit, point, basis, note = _gpu_fit(hw, path, m, n, k, g, src)
+    fit, point, basis, note = _gpu_fit(hw, path, m, n, k, g, src, regime, exclude)
     if fit is None:
         return Prediction(hw.preset, path, m, n, k, g, roof, roof, 3 * roof, "roofline", kernel, roof, note)
     us = fit.predict(point)
     lo, hi = prediction_band(us, fit.err_lo, fit.err_hi, basis)
+    note = "; ".join(x for x in (note, regime.sentence) if x)
     return Prediction(hw.preset, path, m, n, k, g, us, lo, hi, basis, kernel, roof, note)
+
+
+def _comp_us(fit, point) -> float:
+    """The per-tile (compute) branch of a fit at a point."""
+    return fit.waves(point) * (fit.a + fit.b * point.k_per_program + fit.d * point.steps)
+
+
+@lru_cache(maxsize=1)
+def _implied_rates() -> tuple:
+    """Per published point (aligned with `published_points()`): the rate (TOP/s) at which
+    the model `predict_dense` uses for it meets it, where it is a dense GEMM past M = 128
+    that is compute-bound (the fitted per-tile branch binds for cuBLAS bf16; the family's
+    compute term for the int8 / fp8 GEMMs); else None. Up to M = 128 the fitted per-tile
+    branch is the H200 library's small-M latency, not a datapath rate."""
+    from workbench.perf.families import FAMILIES, point_us, published_points
+
+    out = []
+    for p in published_points():
+        if not p["family"].startswith("dense") or p["m"] <= _STREAM_M or p["unit"] not in ("us", "tflops"):
+            out.append(None)
+            continue
+        hw = hardware_for(p["part"])
+        path = FAMILIES[p["family"]].act
+        r0 = _peak_of(hw, _DTYPE[path])
+        regime = regime_of_point(p, hw)
+        t = point_us(p, None)
+        if p["family"] == "dense_fp16":
+            fit, point, _, _ = _gpu_fit(hw, path, p["m"], p["n"], p["k"], -1, regime=regime, rate=r0)
+            ok = fit is not None and t - fit.t0 > point.nbytes / fit.bw
+            out.append(r0 * _comp_us(fit, point) / (t - fit.t0) if ok else None)
+            continue
+        got = _family_compute(hw, p["family"], p["m"], p["n"], p["k"], rate=r0)
+        stream = _family_bytes(p["family"], p["m"], p["n"], p["k"], -1) / (stream_gbs(hw, regime) * 1e3)
+        ok = got is not None and got[1] > stream and t - got[0] > stream  # compute-bound
+        out.append(r0 * got[1] / (t - got[0]) if ok else None)
+    return tuple(out)
 
 
 # --------------------------------------------------------------------------- CPU parts
@@ -311,47 +380,120 @@ def _family_bytes(family: str, m: int, n: int, k: int, g: int) -> float:
     return n * k * FAMILIES[family].weight_bits / 8 + 2 * n * groups + m * k * 2 + m * n * 2
 
 
-def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: float) -> float | None:
+def regime_of_point(p: dict, hw: Hardware) -> Regime:
+    """The regime a published point's benchmark ran in: its source's `weight_reused` and
+    whether the call's weight, activations and output fit the part's L2."""
+    return regime_for(hw, p.get("weight_reused"), _family_bytes(p["family"], p["m"], p["n"], p["k"], p["group_size"]))
+
+
+def _family_us(hw: Hardware, family: str, m: int, n: int, k: int, g: int, eta: float,
+               src: Hardware | None = None, regime: Regime = Regime.DRAM, exclude: dict | None = None
+               ) -> float | None:
     """max(t0 + bytes / (eta BW), 2MNK at the rate the dense GEMM of the family's activation
-    type reaches on this N x K when compute-bound)."""
+    type reaches on this N x K when compute-bound); BW: the regime's (DRAM, or the L2)."""
+    got = _family_compute(hw, family, m, n, k, src, exclude)
+    if got is None:
+        return None
+    t0, compute = got
+    nbytes = _family_bytes(family, m, n, k, g)
+    return t0 + max(nbytes / (eta * stream_gbs(hw, regime) * 1e3), compute)
+
+
+def _family_compute(hw: Hardware, family: str, m: int, n: int, k: int, src: Hardware | None = None,
+                    exclude: dict | None = None, rate: float | None = None) -> tuple[float, float] | None:
+    """(launch latency, compute time) of a family's call: 2MNK at the rate the dense GEMM of
+    its activation type reaches on this N x K at M = max(M, 4096), where it is compute-bound."""
     from workbench.perf.families import FAMILIES
 
     big = max(m, 4096)
-    fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1)
-    here, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, n, k, -1)  # launch latency (as eta_of_point)
+    fit, point, _, _ = _gpu_fit(hw, FAMILIES[family].act, big, n, k, -1, src, exclude=exclude, rate=rate)
+    # launch latency (as eta_of_point): no rate enters it
+    here, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, n, k, -1, src, rate=_peak_of(hw, "bf16"))
     if fit is None or here is None:
         return None
-    rate = 2 * big * n * k / fit.predict(point)  # operations per us
-    nbytes = _family_bytes(family, m, n, k, g)
-    return here.t0 + max(nbytes / (eta * hw.mem_gbs * 1e3), 2 * m * n * k / rate)
+    return here.t0, m * fit.predict(point) / big
 
 
 def eta_of_point(p: dict) -> float | None:
-    """The streaming efficiency a published point implies on its part."""
-    from workbench.perf.families import point_us
+    """The streaming efficiency a published point implies on its part, against the bandwidth
+    of the regime its benchmark ran in; None where the call is compute-bound even at the
+    part's peak (it says nothing of the stream)."""
+    from workbench.perf.families import FAMILIES, point_us
 
     hw = hardware_for(p["part"])
     t = point_us(p, lambda part, n, k, m: predict_gpu(hardware_for(part), "bf16_dense", m, n, k, -1).predicted_us)
-    fit, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, p["n"], p["k"], -1)
+    fit, _, _, _ = _gpu_fit(hw, "bf16_dense", 1, p["n"], p["k"], -1, rate=_peak_of(hw, "bf16"))  # t0 only
     if fit is None or t <= fit.t0:
         return None
-    return (_family_bytes(p["family"], p["m"], p["n"], p["k"], p["group_size"]) / (hw.mem_gbs * 1e3)) / (t - fit.t0)
+    nbytes = _family_bytes(p["family"], p["m"], p["n"], p["k"], p["group_size"])
+    stream = nbytes / (stream_gbs(hw, regime_of_point(p, hw)) * 1e3)
+    if 2 * p["m"] * p["n"] * p["k"] / (_peak_of(hw, _DTYPE[FAMILIES[p["family"]].act]) * 1e6) > stream:
+        return None
+    return stream / (t - fit.t0)
 
 
-def predict_family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: dict | None = None
-            ) -> tuple[float, float, float, object] | None:
+def _eta_in(regime: Regime):
+    """eta_of_point, for the points whose benchmark streamed in `regime` only."""
+    def eta(p: dict) -> float | None:
+        return eta_of_point(p) if regime_of_point(p, hardware_for(p["part"])) is regime else None
+    return eta
+
+
+def predict_family(hw: Hardware, family: str, m: int, n: int, k: int, g: int, exclude: dict | None = None,
+                   regime: Regime = Regime.DRAM, src: Hardware | None = None
+                   ) -> tuple[float, float, float, object] | None:
     """(us, low, high, Eta) of a GPU kernel family on a part: its eta for the part's
     architecture class (measured records first, then published points), the band widened by
-    the spread across classes when the part's class has no point."""
+    the spread across classes when the part's class has no point; regime: where the weight
+    streams from (DRAM unless a benchmark re-reads one weight copy that fits the L2)."""
     from workbench.perf.families import family_eta
 
-    eta = family_eta(family, eta_of_point, exclude, hw.preset)
-    us = None if eta is None else _family_us(hw, family, m, n, k, g, eta.value)
+    # A stream from the L2 and one from DRAM reach different fractions of their bandwidths:
+    # the efficiency is read from points of the same regime; with none, DRAM's, band widened.
+    eta = family_eta(family, _eta_in(regime), exclude, hw.preset)
+    widen = 0.0
+    if eta is None and regime is Regime.L2:
+        eta, widen = family_eta(family, _eta_in(Regime.DRAM), exclude, hw.preset), 0.3
+    us = None if eta is None else _family_us(hw, family, m, n, k, g, eta.value, src, regime, exclude)
     if us is None:
         return None
-    w = 0.1 + (eta.spread if eta.arch == "all" else 0.0)
+    w = 0.1 + widen + (eta.spread if eta.arch == "all" else 0.0)
     lo, hi = prediction_band(us, -w, w, "measured" if eta.measured else "published")
     return us, lo, hi, eta
+
+
+# Past this M cuBLAS bf16 on another part is costed by the fitted per-tile model too, and
+# dense points imply a rate (key_for's "small" bucket ends here).
+_STREAM_M = 128
+
+
+def predict_dense(hw: Hardware, family: str, m: int, n: int, k: int, *, src: Hardware | None = None,
+                  exclude: dict | None = None, regime: Regime = Regime.DRAM) -> Prediction:
+    """A published dense GEMM (families dense_fp16 / dense_int8 / dense_fp8) on a part.
+    On the H200, cuBLAS bf16 is the kernel its results time: its fit. Elsewhere, and for
+    the int8 and fp8 GEMMs (CUTLASS scaled_mm, torch._scaled_mm) everywhere, a GEMM is a
+    family: it streams at an eta per part, then architecture, read from the published points
+    of the same regime, and computes at the part's rate. The fitted small-M bucket is the
+    H200 library's per-tile latency (torch._int_mm's, cuBLAS bf16's at the H200's rate),
+    which other kernels' small-M tiles, or cuBLAS's GEMV-like ones on other parts, do not
+    share; the fitted tiles are torch._int_mm's, not CUTLASS's. cuBLAS bf16 past M = 128 on
+    another part: the larger of the family's time and its fitted per-tile model."""
+    from workbench.perf.families import FAMILIES
+
+    path = FAMILIES[family].act
+    tile = predict_gpu(hw, path, m, n, k, -1, src, regime, exclude)
+    if tile.basis == "roofline" or (family == "dense_fp16" and tile.basis == "measured"):
+        return tile
+    got = predict_family(hw, family, m, n, k, -1, exclude, regime, src)
+    if got is None:
+        return tile
+    us, lo, hi, eta = got
+    where = f"{eta.arch} points" if eta.arch != "all" else "points of other architectures"
+    stream = replace(tile, predicted_us=us, low_us=lo, high_us=hi, basis="published",
+                     note=f"family {family}, streaming at the efficiency of {where}; {regime.sentence}")
+    if family != "dense_fp16" or m <= _STREAM_M or us >= tile.predicted_us:
+        return stream
+    return tile
 
 
 def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int,
