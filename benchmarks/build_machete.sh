@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the pinned vLLM's Machete W4A16 kernel (csrc/quantization/machete/ of the sdist) for
-# sm_90a into .machete/libmachete_w4a16.so: a plain C ABI (kernels/machete/machete_capi.cu) that
+# sm_90a into .machete/libmachete_w4a16.so: a plain C ABI (kernels/machete/*.cu) that
 # links neither torch nor libcuda, so it runs beside any torch on a Hopper GPU through ctypes
 # (w4a8_kernels.machete_lib). No GPU is needed to build it.
 #
@@ -24,7 +24,7 @@ OBJ=$ROOT/build/machete
 OUTDIR=$ROOT/.machete
 LIB=$OUTDIR/libmachete_w4a16.so
 MACHETE=$VLLM_SRC/csrc/quantization/machete
-SRC=$ROOT/kernels/machete/machete_capi.cu
+CAPI=$ROOT/kernels/machete
 PY=${PYTHON:-python3}
 [ -f "$MACHETE/machete_mm_kernel.cuh" ] || { echo "no Machete sources under $MACHETE" >&2; exit 2; }
 
@@ -81,28 +81,40 @@ FLAGS=(-std=c++17 -O2 -DNDEBUG --expt-relaxed-constexpr -DENABLE_FP8 -DUSE_CUDA
 "$NVCC" --version | grep -q 'release 1[3-9]' && FLAGS+=(--compress-mode=size)
 
 mkdir -p "$OBJ" "$OUTDIR"
+# Other flags or another compiler: every object is rebuilt.
+echo "$NVCC ${FLAGS[*]}" > "$OBJ/flags.new"
+cmp -s "$OBJ/flags.new" "$OBJ/flags.txt" || rm -f "$OBJ"/*.o
+mv "$OBJ/flags.new" "$OBJ/flags.txt"
 list=$OBJ/schedules.inc
 { printf '#define MACHETE_SCHEDULES'; for s in $SCHEDULES; do
     tm=${s%%x*}; rest=${s#*x}; printf ' X(%s, %s, %s)' "$tm" "${rest%_*}" "${s##*_}"; done; echo; } > "$list.new"
 cmp -s "$list.new" "$list" && rm "$list.new" || mv "$list.new" "$list"
 
-newest=$(ls -t "$SRC" "$MACHETE"/*.cuh "$VLLM_SRC"/csrc/cutlass_extensions/*.cuh "$ver_h" | head -1)
-stale() { [ ! -f "$1" ] || [ "$newest" -nt "$1" ]; }
+# An object is rebuilt when it is missing or older than a source it is built from.
+deps=("$CAPI/machete_capi.cuh" "$MACHETE"/*.cuh "$VLLM_SRC"/csrc/cutlass_extensions/*.cuh
+      "$VLLM_SRC"/csrc/cutlass_extensions/*.hpp "$VLLM_SRC"/csrc/cutlass_extensions/epilogue/*.hpp
+      "$ver_h")
+stale() {  # object source...
+  local o=$1; shift
+  [ -f "$o" ] || return 0
+  local f; for f in "$@" "${deps[@]}"; do [ "$f" -nt "$o" ] && return 0; done
+  return 1
+}
 
 compile_one() {  # one schedule TU: "TMxTN_CM"
   local s=$1 tm=${1%%x*} rest=${1#*x}; local tn=${rest%_*} cm=${1##*_}
   local o=$OBJ/sch_$s.o
-  stale "$o" || return 0
+  stale "$o" "$CAPI/machete_schedule.cu" || return 0
   local t0=$SECONDS
-  "$NVCC" "${FLAGS[@]}" -DMACHETE_SCHEDULE_TU -DSCH_TM=$tm -DSCH_TN=$tn -DSCH_CM=$cm \
-    -c "$SRC" -o "$o.tmp" > "$OBJ/sch_$s.log" 2>&1 || { tail -30 "$OBJ/sch_$s.log" >&2; return 1; }
+  "$NVCC" "${FLAGS[@]}" -DSCH_TM=$tm -DSCH_TN=$tn -DSCH_CM=$cm \
+    -c "$CAPI/machete_schedule.cu" -o "$o.tmp" > "$OBJ/sch_$s.log" 2>&1 || { tail -30 "$OBJ/sch_$s.log" >&2; return 1; }
   mv "$o.tmp" "$o"; echo "built $s in $((SECONDS - t0)) s"
 }
 start=$SECONDS
 jobs_failed=0
 main_o=$OBJ/main.o
-if stale "$main_o" || [ "$list" -nt "$main_o" ]; then
-  ( "$NVCC" "${FLAGS[@]}" -DMACHETE_MAIN_TU -DMACHETE_SCHEDULE_LIST="\"$list\"" -c "$SRC" \
+if stale "$main_o" "$CAPI/machete_capi.cu" "$list"; then
+  ( "$NVCC" "${FLAGS[@]}" -DMACHETE_SCHEDULE_LIST="\"$list\"" -c "$CAPI/machete_capi.cu" \
       -o "$main_o.tmp" > "$OBJ/main.log" 2>&1 && mv "$main_o.tmp" "$main_o" && echo "built main" ) &
   main_pid=$!
 else
@@ -128,7 +140,7 @@ mv "$LIB.tmp" "$LIB"
   echo "cutlass: $have (pinned $pinned)"
   echo "vllm machete sources: $MACHETE"
   echo "schedules: $SCHEDULES"
-  echo "wrapper sha256: $(sha256sum "$SRC" | cut -d' ' -f1)"
+  echo "wrapper sha256: $(cat "$CAPI"/machete_capi.cuh "$CAPI"/*.cu | sha256sum | cut -d' ' -f1)"
   echo "library sha256: $(sha256sum "$LIB" | cut -d' ' -f1) ($(stat -c %s "$LIB") bytes)"
 } > "$OUTDIR/BUILD.txt"
 cat "$OUTDIR/BUILD.txt"
