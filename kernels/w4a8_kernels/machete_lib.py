@@ -27,8 +27,8 @@ from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.machete_schedule import machete_schedule, schedule_name
 from w4a8_kernels.packing import pack_int4_ct
 
-__all__ = ["LIB_ENV", "library_path", "available", "built_schedules", "MacheteHandle",
-           "prepack", "mm", "schedule", "GROUP_SIZES", "PREPACKED_BLOCK_NK"]
+__all__ = ["LIB_ENV", "library_path", "available", "built_schedules", "layer_refused",
+           "MacheteHandle", "prepack", "mm", "schedule", "GROUP_SIZES", "PREPACKED_BLOCK_NK"]
 
 LIB_ENV = "W4A8_MACHETE_LIB"
 # query_machete_supported_group_sizes for bf16 activations (utils/machete_utils.py:19-34).
@@ -106,6 +106,20 @@ def built_schedules() -> list[tuple[tuple[int, int], tuple[int, int, int]]]:
     return out
 
 
+def layer_refused(n: int, k: int, group_size: int) -> str | None:
+    """Why MacheteLinearKernel.can_implement refuses a bf16 x uint4b8 layer [N, K] (its
+    group-size and check_machete_supports_shape messages), or None."""
+    g = -1 if group_size in (-1, k) else group_size
+    if g not in GROUP_SIZES:
+        return (f"Group size ({group_size}) not supported by Machete, supported group sizes "
+                f"are: {list(GROUP_SIZES)}")
+    if k % PREPACKED_BLOCK_NK[1]:
+        return f"Input features size must be divisible by {PREPACKED_BLOCK_NK[1]} (K = {k})"
+    if n % PREPACKED_BLOCK_NK[0]:
+        return f"Output features size must be divisible by {PREPACKED_BLOCK_NK[0]} (N = {n})"
+    return None
+
+
 @dataclass(eq=False)
 class MacheteHandle:
     n: int
@@ -119,16 +133,10 @@ def prepack(w_q: torch.Tensor, scales: torch.Tensor, group_size: int) -> Machete
     """w_q int8 [N, K] signed (stored as uint4b8, u = q + 8), scales [N, K / g] (checked by
     the caller), on one CUDA device."""
     n, k = w_q.shape
-    if k % PREPACKED_BLOCK_NK[1]:  # check_machete_supports_shape's words
-        raise KernelInputError(f"Input features size must be divisible by {PREPACKED_BLOCK_NK[1]}"
-                               f" (K = {k})")
-    if n % PREPACKED_BLOCK_NK[0]:
-        raise KernelInputError(f"Output features size must be divisible by "
-                               f"{PREPACKED_BLOCK_NK[0]} (N = {n})")
+    why = layer_refused(n, k, group_size)
+    if why:
+        raise KernelInputError(why)
     g = -1 if group_size in (-1, k) else group_size
-    if g not in GROUP_SIZES:
-        raise KernelInputError(f"Group size ({group_size}) not supported by Machete, supported "
-                               f"group sizes are: {list(GROUP_SIZES)}")
     lib = _load()
     dev = w_q.device
     # The checkpoint's weight_packed [N, K / 8] is the memory of x.t().contiguous().t().

@@ -5,6 +5,8 @@ what runs anywhere is what the path says when it cannot run.
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -65,6 +67,23 @@ def test_a_library_that_is_no_library_does_not_load(tmp_path, monkeypatch):
     monkeypatch.setattr(machete_lib, "_LIB", None)
     with pytest.raises(OSError):
         machete_lib._load()
+
+
+@pytest.mark.parametrize("n,k,g,why", [
+    (4096, 4096, 128, None), (4096, 4096, -1, None), (4096, 4096, 4096, None),
+    (4096, 4096, 64, None), (256, 256, 32, r"Group size \(32\) not supported by Machete"),
+    (192, 256, 128, "Output features size must be divisible by 128"),
+    (256, 96, -1, "Input features size must be divisible by 64"),
+])
+def test_the_layers_machete_takes_are_vllms(n, k, g, why):
+    """MacheteLinearKernel.can_implement's group sizes and shape check, on any machine (the
+    registry's `supports` says the same)."""
+    from w4a8_kernels.registry import Int4Weight, get_path
+    got = machete_lib.layer_refused(n, k, g)
+    assert (got is None) if why is None else re.search(why, got)
+    w_q, s = _weight(n, k, g if g in (-1, 32, 64, 128) else -1)
+    ok, reason = get_path("vllm_machete").supports(Int4Weight(w_q, s, g))
+    assert ok == (why is None) and reason == (got or "")
 
 
 @needs_machete
