@@ -18,7 +18,8 @@ thread_local std::string g_machete_last_error;
 #include MACHETE_SCHEDULE_LIST
 
 #define X(tm, tn, cm)                                                                        \
-  extern "C" int MACHETE_SCH_FN(tm, tn, cm, workspace)(int, int, int, int, size_t*);       \
+  extern "C" int MACHETE_SCH_FN(tm, tn, cm, workspace)(void const*, void const*, void const*,  \
+                                                       void*, int, int, int, int, size_t*);    \
   extern "C" int MACHETE_SCH_FN(tm, tn, cm, mm)(void const*, void const*, void const*, void*, \
                                                 int, int, int, int, void*, cudaStream_t);
 MACHETE_SCHEDULES
@@ -26,7 +27,7 @@ MACHETE_SCHEDULES
 
 struct ScheduleEntry {
   int tm, tn, cm;
-  int (*workspace)(int, int, int, int, size_t*);
+  int (*workspace)(void const*, void const*, void const*, void*, int, int, int, int, size_t*);
   int (*mm)(void const*, void const*, void const*, void*, int, int, int, int, void*,
             cudaStream_t);
 };
@@ -64,12 +65,14 @@ MACHETE_API int machete_schedule_at(int i, int* tm, int* tn, int* cm) {
   return 0;
 }
 
-// Workspace bytes the schedule needs for D [M, N] = A [M, K] @ B (StreamK's partials).
-MACHETE_API int machete_workspace_size(int tm, int tn, int cm, int M, int N, int K,
+// Workspace bytes the schedule needs for D [M, N] = A [M, K] @ B (StreamK's partials), after
+// Gemm::can_implement on the very arguments machete_mm gets (as run_impl checks them).
+MACHETE_API int machete_workspace_size(int tm, int tn, int cm, void const* a, void const* b,
+                                       void const* scales, void* d, int M, int N, int K,
                                        int group_size, size_t* bytes) {
   auto s = find_schedule(tm, tn, cm);
   if (!s) return machete_fail("this schedule is not in the build");
-  return s->workspace(M, N, K, group_size, bytes);
+  return s->workspace(a, b, scales, d, M, N, K, group_size, bytes);
 }
 
 // D [M, N] bf16 = A [M, K] bf16 @ B, B from machete_prepack_B, scales [K / g, N] bf16 row-major

@@ -6,12 +6,13 @@
 
 using SchKernel = machete_capi::Kernel<machete_capi::Schedule<SCH_TM, SCH_TN, SCH_CM>>;
 
+// run_impl's first half: the arguments, can_implement, the workspace size.
 // 0 = ok; 2 = the kernel cannot implement these arguments (Gemm::can_implement).
 extern "C" int MACHETE_SCH_FN_X(SCH_TM, SCH_TN, SCH_CM, workspace)(
-    int M, int N, int K, int group_size, size_t* bytes) {
+    void const* a, void const* b, void const* scales, void* d, int M, int N, int K,
+    int group_size, size_t* bytes) {
   MACHETE_CAPI_GUARD({
-    auto args = machete_capi::make_arguments<SchKernel>(nullptr, nullptr, nullptr, nullptr, M,
-                                                        N, K, group_size);
+    auto args = machete_capi::make_arguments<SchKernel>(a, b, scales, d, M, N, K, group_size);
     if (!SchKernel::can_implement(args)) {
       g_machete_last_error = "Machete kernel cannot be run with these arguments";
       return 2;
@@ -26,7 +27,7 @@ extern "C" int MACHETE_SCH_FN_X(SCH_TM, SCH_TN, SCH_CM, mm)(
     int group_size, void* workspace, cudaStream_t stream) {
   MACHETE_CAPI_GUARD({
     auto args = machete_capi::make_arguments<SchKernel>(a, b, scales, d, M, N, K, group_size);
-    // run_impl's STD_TORCH_CHECK(can_implement), then MacheteKernelTemplate::run.
+    // run_impl's second half: MacheteKernelTemplate::run (initialize checks again).
     if (!SchKernel::can_implement(args)) {
       g_machete_last_error = "Machete kernel cannot be run with these arguments";
       return 2;
