@@ -197,3 +197,25 @@ def test_zero_points_and_wrong_inputs_are_refused():
     with pytest.raises(KernelInputError, match=r"\[M, 256\]"):
         machete_mm(torch.zeros(4, 128, device="cuda", dtype=torch.bfloat16), p)
     assert machete_mm(torch.zeros(0, 256, device="cuda", dtype=torch.bfloat16), p).shape == (0, 256)
+
+
+def test_the_build_refuses_cutlass_of_another_release(tmp_path):
+    """build_machete.sh checks CUTLASS against the sdist's pinned CUTLASS_REVISION before it
+    compiles anything."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    sdist = Path(os.environ.get("WORKBENCH_VLLM_SRC", "/nonexistent"))
+    if not (sdist / "CMakeLists.txt").is_file():
+        pytest.skip("the pinned vLLM sdist is not at hand (set WORKBENCH_VLLM_SRC)")
+    root = Path(__file__).resolve().parents[2]
+    inc = tmp_path / "include" / "cutlass"
+    inc.mkdir(parents=True)
+    (inc / "version.h").write_text("#define CUTLASS_MAJOR 3\n#define CUTLASS_MINOR 5\n"
+                                   "#define CUTLASS_PATCH 0\n")
+    proc = subprocess.run(["bash", str(root / "benchmarks" / "build_machete.sh")],
+                          env={**os.environ, "CUTLASS_DIR": str(tmp_path)},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert "CUTLASS 3.5.0" in proc.stderr and "major.minor differ" in proc.stderr
