@@ -132,8 +132,9 @@ for p in "${pids[@]}" $main_pid; do wait "$p" || jobs_failed=1; done
 objs=("$main_o"); for s in $SCHEDULES; do objs+=("$OBJ/sch_$s.o"); done
 # Static cudart: nothing to match on the device but a driver for CUDA 13; --no-undefined
 # proves no torch symbol slipped into the objects.
+# (The compiler wheels keep the runtime in lib/, where nvcc.profile does not look.)
 "$NVCC" -shared -cudart static -gencode arch=compute_90a,code=sm_90a "${objs[@]}" \
-  -Xlinker --no-undefined -o "$LIB.tmp"
+  -L"$CUDA_HOME/lib" -L"$CUDA_HOME/lib64" -Xlinker --no-undefined -o "$LIB.tmp"
 mv "$LIB.tmp" "$LIB"
 { echo "built: $(date -u +%FT%TZ) in $((SECONDS - start)) s"
   echo "nvcc: $("$NVCC" --version | tail -1)"

@@ -65,13 +65,15 @@ MACHETE_API int machete_schedule_at(int i, int* tm, int* tn, int* cm) {
   return 0;
 }
 
-// Workspace bytes the schedule needs for D [M, N] = A [M, K] @ B (StreamK's partials), after
-// Gemm::can_implement on the very arguments machete_mm gets (as run_impl checks them).
+// Workspace bytes the schedule needs for D [M, N] = A [M, K] @ B (StreamK's partials, sized by
+// the device's SM count), after Gemm::can_implement on the very arguments machete_mm gets (as
+// run_impl checks them).
 MACHETE_API int machete_workspace_size(int tm, int tn, int cm, void const* a, void const* b,
                                        void const* scales, void* d, int M, int N, int K,
-                                       int group_size, size_t* bytes) {
+                                       int group_size, int device, size_t* bytes) {
   auto s = find_schedule(tm, tn, cm);
   if (!s) return machete_fail("this schedule is not in the build");
+  if (use_device(device)) return 1;
   return s->workspace(a, b, scales, d, M, N, K, group_size, bytes);
 }
 

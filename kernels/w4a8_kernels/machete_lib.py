@@ -65,7 +65,7 @@ def _load() -> ctypes.CDLL:
     lib.machete_schedule_at.restype = c_int
     lib.machete_schedule_at.argtypes = [c_int, ip, ip, ip]
     lib.machete_workspace_size.restype = c_int
-    lib.machete_workspace_size.argtypes = [c_int] * 3 + [vp] * 4 + [c_int] * 4 + [sz]
+    lib.machete_workspace_size.argtypes = [c_int] * 3 + [vp] * 4 + [c_int] * 5 + [sz]
     lib.machete_mm.restype = c_int
     lib.machete_mm.argtypes = [c_int] * 3 + [vp] * 4 + [c_int] * 4 + [vp, c_int, vp]
     lib.machete_prepack_B.restype = c_int
@@ -176,11 +176,12 @@ def mm(x: torch.Tensor, handle: MacheteHandle,
     lib = _load()
     ptrs = (x.data_ptr(), handle.b.data_ptr(), handle.scales.data_ptr(), d.data_ptr())
     nbytes = ctypes.c_size_t()
-    _check(lib.machete_workspace_size(tm, tn, cm, *ptrs, m, n, k, handle.group_size,
+    dev = x.device.index or 0
+    _check(lib.machete_workspace_size(tm, tn, cm, *ptrs, m, n, k, handle.group_size, dev,
                                       ctypes.byref(nbytes)), "workspace_size")
     ws = torch.empty(nbytes.value, dtype=torch.uint8, device=x.device)
     _check(lib.machete_mm(tm, tn, cm, *ptrs, m, n, k, handle.group_size,
-                          ws.data_ptr() if nbytes.value else None, x.device.index or 0,
+                          ws.data_ptr() if nbytes.value else None, dev,
                           torch.cuda.current_stream(x.device).cuda_stream), "mm")
     return d
 
