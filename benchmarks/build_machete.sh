@@ -9,6 +9,9 @@
 #
 # CUTLASS_DIR: a CUTLASS checkout (its include/) at the revision the sdist's CMakeLists.txt pins
 #   (CUTLASS_REVISION); a different major.minor is refused, a different patch level is reported.
+#   From a clone: git --git-dir=CLONE archive vX.Y.Z include | tar -x -C build/cutlass-vX.Y.Z
+#   (the library in .machete/ was built on v4.7.0, the newest tag of the clone at hand; the
+#   sdist pins v4.7.1).
 # CUDA_HOME: a CUDA 12.x/13.x toolkit. Without one, the CUDA 13.0 compiler wheels (nvcc, nvvm,
 #   crt, runtime, cccl) are fetched with `pip download` into build/machete-cuda.
 # SCHEDULES: "TMxTN_CM" tiles to build; default every schedule of vLLM's heuristic
@@ -120,7 +123,7 @@ if stale "$main_o" "$CAPI/machete_capi.cu" "$list"; then
 else
   main_pid=
 fi
-# Schedules in parallel (each TU takes ~2 CPU-minutes and ~4 GiB).
+# Schedules in parallel (each TU takes 2-6 CPU-minutes and ~4 GiB).
 pids=()
 for s in $SCHEDULES; do
   while [ "$(jobs -rp | wc -l)" -ge "$JOBS" ]; do wait -n || jobs_failed=1; done
