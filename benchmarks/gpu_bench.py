@@ -774,6 +774,7 @@ def measure(path, prob, m, cfg=None, samples=25) -> dict:
 NO_GRAPH_PEERS = False
 ENGINE_PATHS: tuple[str, ...] = ENGINES  # --engines narrows it; the ones that cannot run log why
 ONLY_PATHS: frozenset[str] = frozenset()  # --paths: time only these (empty: every planned path)
+ONLY_GROUPS: frozenset[int] = frozenset()  # --groups: bench only these group sizes (empty: all)
 
 
 # %% sweep phase
@@ -926,9 +927,10 @@ def _error(path, group, shape, m, exc) -> dict:
 
 def bench_plan(shape, m, probs, peers: bool):
     n, k = shape
-    base = probs[-1]
-    plan = [("bf16_dense", -1, base), ("triton_int8_mm", -1, base), ("quantizer", -1, base)]
-    if m > 16:  # torch._int_mm needs M > 16
+    base = probs.get(-1)  # absent when --groups leaves per-channel out: no baselines then
+    plan = [] if base is None else [("bf16_dense", -1, base), ("triton_int8_mm", -1, base),
+                                    ("quantizer", -1, base)]
+    if m > 16 and base is not None:  # torch._int_mm needs M > 16
         plan.append(("int8_mm", -1, base))
     if 128 in probs and m * n * k <= 4096 * 8192 * 8192:
         plan.append(("tinygemm_w4a16", 128, probs[128]))
@@ -945,7 +947,7 @@ def bench_plan(shape, m, probs, peers: bool):
             int8 = "vllm_humming_int8" if g == -1 else "vllm_humming_int8_forced"
             plan += [(p, g, prob) for p in ("vllm_humming", int8, "vllm_machete")
                      if p in ENGINE_PATHS]
-    if peers and m in PEER_SHAPES.get(shape, ()):
+    if peers and base is not None and m in PEER_SHAPES.get(shape, ()):
         plan.append(("peer_w8a8", -1, base))
         if 128 in probs:
             plan += [("peer_w4a16", 128, probs[128]), ("peer_w4a8", 128, probs[128])]
@@ -955,7 +957,8 @@ def bench_plan(shape, m, probs, peers: bool):
 def run_bench(shapes, ms, deadline, out_dir, meta, peers=True, name="h200_bench") -> list[dict]:
     recs = []
     for shape in shapes:
-        probs = {g: Problem(shape, g) for g in groups_for(shape)}
+        probs = {g: Problem(shape, g) for g in groups_for(shape)
+                 if not ONLY_GROUPS or g in ONLY_GROUPS}
         for m in ms:
             if time.time() > deadline:
                 log("bench: time budget reached")
@@ -1169,6 +1172,7 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--gemlite-config", type=Path, default=None)
     ap.add_argument("--peer-events", action="store_true", help="time gemlite without CUDA graphs")
     ap.add_argument("--paths", default="", help="time only these paths, e.g. vllm_humming,bf16_dense")
+    ap.add_argument("--groups", default="", help="bench only these group sizes, e.g. 128 or -1,128")
     ap.add_argument("--engines", default=",".join(ENGINES),
                     help="vLLM's own kernels to time beside ours ('' for none)")
     return ap.parse_args()
@@ -1232,7 +1236,7 @@ def _bench_with_peers(args: argparse.Namespace, shapes, ms, deadline: float, met
 
 
 def main() -> None:
-    global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS, ONLY_PATHS
+    global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS, ONLY_PATHS, ONLY_GROUPS
     args = _args()
     t_start = time.time()
     deadline = t_start + args.budget_s
@@ -1244,6 +1248,7 @@ def main() -> None:
     NO_GRAPH_PEERS = args.peer_events
     ENGINE_PATHS = engines_that_run([e for e in args.engines.split(",") if e])
     ONLY_PATHS = frozenset(p for p in args.paths.split(",") if p)
+    ONLY_GROUPS = frozenset(int(g) for g in args.groups.split(",") if g)
     TABLES = module_tables()
     if args.tables:
         TABLES = tables_from_doc(json.loads(args.tables.read_text())["tables_after"])

@@ -44,3 +44,13 @@ def schedule_name(tile: tuple[int, int], cluster: tuple[int, int, int]) -> str:
     """`generate_sch_sig` (generate.py:285-306): the name `machete_mm(schedule=...)` takes."""
     return (f"{tile[0]}x{tile[1]}_{cluster[0]}x{cluster[1]}x{cluster[2]}_"
             "KernelTmaWarpSpecializedCooperative_TmaWarpSpecializedCooperative_StreamKScheduler")
+
+
+def all_schedules() -> tuple[tuple[tuple[int, int], tuple[int, int, int]], ...]:
+    """Each schedule the heuristic can pick, once, in table order: the list generate.py's
+    get_unique_schedules instantiates (generate.py:543-551)."""
+    seen: list[tuple[tuple[int, int], tuple[int, int, int]]] = []
+    for _, tile, cluster in _HEURISTIC:
+        if (tile, cluster) not in seen:
+            seen.append((tile, cluster))
+    return tuple(seen)

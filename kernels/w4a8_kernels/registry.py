@@ -331,7 +331,9 @@ def _machete_probe() -> tuple[bool, str]:
 def _machete_supports(w: Int4Weight) -> tuple[bool, str]:
     if w.zeros is not None:
         return False, "the built Machete type is bf16 x uint4b8 (symmetric, no zero points)"
-    return True, ""
+    from w4a8_kernels.machete_lib import layer_refused
+    why = layer_refused(*w.w_q.shape, w.group_size)
+    return (False, why) if why else (True, "")
 
 
 def _prep_machete(w: Int4Weight):

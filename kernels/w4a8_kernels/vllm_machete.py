@@ -1,16 +1,17 @@
 """the pinned vLLM's Machete (W4A16 on Hopper) as an execution path, through the library built
-from the sdist's own headers (csrc/quantization/machete/) and its ctypes wrapper.
+from the sdist's own headers (csrc/quantization/machete/, benchmarks/build_machete.sh) and its
+ctypes wrapper.
 
 This module only adapts that wrapper to the kernel-path contract. The wrapper is the module
 `w4a8_kernels.machete_lib` and offers:
 
     ok, why = available()                              # library built and loadable, a CUDA device
     handle = prepack(weight_q, scales, group_size)     # int8 [N, K] signed int4 (uint4b8 on disk),
-                                                       # bf16 scales [N, K / g], on the GPU
+                                                       # scales [N, K / g], on the GPU
     y = mm(x, handle)                                  # x bf16 [M, K] -> bf16 [M, N]
     schedule(m, handle) -> str                         # the schedule vLLM's heuristic picks at M
 
-Until that module is in the build, the path says so instead of failing.
+Where the library is not built, or there is no Hopper GPU, the path says so instead of failing.
 """
 from __future__ import annotations
 
@@ -57,12 +58,12 @@ def prepare_machete(w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
                     zeros: torch.Tensor | None = None) -> MachetePrepared:
     """The built type is bf16 x uint4b8 with bf16 group scales and no zero points (the W4A16
     case vLLM sends to Machete on Hopper)."""
-    ok, why = machete_available()
-    if not ok:
-        raise KernelUnavailableError(f"vllm_machete cannot run here: {why}")
     if zeros is not None:
         raise KernelInputError("the built Machete type takes symmetric uint4b8 weights; this "
                                "layer has zero points")
+    ok, why = machete_available()
+    if not ok:
+        raise KernelUnavailableError(f"vllm_machete cannot run here: {why}")
     n, k, g, scales = check_weight(w_q, scales, group_size, zeros)
     handle = _wrapper().prepack(w_q.to("cuda"), scales.to(device="cuda", dtype=torch.bfloat16), g)
     return MachetePrepared(n, k, handle)

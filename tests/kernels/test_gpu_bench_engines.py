@@ -81,3 +81,11 @@ def test_report_gives_every_ratio_against_humming_and_the_jit_time(bench, tmp_pa
     assert "JIT compile of a first call (apart from run time): 1.25-1.25 s over 12 records" in text
     assert "vllm_humming: relative error against the float32 product 2.5e-03-2.5e-03" in text
     assert report.humming_report({}) == ["Against Humming W4A16: no vllm_humming records in this run"]
+
+
+def test_groups_narrow_the_bench_to_the_engines_at_those_sizes(bench, monkeypatch):
+    """--groups 128 leaves per-channel out: no per-channel baselines, only the g128 engines."""
+    monkeypatch.setattr(bench, "ENGINE_PATHS", ("vllm_humming", "vllm_machete"))
+    monkeypatch.setattr(bench, "ONLY_PATHS", frozenset({"vllm_humming", "vllm_machete"}))
+    plan = bench.bench_plan((4096, 4096), 16, {128: "g128"}, peers=True)
+    assert [(p, g) for p, g, _ in plan] == [("vllm_humming", 128), ("vllm_machete", 128)]

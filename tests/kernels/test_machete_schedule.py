@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from w4a8_kernels.machete_schedule import _HEURISTIC, machete_schedule, schedule_name
+from w4a8_kernels.machete_schedule import _HEURISTIC, all_schedules, machete_schedule, schedule_name
 
 SDIST = Path(os.environ.get("WORKBENCH_VLLM_SRC", "/nonexistent"))  # an unpacked vLLM sdist
 GENERATE = SDIST / "csrc" / "quantization" / "machete" / "generate.py"
@@ -43,3 +43,11 @@ def test_the_table_is_the_sdists():
     assert len(rows) == len(_HEURISTIC) == 16
     for (cond, *nums), (_, tile, cluster) in zip(rows, _HEURISTIC):
         assert (tile, cluster) == ((int(nums[0]), int(nums[1])), tuple(map(int, nums[2:])))
+
+
+def test_all_schedules_are_the_heuristics_once_each_in_order():
+    # get_unique_schedules (generate.py:543-551): first appearance order, no repeats
+    s = all_schedules()
+    assert len(s) == len(set(s)) == 9
+    assert s[0] == ((128, 128), (2, 1, 1)) and s[-1] == ((256, 16), (1, 1, 1))
+    assert set(s) == {(tile, cluster) for _, tile, cluster in _HEURISTIC}
