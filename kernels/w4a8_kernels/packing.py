@@ -72,7 +72,7 @@ def _check_packed(p: torch.Tensor, name: str) -> None:
 def _pack_last(u: torch.Tensor) -> torch.Tensor:
     """Pack unsigned nibbles [R, C] (C % 8 == 0) along the last dim: [R, C / 8] int32."""
     r, c = u.shape
-    words = (u.to(torch.int32).view(r, c // 8, 8) << _SHIFTS).sum(dim=2, dtype=torch.int64)
+    words = (u.to(torch.int32).view(r, c // 8, 8) << _SHIFTS.to(u.device)).sum(dim=2, dtype=torch.int64)
     # Sums fill 32 bits; wrap into the signed int32 range as the on-disk int32 does.
     return (words - ((words >> 31) << 32)).to(torch.int32)
 
@@ -80,7 +80,7 @@ def _pack_last(u: torch.Tensor) -> torch.Tensor:
 def _unpack_last(p: torch.Tensor) -> torch.Tensor:
     """Inverse of _pack_last: int32 [R, W] -> int8 nibbles [R, 8W] in [0, 15]."""
     r, w = p.shape
-    return ((p.unsqueeze(-1) >> _SHIFTS) & 0xF).to(torch.int8).reshape(r, w * 8)
+    return ((p.unsqueeze(-1) >> _SHIFTS.to(p.device)) & 0xF).to(torch.int8).reshape(r, w * 8)
 
 
 def signed_to_unsigned(w_q: torch.Tensor) -> torch.Tensor:
