@@ -304,14 +304,15 @@ def main() -> None:
             "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "loadavg_1m": os.getloadavg()[0]}
     if args.engines_only:  # the other parts stay as the file has them
-        from workbench.perf.calibrate import ENGINE_PATHS, ENGINE_RESULTS, write_committed_calibration
+        from workbench.perf.calibrate import ENGINE_FILES, RESULTS_DIR, write_committed_calibration
 
         doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
-        doc["h200_engines_leave_one_shape_out"] = {**h200_loso(ENGINE_RESULTS, ENGINE_PATHS, ENGINE_PATHS),
-                                                   "run": prov}
+        for name, paths in ENGINE_FILES.items():  # Humming's file, then Machete's
+            key = "h200_engines_leave_one_shape_out" if "humming" in paths[0] else "h200_machete_leave_one_shape_out"
+            doc[key] = {**h200_loso(RESULTS_DIR / name, paths, paths), "run": prov}
+            print(f"calibration: {write_committed_calibration(RESULTS_DIR / name)}")
+            print(f"H200 {', '.join(paths)} leave-one-shape-out:", json.dumps(doc[key]["all"]))
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
-        print(f"calibration: {write_committed_calibration(ENGINE_RESULTS)}")
-        print("H200 engines leave-one-shape-out:", json.dumps(doc["h200_engines_leave_one_shape_out"]["all"]))
         return
     if args.published_only:  # the H200 and CPU parts stay as the file has them
         doc = json.loads(args.out.read_text()) if args.out.is_file() else {}

@@ -10,18 +10,19 @@ import statistics
 
 import pytest
 
-from workbench.perf.calibrate import ENGINE_PATHS, ENGINE_RESULTS, calibrate_gpu
+from workbench.perf.calibrate import ENGINE_FILES, ENGINE_RESULTS, MACHETE_RESULTS, calibrate_gpu
 from workbench.perf.hardware import hardware_for
 from workbench.perf.predict import predict, predict_gpu
 from workbench.results import load_results
 
-RECORDS = [r for r in load_results(ENGINE_RESULTS).records if r.path in ENGINE_PATHS]
+HUMMING = ENGINE_FILES[ENGINE_RESULTS.name]
+RECORDS = [r for r in load_results(ENGINE_RESULTS).records if r.path in HUMMING]
 
 
 def test_the_engine_records_cover_decode_to_prefill_on_many_shapes():
     shapes = {(r.n, r.k) for r in RECORDS}
     assert len(shapes) >= 10 and {r.m for r in RECORDS} >= {1, 16, 64, 256, 1024, 4096}
-    assert {r.path for r in RECORDS} == set(ENGINE_PATHS)
+    assert {r.path for r in RECORDS} == set(HUMMING)
 
 
 def test_the_fit_follows_humming_on_every_record():
@@ -47,7 +48,7 @@ def test_selected_humming_is_costed_from_its_fit():
         assert "HummingLinearKernel" in sel.kernel and sel.basis == "measured", sel
         assert sel.predicted_us == pytest.approx(predict_gpu(hw, "vllm_humming", m, 8192, 8192, 128).predicted_us)
     # int8 activations (per-channel weights) are faster than bf16 once compute-bound: 0.57 at M = 1024
-    i8, bf = (predict_gpu(hw, p, 1024, 8192, 8192, -1).predicted_us for p in ENGINE_PATHS[::-1])
+    i8, bf = (predict_gpu(hw, p, 1024, 8192, 8192, -1).predicted_us for p in HUMMING[::-1])
     assert i8 < 0.8 * bf
 
 
@@ -74,3 +75,27 @@ def test_the_crossover_a_vllm_user_gets_compares_the_two_checkpoints_as_vllm_loa
     # where the W4A8 checkpoint has no kernel (vLLM refuses it), there is no crossover to draw
     mi = what_vllm_runs("rocm-mi300x", ms, 8192, 8192, 128)
     assert mi.crossover is None and mi.w4a8[0].predicted_us is None
+
+
+MACHETE = [r for r in load_results(MACHETE_RESULTS).records if r.path == "vllm_machete"]
+
+
+def test_machete_was_timed_as_vllm_builds_it_beside_humming():
+    # vLLM's own Machete templates, built from its sdist (benchmarks/build_machete.sh), on the H200
+    prov = load_results(MACHETE_RESULTS).provenance
+    assert "vllm_machete" in prov["engines"] and prov["gpu"] == "NVIDIA H200"
+    assert {(r.n, r.k) for r in MACHETE} >= {(4096, 4096), (8192, 8192), (28672, 8192)}
+    assert {r.m for r in MACHETE} >= {1, 16, 128, 1024, 4096} and {r.group_size for r in MACHETE} == {128}
+
+
+def test_selected_machete_is_costed_from_its_own_timings():
+    # A pack-quantized W4A16 g128 layer on the H200: vLLM picks Machete, costed from its fit,
+    # within its band of every timing of it.
+    for r in MACHETE:
+        sel = predict("sm90-h200", "selected", r.m, r.n, r.k, 128, scheme="w4a16")
+        assert "MacheteLinearKernel" in sel.kernel and sel.basis == "measured", sel
+        assert "h200_machete_bench.json" in sel.note
+        assert sel.low_us <= r.median_us <= sel.high_us, (r, sel)
+    # per-channel Machete was not timed: the published family still costs it, and says so
+    ch = predict("sm90-h200", "selected", 1, 8192, 8192, -1, scheme="w4a16")
+    assert "MacheteLinearKernel" in ch.kernel and ch.basis != "measured", ch

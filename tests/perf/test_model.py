@@ -86,12 +86,15 @@ def test_basis_says_what_the_prediction_rests_on():
     assert predict("sm90-h200", "w4a8_native", 16, 4096, 4096, -1).basis == "measured"
     assert predict("sm80-a100", "w4a8_native", 16, 4096, 4096, -1).basis == "scaled"
     assert predict("rocm-mi300x", "bf16_dense", 16, 4096, 4096, -1).basis == "roofline"
-    # Humming was timed on the H200 (benchmarks/h200_engines.sh): its own fit there; Machete,
-    # which vLLM picks for a W4A16 layer on Hopper, was not: published timings.
+    # Humming and Machete (vLLM's W4A16 pick on Hopper) were timed on the H200
+    # (benchmarks/h200_engines.sh, h200_machete.sh): their own fits there; Machete per-channel
+    # was not timed: published timings.
     sel = predict("sm90-h200", "selected", 16, 4096, 4096, 128)
     assert sel.basis == "measured" and sel.kernel.startswith("HummingLinearKernel")
     machete = predict("sm90-h200", "selected", 16, 4096, 4096, 128, scheme="w4a16")
-    assert machete.basis == "published" and machete.kernel.startswith("MacheteLinearKernel")
+    assert machete.basis == "measured" and machete.kernel.startswith("MacheteLinearKernel")
+    channel = predict("sm90-h200", "selected", 16, 4096, 4096, -1, scheme="w4a16")
+    assert channel.basis == "published" and channel.kernel.startswith("MacheteLinearKernel")
 
 
 def test_one_prediction_takes_under_50_ms():

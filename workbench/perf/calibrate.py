@@ -20,12 +20,14 @@ from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_l
 from workbench.results import ResultRecord, load_results
 
 __all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "ENGINE_PATHS", "GpuCalibration", "calibrate_gpu", "point_for",
-           "key_for", "bytes_moved", "H200_RESULTS", "ENGINE_RESULTS", "results_for", "records_of",
+           "key_for", "bytes_moved", "H200_RESULTS", "ENGINE_RESULTS", "MACHETE_RESULTS", "ENGINE_FILES", "results_for", "records_of",
            "launch_config"]
 
 H200_RESULTS = RESULTS_DIR / "h200_bench.json"
 # The kernels vLLM itself runs on the H200 (Humming, benchmarks/h200_engines.sh), beside ours.
 ENGINE_RESULTS = RESULTS_DIR / "h200_engines_bench.json"
+# vLLM's Machete W4A16 kernels built from its sdist (benchmarks/h200_machete.sh), beside Humming.
+MACHETE_RESULTS = RESULTS_DIR / "h200_machete_bench.json"
 
 # path -> the Triton kernel it launches (w4a8_native includes its activation quantizer).
 TRITON_PATHS = {"w4a8_native": "w4a8", "w4a8_prequant": "w4a8", "w4a16_fallback": "w4a16"}
@@ -34,7 +36,9 @@ LIBRARY_PATHS = ("bf16_dense", "int8_mm", "triton_int8_mm")
 # vLLM's own kernels: no tiling we can read either (Humming's heuristics pick it per shape and
 # M), so they are fitted as the library paths are, apart per weight kind (grouped scales cost
 # per step). vllm_humming_int8 quantizes its bf16 input itself, per token.
-ENGINE_PATHS = ("vllm_humming", "vllm_humming_int8")
+ENGINE_PATHS = ("vllm_humming", "vllm_humming_int8", "vllm_machete")
+# results file -> the engine paths fitted from it (its other paths repeat h200_bench.json's)
+ENGINE_FILES = {ENGINE_RESULTS.name: ("vllm_humming", "vllm_humming_int8"), MACHETE_RESULTS.name: ("vllm_machete",)}
 # None: no tile term at all, the call is latency plus bytes streamed (cuBLAS at small M).
 _LIB_TILES = (None, (64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 
@@ -71,7 +75,7 @@ def key_for(path: str, m: int, n: int, k: int, g: int, config: dict | None = Non
         cfg = config if config is not None else asdict(triton_config(TRITON_PATHS[path], m, n, k, g))
         ident = tuple((f, v) for f, v in sorted(cfg.items()) if f != "block_k")
         return (path, "channel" if g in (-1, k) else "group", ident)
-    if path in ENGINE_PATHS:  # Humming's heuristic changes kernel past decode sizes (M 64: 1.6x M 1)
+    if path in ENGINE_PATHS:  # their heuristics change kernel past decode sizes (Humming M 64: 1.6x M 1)
         size = "decode" if m <= 16 else "small" if m <= 128 else "large"
         return (path, ("channel-" if g in (-1, k) else "group-") + size)
     return (path, "small" if m <= 128 else "large")
@@ -164,7 +168,7 @@ _FITTED = tuple(TRITON_PATHS) + LIBRARY_PATHS + ENGINE_PATHS + ("quantizer",)
 
 def results_for(path: str) -> Path:
     """The committed results file a path is calibrated on."""
-    return ENGINE_RESULTS if path in ENGINE_PATHS else H200_RESULTS
+    return next((RESULTS_DIR / f for f, paths in ENGINE_FILES.items() if path in paths), H200_RESULTS)
 
 
 def _cache_dir() -> Path | None:
@@ -211,7 +215,8 @@ _FIT_VERSION = "8"  # bump when the fit changes: cached calibrations of older fi
 # matches; anything else is fitted afresh.
 COMMITTED_CALIBRATION = H200_RESULTS.with_name("perf_calibration.json")
 COMMITTED_CALIBRATIONS = {H200_RESULTS.name: COMMITTED_CALIBRATION,
-                          ENGINE_RESULTS.name: ENGINE_RESULTS.with_name("perf_calibration_engines.json")}
+                          ENGINE_RESULTS.name: ENGINE_RESULTS.with_name("perf_calibration_engines.json"),
+                          MACHETE_RESULTS.name: MACHETE_RESULTS.with_name("perf_calibration_machete.json")}
 
 
 def calibration_name(digest: str, sms: int) -> str:
@@ -251,8 +256,7 @@ def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCa
     if committed is not None:
         return committed
     res = load_results(path)
-    # The engines' file is fitted for the engines alone (its other paths repeat h200_bench.json's).
-    fitted = ENGINE_PATHS if Path(path).name == ENGINE_RESULTS.name else _FITTED
+    fitted = ENGINE_FILES.get(Path(path).name, _FITTED)
     fits, tiles = fit_records(records_of(res, fitted), sms, peak_bw)
     cal = GpuCalibration(res.platform or "sm90-h200", sms, Path(path).name, digest, fits, tiles, {})
     if cache is not None:

@@ -45,7 +45,7 @@ CPU_ONLY_PATHS = ("dense",)
 BASES = ("measured", "scaled", "scaled across CPU classes", "published", "roofline")
 _DTYPE = {"w4a8_native": "int8", "w4a8_prequant": "int8", "int8_mm": "int8", "fp8_mm": "fp8",
           "w4a16_fallback": "bf16", "bf16_dense": "bf16", "quantizer": "bf16",
-          "vllm_humming": "bf16", "vllm_humming_int8": "int8"}
+          "vllm_humming": "bf16", "vllm_humming_int8": "int8", "vllm_machete": "bf16"}
 # Extra log-width of a band per basis: a scaled or published model carries more than its
 # fit's own held-out error (another part, another kernel build).
 _WIDEN = {"measured": 0.05, "scaled": 0.35, "scaled across CPU classes": 0.35, "published": 0.35,
@@ -117,9 +117,9 @@ def _nearest_fit(cal, key: tuple):
 _GPU_KERNELS = {"w4a8_native": "triton_w4a8 + triton quantizer", "w4a8_prequant": "triton_w4a8",
                 "w4a16_fallback": "triton_w4a16", "bf16_dense": "cublas_bf16", "int8_mm": "cublas_int8",
                 "fp8_mm": "cublas_fp8", "quantizer": "triton_quant", "vllm_humming": "humming",
-                "vllm_humming_int8": "humming (int8 activations)"}
+                "vllm_humming_int8": "humming (int8 activations)", "vllm_machete": "machete"}
 # A selected kernel's family -> the path of its own measured records (calibrate.ENGINE_PATHS).
-_ENGINE_OF_FAMILY = {"humming": "vllm_humming", "humming_int8": "vllm_humming_int8"}
+_ENGINE_OF_FAMILY = {"humming": "vllm_humming", "humming_int8": "vllm_humming_int8", "machete": "vllm_machete"}
 
 
 def _peak_of(hw: Hardware, dtype: str) -> float:
@@ -552,7 +552,7 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
         if p.basis != "roofline":
             how = ("fitted on this part's timings of it" if p.basis == "measured" else p.note)
             return replace(p, path="selected", kernel=runs,
-                           note=f"{engine}: {how} (benchmarks/results/h200_engines_bench.json)")
+                           note=f"{engine}: {how} (benchmarks/results/{results_for(engine).name})")
     roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
     got = predict_family(hw, fam, m, n, k, g) if fam else None
     if got is None:
