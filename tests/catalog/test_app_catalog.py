@@ -156,6 +156,14 @@ CATALOG = [
              r"^upload: config\.json uploaded more than once")),
     ("upload: safetensors without config.json", "UploadRefusedError: config.json is missing",
      _upload([("model.safetensors", (SAMPLE / "model.safetensors").read_bytes())], r"config.json is missing")),
+    # A client names its files as it likes: these failed the write (ValueError, ENAMETOOLONG).
+    *[(f"upload: a safetensors file named {label}", "UploadRefusedError: file name refused; accepted: a "
+       "printable name of at most 255 bytes (was an internal error)",
+       _upload([("config.json", _CFG), (name, (SAMPLE / "model.safetensors").read_bytes())],
+               r"^upload: file name .* refused; accepted: a printable name of at most 255 bytes"))
+      for label, name in (("'a<NUL>.safetensors'", "a\x00.safetensors"),
+                          ("with 300 characters", "m" * 288 + ".safetensors"),
+                          ("'x<ESC>[2J.safetensors'", "x\x1b[2J.safetensors"))],
 ]
 
 

@@ -257,6 +257,12 @@ def _many_tensors(tmp):
     return p
 
 
+def _phantom_index(tmp):
+    p = _copy(tmp, SHARDED)
+    _config(p, lambda c: c["weight_map"].update({f"x{i}": _SHARD1 for i in range(1_200_000)}), _INDEX)
+    return p
+
+
 def _gptq_qc(**fields):
     return _edit(GPTQ, lambda c: c["quantization_config"].update(fields))
 
@@ -624,6 +630,9 @@ CATALOG = [
     ("a header of 150,000 zero-byte tensors (11 MB; 13 s for 400,000 before)",
      "CorruptFileError: about N JSON values; accepted at most 1000000, answered at once",
      _in_child("CorruptFileError", _many_tensors, limit_s=20.0)),
+    ("an index of 1,200,000 entries (54 MB) naming tensors no shard holds (a Path per entry: 12 s for 300,000)",
+     "MissingTensorError naming the first, answered within 15 s",
+     _in_child("MissingTensorError", _phantom_index, limit_s=15.0)),
     # Round 4: config values read as vLLM reads them.
     ("weights.symmetric \"true\", group_size 128.0, num_bits 4.0", "ok: pydantic's lax mode reads "
      "them as true, 128 and 4; the layer lists as int4 g128 (was refused)",
