@@ -263,6 +263,15 @@ def _phantom_index(tmp):
     return p
 
 
+_HADAMARD = {"config_groups": {"u": {"type": "hadamard", "apply": [
+    {"targets": ["Linear"], "location": "input"}, {"targets": ["Linear"], "location": "weight_input"}]}}}
+
+
+def _transform_noted(ck):
+    notes = ck.spec(D).notes
+    assert any("CompressedTensorsLinearTransformMethod" in n and "u: input" in n for n in notes), notes
+
+
 def _gptq_qc(**fields):
     return _edit(GPTQ, lambda c: c["quantization_config"].update(fields))
 
@@ -642,6 +651,9 @@ CATALOG = [
      _raises(InvalidConfigError, r"No such torch dtype `torch\.nonsense`", _ct_weights(scale_dtype="nonsense"))),
     ("weights.scale_dtype \"half\" (a torch alias)", "ok: scale_dtype float16, as torch.half prints",
      _ok(_scale_dtype_float16, _ct_weights(scale_dtype="half"))),
+    ("CT transform_config with an online input Hadamard (QuIP-style)", "ok: listed, each layer noting that "
+     "vLLM wraps it in CompressedTensorsLinearTransformMethod (was silent)",
+     _ok(_transform_noted, _edit(CT, lambda c: c["quantization_config"].update(transform_config=_HADAMARD)))),
     ("GPTQ sym 1, desc_act 0", "ok: 1 == True finds vLLM's TYPE_MAP entry, desc_act is read by its "
      "truth value (was refused)", _ok(_gptq_listed, _gptq_qc(sym=1, desc_act=0))),
     ("GPTQ desc_act null", "ok: falsy, as vLLM's `if desc_act` reads it", _ok(_gptq_listed, _gptq_qc(desc_act=None))),

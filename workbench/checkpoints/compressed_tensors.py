@@ -127,7 +127,26 @@ def parse_ct_config(qc: dict, where: str, rules: ReaderRules) -> CTConfig:
         groups.append(CTGroup(gname, targets, *(_args(fields.get(k), f"{gwhere}.{k}") for k in _ARG_FIELDS), fmt))
     if qc.get("sparsity_config"):
         notes.append(f"sparsity_config is set: {rules.vllm} refuses it (sparsity support was removed)")
+    notes.extend(_online_transforms(qc.get("transform_config"), rules))
     return CTConfig(tuple(groups), ignore, global_format, tuple(notes))
+
+
+def _online_transforms(config: object, rules: ReaderRules) -> list[str]:
+    """A note when `transform_config` rotates activations at run time: vLLM then wraps each
+    matching layer's method in CompressedTensorsLinearTransformMethod (compressed_tensors.py:
+    165-182, transform/linear.py:31-57), a Hadamard transform per call beside the kernel the
+    listing names; offline (weight_input / weight_output) transforms are already in the weights."""
+    groups = config.get("config_groups") if isinstance(config, dict) else None
+    online = sorted({
+        f"{name}: {args.get('location')}"
+        for name, group in (groups.items() if isinstance(groups, dict) else ())
+        for args in (group.get("apply") or [] if isinstance(group, dict) else [])
+        if isinstance(args, dict) and args.get("location") in ("input", "output")})
+    if not online:
+        return []
+    return [f"transform_config applies online transforms ({', '.join(online)}): {rules.vllm} runs the "
+            "layers they target through CompressedTensorsLinearTransformMethod, a Hadamard rotation "
+            "around the kernel listed here, which the workbench does not model or time"]
 
 
 def _group(gname: str, graw: object, where: str, rules: ReaderRules,
