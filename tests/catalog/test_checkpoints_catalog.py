@@ -642,6 +642,14 @@ CATALOG = [
     ("an index of 1,200,000 entries (54 MB) naming tensors no shard holds (a Path per entry: 12 s for 300,000)",
      "MissingTensorError naming the first, answered within 15 s",
      _in_child("MissingTensorError", _phantom_index, limit_s=15.0)),
+    ("ignore of 2000 're:' patterns (each compiled once now; the cache keyed on the caller thrashed past 1024)",
+     "ok: 7 layers, answered within 15 s",
+     _in_child("ok 7", _edit(CT, lambda c: c["quantization_config"].update(
+         ignore=[f"re:model\\.x{i}\\..*" for i in range(2000)])), limit_s=15.0)),
+    ("ignore of 5000 're:' patterns", "PatternRefusedError: 5000 regex patterns; accepted: at most 2000 (exact "
+     "names are not counted)", _raises(PatternRefusedError, "5000 regex patterns; accepted: at most 2000",
+                                       _edit(CT, lambda c: c["quantization_config"].update(
+                                           ignore=[f"re:model\\.x{i}\\..*" for i in range(5000)])))),
     # Round 4: config values read as vLLM reads them.
     ("weights.symmetric \"true\", group_size 128.0, num_bits 4.0", "ok: pydantic's lax mode reads "
      "them as true, 128 and 4; the layer lists as int4 g128 (was refused)",

@@ -24,7 +24,7 @@ from workbench.checkpoints.errors import (
     BadScalesError, GroupSizeError, InvalidConfigError,
     TensorMismatchError, UnknownFormatError, UnsupportedLayerError, shown,
 )
-from workbench.checkpoints.patterns import compile_pattern
+from workbench.checkpoints.patterns import check_pattern_count, compile_pattern
 from workbench.checkpoints.reader_rules import ReaderRules
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, linear_class
@@ -93,6 +93,7 @@ def _targets(raw: object, where: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(t, str) and t for t in raw):
         raise InvalidConfigError(f"{where}: 'targets' must be a non-empty list of strings "
                                  "(layer names, 're:' patterns or module class names)")
+    check_pattern_count(sum(t.startswith("re:") for t in raw), f"{where}.targets")
     for t in raw:
         if t.startswith("re:"):
             compile_pattern(t[3:], f"{where}.targets")
@@ -176,6 +177,7 @@ def _ignore(raw: object, where: str) -> tuple[str, ...]:
     ignore = raw or []
     if not isinstance(ignore, list) or not all(isinstance(i, str) for i in ignore):
         raise InvalidConfigError(f"{where}: must be a list of layer names or 're:' patterns")
+    check_pattern_count(sum(pat.startswith("re:") for pat in ignore), where)
     for pat in ignore:
         if pat.startswith("re:"):
             compile_pattern(pat[3:], where)

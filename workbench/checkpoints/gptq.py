@@ -26,8 +26,8 @@ from workbench.checkpoints.errors import (
     GroupSizeError, InvalidConfigError, TensorMismatchError, shown,
     UnknownFormatError, UnsupportedLayerError,
 )
-from workbench.checkpoints.overrides import dynamic_body, gptq_layer, inc_layer, inc_regex
-from workbench.checkpoints.patterns import compile_pattern
+from workbench.checkpoints.overrides import REGEX_SPECIAL, dynamic_body, gptq_layer, inc_layer, inc_regex
+from workbench.checkpoints.patterns import check_pattern_count, compile_pattern
 from workbench.checkpoints.reader_rules import ReaderRules
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_tensor
 from workbench.frozen import freeze
@@ -128,6 +128,7 @@ def parse_gptq_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyCon
         raise InvalidConfigError(f"{where}: {rules.vllm} refuses it at config: ValueError: Unsupported "
                                  f"quantization config: bits={bits}, sym={sym}")
     dynamic = _get(qc, ("dynamic",), where, {}, (dict, type(None))) or {}
+    check_pattern_count(len(dynamic), f"{where}.dynamic")
     for pat, over in dynamic.items():
         compile_pattern(dynamic_body(pat), f"{where}.dynamic")
         if not isinstance(over, dict):
@@ -195,6 +196,8 @@ def parse_inc_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConf
     if blocks is not None and not all(isinstance(b, str) for b in blocks):
         raise InvalidConfigError(f"{where}.block_name_to_quantize: must be a string or a list of strings")
     extra = _get(qc, ("extra_config",), where, None, (dict, type(None))) or {}
+    check_pattern_count(sum(isinstance(k, str) and any(c in REGEX_SPECIAL for c in k) for k in extra),
+                        f"{where}.extra_config")  # the regex keys; exact layer names cost no matching
     for name, cfg in extra.items():
         inc_regex(name)  # a regex that cannot be run in bounded work is refused here
         if not isinstance(cfg, dict):
