@@ -646,8 +646,8 @@ CATALOG = [
      "ok: 7 layers, answered within 15 s",
      _in_child("ok 7", _edit(CT, lambda c: c["quantization_config"].update(
          ignore=[f"re:model\\.x{i}\\..*" for i in range(2000)])), limit_s=15.0)),
-    ("ignore of 5000 're:' patterns", "PatternRefusedError: 5000 regex patterns; accepted: at most 2000 (exact "
-     "names are not counted)", _raises(PatternRefusedError, "5000 regex patterns; accepted: at most 2000",
+    ("ignore of 5000 're:' patterns (20 s for 7 layers)", "PatternRefusedError: 5000 regex patterns; accepted: "
+     "at most 2000 (exact names are not counted)", _raises(PatternRefusedError, "5000 regex patterns; accepted: at most 2000",
                                        _edit(CT, lambda c: c["quantization_config"].update(
                                            ignore=[f"re:model\\.x{i}\\..*" for i in range(5000)])))),
     # Round 4: config values read as vLLM reads them.

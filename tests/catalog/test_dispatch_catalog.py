@@ -43,6 +43,17 @@ def _named(trace, case, pattern):
     return run
 
 
+def _refused_within(trace, case, pattern, within_s=2.0):
+    from workbench.checkpoints.errors import PatternRefusedError
+
+    def run():
+        start = time.perf_counter()
+        with pytest.raises(PatternRefusedError, match=pattern):
+            trace(case, "sm90-h200")
+        assert time.perf_counter() - start < within_s
+    return run
+
+
 def _selects(trace, case, selected, method=None, platform="sm90-h200", within_s=None):
     def run():
         start = time.perf_counter()
@@ -138,6 +149,9 @@ CATALOG = [
      _selects(trace_awq, {**AWQ, "zero_point": 1}, "MacheteLinearKernel")),
     ("trace_inc with sym 1", "ok: Machete selected, as vLLM; was refused",
      _selects(trace_inc, _inc(sym=1), "MacheteLinearKernel")),
+    ("trace_gptq with a dynamic of 5000 regex rules", "PatternRefusedError: 5000 regex patterns; accepted: "
+     "at most 2000, at once", _refused_within(trace_gptq, {**GPTQ, "dynamic": {
+         f"-:x{i}\\..*": {} for i in range(5000)}}, "5000 regex patterns; accepted: at most 2000")),
     ("trace_inc with extra_config {layer: {'bits': '16'}} (a string)", "ok: vLLM's TypeError: '>=' not "
      "supported between instances of 'str' and 'int' (inc/inc.py:329); was an internal error",
      _vllm_error(trace_inc, _inc(extra_config={LAYER["layer_name"]: {"bits": "16"}}), "TypeError",

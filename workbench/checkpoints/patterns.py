@@ -467,7 +467,7 @@ def check_pattern_count(count: int, where: str) -> None:
     """Refuse a list of more than MAX_PATTERNS regexes by name (5000 took 20 s for 7 layers)."""
     if count > MAX_PATTERNS:
         raise PatternRefusedError(f"{where}: {count} regex patterns; accepted: at most {MAX_PATTERNS} "
-                                  "(list exact names, which cost no matching, for the rest)")
+                                  "(every layer name is matched against each)")
 
 
 def compile_pattern(text: str, where: str = "checkpoint regex",

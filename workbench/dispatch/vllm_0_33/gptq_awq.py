@@ -287,6 +287,9 @@ def gptq_from_config(qc: dict, where: str = "gptq") -> tuple:
     if not isinstance(dynamic, dict):
         raise InvalidInputError(f"{where}.dynamic: expected a JSON object of rules, got "
                                 f"{dynamic!r}")
+    from workbench.checkpoints.patterns import check_pattern_count  # the readers' bound, at call time
+
+    check_pattern_count(len(dynamic), f"{where}.dynamic")
     _desc_act(desc_act, group, dynamic)
     pack_factor(bits)
     _gptq_type(bits, sym)

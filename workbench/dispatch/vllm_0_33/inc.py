@@ -170,6 +170,10 @@ def inc_from_config(layer: dict) -> INCConfig:
     if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
         raise InvalidInputError("inc.extra_config: expected an object of layer name -> "
                                 "{bits, group_size, sym}")
+    from workbench.checkpoints.overrides import REGEX_SPECIAL  # the readers' bound, at call time
+    from workbench.checkpoints.patterns import check_pattern_count
+
+    check_pattern_count(sum(any(c in REGEX_SPECIAL for c in k) for k in extra), "inc.extra_config")
     blocks = layer.get("block_name_to_quantize", layer.get("to_quant_block_names"))
     if isinstance(blocks, str):
         blocks = blocks.split(",")
