@@ -18,6 +18,7 @@ Tensor layouts read here (compressed-tensors 0.17.0):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import (
@@ -59,6 +60,18 @@ class CTConfig:
     ignore: tuple[str, ...]
     format: str | None
     notes: tuple[str, ...] = field(default=())
+
+    @cached_property
+    def _ignore_split(self) -> tuple[frozenset[str], tuple[str, ...]]:
+        """(the exact names, the 're:' patterns) of `ignore`: whether any entry matches does not
+        depend on their order, so a list of 10^5 names is one set lookup per layer."""
+        return (frozenset(i for i in self.ignore if not i.startswith("re:")),
+                tuple(i for i in self.ignore if i.startswith("re:")))
+
+    def ignores(self, layer_name: str) -> bool:
+        """`should_ignore_layer`'s any-match over `ignore` (is_equal_or_regex_match each)."""
+        exact, patterns = self._ignore_split
+        return layer_name in exact or any(_match(layer_name, pat) for pat in patterns)
 
     def target_map(self) -> dict[str, CTGroup]:
         """target -> group, in config order; a later group's equal target replaces an
@@ -196,7 +209,7 @@ def _match(value: str, target: str, contains: bool = False) -> bool:
 
 def match_group(cfg: CTConfig, layer_name: str) -> CTGroup | None:
     """The group vLLM would pick for a layer, or None when ignored or unmatched."""
-    if any(_match(layer_name, pat) for pat in cfg.ignore):
+    if cfg.ignores(layer_name):
         return None
     tmap = cfg.target_map()
     for target, group in tmap.items():
