@@ -137,9 +137,10 @@ def typed(value: Any, kind: type, field: str) -> Any:
 
 
 # vLLM's from_config hands the JSON values to __init__ unconverted, so Python decides what
-# they mean: 4.0 == 4 and 1 == True find the same TYPE_MAP entry, and a flag counts by its
-# truth value. The readers below give each field that meaning; what vLLM's own arithmetic
-# or lookups would choke on stays a named error (or vLLM's error, where it names the value).
+# they mean: 1 == True finds the same TYPE_MAP entry, and desc_act counts by its truth value.
+# The readers below give each field that meaning; what vLLM's own arithmetic or lookups would
+# choke on (a float size fails torch in create_weights) stays a named error, or vLLM's error
+# where vLLM names the value.
 
 
 def integral(value: Any, field: str, *, keep_bool: bool = False) -> Any:
