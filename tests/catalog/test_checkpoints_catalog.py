@@ -291,6 +291,16 @@ def _many_layers_many_ignores(tmp):
     return p
 
 
+def _many_layers_many_targets(tmp):
+    """The 3000 layers, their group's targets 300,000 exact names no layer has, then 'Linear'
+    (found by the class step): each layer used to walk the list twice."""
+    p = _many_layers_many_ignores(tmp)
+    _qc(p, ignore=["lm_head"])
+    _config(p, lambda c: c["quantization_config"]["config_groups"]["group_0"].update(
+        targets=[*(f"model.y{i}" for i in range(300_000)), "re:model\\.layers\\.7\\..*", "Linear"]))
+    return p
+
+
 def _gptq_qc(**fields):
     return _edit(GPTQ, lambda c: c["quantization_config"].update(fields))
 
@@ -672,6 +682,9 @@ CATALOG = [
     ("3000 layers and an ignore list of 300,000 exact names", "ok: 3000 layers, answered within 20 s (exact "
      "names are one set lookup; was 9 x 10^8 comparisons)",
      _in_child("ok 3000", _many_layers_many_ignores, limit_s=20.0)),
+    ("3000 layers, targets of 300,000 exact names then a 're:' and 'Linear'", "ok: 3000 layers, answered "
+     "within 20 s (the first matching target found by lookup, the class step once per class)",
+     _in_child("ok 3000", _many_layers_many_targets, limit_s=20.0)),
     # Round 4: config values read as vLLM reads them.
     ("weights.symmetric \"true\", group_size 128.0, num_bits 4.0", "ok: pydantic's lax mode reads "
      "them as true, 128 and 4; the layer lists as int4 g128 (was refused)",

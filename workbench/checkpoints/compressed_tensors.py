@@ -73,6 +73,43 @@ class CTConfig:
         exact, patterns = self._ignore_split
         return layer_name in exact or any(_match(layer_name, pat) for pat in patterns)
 
+    @cached_property
+    def _targets_split(self) -> tuple[dict[str, tuple[int, CTGroup]], tuple[tuple[int, str, CTGroup], ...]]:
+        """`target_map` as (exact name -> (position, group), the 're:' targets with their
+        positions), so the first target to match is found without a scan over every name."""
+        exact: dict[str, tuple[int, CTGroup]] = {}
+        patterns: list[tuple[int, str, CTGroup]] = []
+        for i, (target, group) in enumerate(self.target_map().items()):
+            if target.startswith("re:"):
+                patterns.append((i, target, group))
+            else:
+                exact[target] = (i, group)
+        return exact, tuple(patterns)
+
+    def first_target(self, layer_name: str) -> CTGroup | None:
+        """The group of the first target (in target_map order) equal to or matching the name,
+        as `_find_first_match` walks them (compressed_tensors/utils.py:115-135)."""
+        exact, patterns = self._targets_split
+        hit = exact.get(layer_name)
+        for i, target, group in patterns:
+            if hit is not None and i > hit[0]:
+                break
+            if _match(layer_name, target):
+                return group
+        return None if hit is None else hit[1]
+
+    @cached_property
+    def _by_class(self) -> dict[str, CTGroup | None]:
+        return {}
+
+    def class_target(self, module_class: str) -> CTGroup | None:
+        """find_matched_target's last step, which depends on the module's class alone: each
+        class is looked up in the targets once, not once per layer."""
+        if module_class not in self._by_class:
+            self._by_class[module_class] = next(
+                (g for t, g in self.target_map().items() if _match(module_class, t, contains=True)), None)
+        return self._by_class[module_class]
+
     def target_map(self) -> dict[str, CTGroup]:
         """target -> group, in config order; a later group's equal target replaces an
         earlier one, as in vLLM's target_scheme_map dict."""
@@ -211,16 +248,11 @@ def match_group(cfg: CTConfig, layer_name: str) -> CTGroup | None:
     """The group vLLM would pick for a layer, or None when ignored or unmatched."""
     if cfg.ignores(layer_name):
         return None
-    tmap = cfg.target_map()
-    for target, group in tmap.items():
-        if _match(layer_name, target):
-            return group
+    group = cfg.first_target(layer_name)
+    if group is not None:
+        return group
     # find_matched_target's last step (compressed_tensors/utils.py:101-104): the module's class.
-    module_class = linear_class(layer_name)
-    for target, group in tmap.items():
-        if _match(module_class, target, contains=True):
-            return group
-    return None
+    return cfg.class_target(linear_class(layer_name))
 
 
 # Tensors only a quantized layer holds; any one of them makes its prefix a quantized layer,
