@@ -15,19 +15,57 @@ checkpoint readers and the dispatch core share this one value; it imports neithe
 from __future__ import annotations
 
 from dataclasses import InitVar, dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from workbench.errors import InvalidInputError
 from workbench.frozen import FrozenDict
 
 __all__ = ["QuantArgs", "QuantArgsError", "QuantArgsNotImplemented", "TYPES", "STRATEGIES",
-           "ACTORDERS", "FIELDS"]
+           "ACTORDERS", "FIELDS", "TORCH_DTYPES"]
 
 TYPES = ("int", "float")
 STRATEGIES = ("tensor", "channel", "group", "block", "token", "tensor_group", "attn_head")
 ACTORDERS = {"group": "group", "weight": "weight", "dynamic": "group", "static": "weight"}
 FIELDS = ("num_bits", "type", "symmetric", "group_size", "strategy", "block_structure",
           "dynamic", "actorder", "scale_dtype", "zp_dtype", "observer", "observer_kwargs")
+
+
+# torch's dtype attributes (what `TorchDtype` accepts, `getattr(torch, name)`) and the name the
+# dtype prints as; held as data because reading a config must not import torch.
+_CANONICAL = {"bit": "uint1", "float": "float32", "double": "float64", "half": "float16", "short": "int16",
+              "int": "int32", "long": "int64", "cfloat": "complex64", "cdouble": "complex128",
+              "chalf": "complex32"}
+TORCH_DTYPES = {name: _CANONICAL.get(name, name) for name in (
+    "bfloat16", "bit", "bits16", "bits1x8", "bits2x4", "bits4x2", "bits8", "bool", "cdouble",
+    "cfloat", "chalf", "complex128", "complex32", "complex64", "double", "float", "float16",
+    "float32", "float4_e2m1fn_x2", "float64", "float8_e4m3fn", "float8_e4m3fnuz", "float8_e5m2",
+    "float8_e5m2fnuz", "float8_e8m0fnu", "half", "int", "int1", "int16", "int2", "int3", "int32",
+    "int4", "int5", "int6", "int64", "int7", "int8", "long", "qint32", "qint8", "quint2x4",
+    "quint4x2", "quint8", "short", "uint1", "uint16", "uint2", "uint3", "uint32", "uint4", "uint5",
+    "uint6", "uint64", "uint7", "uint8")}
+
+
+@lru_cache(maxsize=None)
+def _validator(kind: str):
+    from pydantic_core import SchemaValidator, core_schema
+
+    return SchemaValidator(core_schema.int_schema() if kind == "int" else core_schema.bool_schema())
+
+
+def _lax(value: Any, kind: str) -> Any:
+    """pydantic's lax coercion of a JSON value to an int or bool field, which the library's
+    model applies ("4", 4.0 and true are num_bits 4, 4 and 1; "yes", 1 and "off" are booleans);
+    pydantic-core itself decides, so the spellings are exactly its own. A value it refuses
+    is returned unchanged for the field check to name."""
+    if value is None or (kind == "int" and _is_int(value)) or (kind == "bool" and isinstance(value, bool)):
+        return value
+    from pydantic_core import ValidationError
+
+    try:
+        return _validator(kind).validate_python(value)
+    except ValidationError:
+        return value
 
 
 class QuantArgsError(InvalidInputError):
@@ -106,8 +144,11 @@ class QuantArgs:
             raise bad("actorder", f"{self.actorder!r}; accepted: {sorted(ACTORDERS)}")
         for name in ("scale_dtype", "zp_dtype"):
             value = getattr(self, name)
-            if value is not None and not isinstance(value, str):
-                raise bad(name, f"expected a torch dtype name, got {value!r}")
+            if value is not None and (not isinstance(value, str) or value not in TORCH_DTYPES):
+                raise bad(name, f"No such torch dtype `torch.{value}`; accepted: a torch dtype "
+                          "name such as float16, bfloat16, float32")
+            if value is not None:
+                self._set(name, TORCH_DTYPES[value])  # torch.half prints as torch.float16
         if self.observer is not None and not isinstance(self.observer, str):
             raise bad("observer", f"expected a string or null, got {self.observer!r}")
         if not isinstance(self.observer_kwargs, dict):
@@ -228,6 +269,13 @@ class QuantArgs:
         for name in ("scale_dtype", "zp_dtype"):
             if isinstance(raw.get(name), str):
                 raw[name] = raw[name].removeprefix("torch.")
+        # The int and bool fields in pydantic's lax mode; a string group_size stays refused
+        # (the library's before-validator compares it with -1 and raises TypeError).
+        for name, kind in (("num_bits", "int"), ("symmetric", "bool"), ("group_size", "int")):
+            if name in raw and not (name == "group_size" and isinstance(raw[name], str)):
+                raw[name] = _lax(raw[name], kind)
+        if "dynamic" in raw and not isinstance(raw["dynamic"], str):  # DynamicType | bool
+            raw["dynamic"] = _lax(raw["dynamic"], "bool")
         if raw.get("observer_kwargs", {}) is None:
             raw["observer_kwargs"] = None  # refused by the constructor, as the library does
         return cls(**raw, where=where)

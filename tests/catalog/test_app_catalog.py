@@ -78,6 +78,15 @@ def _preset_is(name: str):
     return check
 
 
+def _link_ok(query: dict, check):
+    """A link the app takes: no warning, and `check` holds."""
+    def run():
+        at = _app(query)
+        assert not at.sidebar.warning, _read(at.sidebar.warning)
+        check(at)
+    return run
+
+
 def _state_is(key: str, value):
     def check(at):
         assert at.session_state[key] == value, at.session_state[key]
@@ -156,6 +165,19 @@ CATALOG = [
              r"^upload: config\.json uploaded more than once")),
     ("upload: safetensors without config.json", "UploadRefusedError: config.json is missing",
      _upload([("model.safetensors", (SAMPLE / "model.safetensors").read_bytes())], r"config.json is missing")),
+    # A preset name as the CLI reads it: aliases, any letter case.
+    ("link ?platform=H200 (upper case; the CLI takes it)", "ok: preset sm90-h200, no warning (was refused)",
+     _link_ok({"platform": "H200"}, _preset_is("sm90-h200"))),
+    ("link ?compare=SM90-H100", "ok: compare preset sm90-h100, no warning (was refused)",
+     _link_ok({"compare": "SM90-H100"}, _state_is("pf.compare", "sm90-h100"))),
+    # A client names its files as it likes: these failed the write (ValueError, ENAMETOOLONG).
+    *[(f"upload: a safetensors file named {label}", "UploadRefusedError: file name refused; accepted: a "
+       "printable name of at most 255 bytes (was an internal error)",
+       _upload([("config.json", _CFG), (name, (SAMPLE / "model.safetensors").read_bytes())],
+               r"^upload: file name .* refused; accepted: a printable name of at most 255 bytes"))
+      for label, name in (("'a<NUL>.safetensors'", "a\x00.safetensors"),
+                          ("with 300 characters", "m" * 288 + ".safetensors"),
+                          ("'x<ESC>[2J.safetensors'", "x\x1b[2J.safetensors"))],
 ]
 
 

@@ -226,6 +226,89 @@ def _lookahead_catastrophic(tmp):
     return p
 
 
+def _int4_g128(ck):
+    spec = ck.spec(D)
+    assert (spec.weight_args.num_bits, spec.weight_args.group_size, spec.weight_args.symmetric) == (
+        4, 128, True), spec.weight_args
+    assert len(ck.layers) == 7
+
+
+def _scale_dtype_float16(ck):
+    assert ck.spec(D).weight_args.scale_dtype == "float16", ck.spec(D).weight_args
+
+
+def _ct_weights(**fields):
+    return _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"]
+                 .update(fields))
+
+
+_W = '"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}'
+
+
+def _st_header(text: str):
+    """A one-tensor safetensors file (F32 [2]) whose header is `text`, beside the CT config."""
+    return _header(text.encode("utf-8", "surrogatepass"), b"\0" * 8)
+
+
+def _many_tensors(tmp):
+    p = _copy(tmp, CT)
+    header = {f"t{i}": {"dtype": "U8", "shape": [0], "data_offsets": [0, 0]} for i in range(150_000)}
+    _raw_header(p, json.dumps(header).encode())
+    return p
+
+
+def _phantom_index(tmp):
+    p = _copy(tmp, SHARDED)
+    _config(p, lambda c: c["weight_map"].update({f"x{i}": _SHARD1 for i in range(1_200_000)}), _INDEX)
+    return p
+
+
+_HADAMARD = {"config_groups": {"u": {"type": "hadamard", "apply": [
+    {"targets": ["Linear"], "location": "input"}, {"targets": ["Linear"], "location": "weight_input"}]}}}
+
+
+def _transform_noted(ck):
+    notes = ck.spec(D).notes
+    assert any("CompressedTensorsLinearTransformMethod" in n and "u: input" in n for n in notes), notes
+
+
+def _many_layers_many_ignores(tmp):
+    """3000 channel-quantized layers (a sparse file: the listing reads headers only) and an
+    ignore list of 300,000 exact names: matched one by one, 9 x 10^8 comparisons."""
+    p = _copy(tmp, CT)
+    header, at = {}, 0
+    for i in range(3000):
+        for suffix, dtype, shape, size in ((".weight", "I8", [8, 128], 1024), (".weight_scale", "BF16", [8, 1], 16)):
+            header[f"model.layers.{i}.mlp.down_proj{suffix}"] = {
+                "dtype": dtype, "shape": shape, "data_offsets": [at, at + size]}
+            at += size
+    _raw_header(p, json.dumps(header).encode())
+    with open(p / "model.safetensors", "r+b") as f:
+        f.seek(0, os.SEEK_END)
+        f.truncate(f.tell() + at)
+    _weights(p, strategy="channel", group_size=None)
+    _qc(p, ignore=["lm_head", *(f"model.x{i}" for i in range(300_000))])
+    return p
+
+
+def _many_layers_many_targets(tmp):
+    """The 3000 layers, their group's targets 300,000 exact names no layer has, then 'Linear'
+    (found by the class step): each layer used to walk the list twice."""
+    p = _many_layers_many_ignores(tmp)
+    _qc(p, ignore=["lm_head"])
+    _config(p, lambda c: c["quantization_config"]["config_groups"]["group_0"].update(
+        targets=[*(f"model.y{i}" for i in range(300_000)), "re:model\\.layers\\.7\\..*", "Linear"]))
+    return p
+
+
+def _gptq_qc(**fields):
+    return _edit(GPTQ, lambda c: c["quantization_config"].update(fields))
+
+
+def _gptq_listed(ck):
+    assert len(ck.layers) == 7 and ck.spec(D).num_bits == 4, [(s.name, s.num_bits) for s in ck.layers]
+
+
 def _fail(ck):
     raise AssertionError([(s.name, s.group_size) for s in ck.layers])
 
@@ -477,8 +560,8 @@ CATALOG = [
     ("header shape holding an integer of 5000 digits", "CorruptFileError: header is not JSON",
      _raises(CorruptFileError, "header is not UTF-8 JSON",
              _header(b'{"x":{"dtype":"I8","shape":[' + b"9" * 5000 + b'],"data_offsets":[0,0]}}'))),
-    ("header data_offsets [NaN, 1]", "CorruptFileError naming the entry",
-     _raises(CorruptFileError, _gist("entry 'x'", "data_offsets"),
+    ("header data_offsets [NaN, 1]", "CorruptFileError: NaN is not JSON (the library's parser refuses it)",
+     _raises(CorruptFileError, "NaN is not JSON",
              _header(b'{"x":{"dtype":"I8","shape":[1],"data_offsets":[NaN,1]}}', b"a"))),
     ("one tensor in two shards", "CorruptFileError naming both shards",
      _raises(CorruptFileError, _gist("appears in both", _SHARD1), _duplicate_across_shards)),
@@ -512,10 +595,13 @@ CATALOG = [
     ("quantization_config is a list", "InvalidConfigError: must be an object",
      _raises(InvalidConfigError, "'quantization_config' must be an object, got list",
              _edit(CT, lambda c: c.update(quantization_config=[1])))),
-    ("weights.num_bits \"4\" (a string)", "InvalidConfigError: expected an integer",
-     _raises(InvalidConfigError, _gist("num_bits", "expected an integer, got '4'"),
+    ("weights.num_bits \"4\" (a string)", "ok: read as 4, as compressed-tensors' pydantic model "
+     "coerces it (was refused)", _ok(_int4_g128, _edit(CT, lambda c: c["quantization_config"][
+         "config_groups"]["group_0"]["weights"].update(num_bits="4")))),
+    ("weights.num_bits \"four\"", "InvalidConfigError: expected an integer",
+     _raises(InvalidConfigError, _gist("num_bits", "expected an integer, got 'four'"),
              _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"]
-                   .update(num_bits="4")))),
+                   .update(num_bits="four")))),
     ("weights.num_bits 99", "InvalidConfigError: accepted 1..8",
      _raises(InvalidConfigError, _gist("num_bits 99", "1..8"),
              _edit(CT, lambda c: c["quantization_config"]["config_groups"]["group_0"]["weights"]
@@ -545,6 +631,77 @@ CATALOG = [
      _short_message(CorruptFileError, "a tensor name of 5013 characters; accepted: at most 1024",
                     _header(json.dumps({"n" * 5000 + ".weight_scale": {
                         "dtype": "I8", "shape": [1], "data_offsets": [0, 1]}}).encode(), b"a"))),
+    # Round 4: the header parsed as the safetensors library's serde_json parses it.
+    ("header with __metadata__ twice", "CorruptFileError: __metadata__ given twice (the library refuses a "
+     "repeated field; Python's json kept the last)",
+     _raises(CorruptFileError, "__metadata__ given twice",
+             _st_header('{' + _W + ', "__metadata__": {"a": "b"}, "__metadata__": {"a": "c"}}'))),
+    ("header entry with 'dtype' twice (I8 then F32)", "CorruptFileError: field 'dtype' given twice",
+     _raises(CorruptFileError, "entry 'w': field 'dtype' given twice",
+             _st_header('{"w": {"dtype": "I8", "dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'))),
+    ("tensor name repeated, the first entry's dtype 'Q4'", "CorruptFileError: dtype 'Q4' (the library "
+     "parses every value of a repeated key)",
+     _raises(CorruptFileError, "dtype 'Q4' is not a safetensors dtype",
+             _st_header('{"w": {"dtype": "Q4", "shape": [2], "data_offsets": [0, 8]}, ' + _W + '}'))),
+    ("tensor name holding a lone surrogate escape \\ud800", "CorruptFileError: a lone UTF-16 surrogate",
+     _raises(CorruptFileError, "lone UTF-16 surrogate",
+             _st_header('{"w\\ud800": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}'))),
+    ("an unknown entry field holding -Infinity", "CorruptFileError: -Infinity is not JSON",
+     _raises(CorruptFileError, "-Infinity is not JSON",
+             _st_header('{"w": {"dtype": "F32", "x": -Infinity, "shape": [2], "data_offsets": [0, 8]}}'))),
+    ("an unknown entry field holding 1e400", "CorruptFileError: out of float64's range",
+     _raises(CorruptFileError, "out of float64's range",
+             _st_header('{"w": {"dtype": "F32", "x": 1e400, "shape": [2], "data_offsets": [0, 8]}}'))),
+    ("an unknown entry field nested 126 deep (128 levels)", "CorruptFileError: nests 128 levels; "
+     "accepted at most 127 (serde_json's limit)",
+     _raises(CorruptFileError, "nests 128 levels deep; accepted: at most 127",
+             _st_header('{"w": {"dtype": "F32", "x": ' + "[" * 126 + "]" * 126
+                        + ', "shape": [2], "data_offsets": [0, 8]}}'))),
+    ("data_offsets [-0, 8] (serde reads -0 as a float)", "CorruptFileError naming data_offsets",
+     _raises(CorruptFileError, _gist("entry 'w'", "data_offsets [-0.0, 8]"),
+             _st_header('{"w": {"dtype": "F32", "shape": [2], "data_offsets": [-0, 8]}}'))),
+    ("shape [2^32, 2^32, 0] (zero bytes, but the element count overflows u64 first)",
+     "CorruptFileError: the element count overflows 64 bits",
+     _raises(CorruptFileError, "element count overflows 64 bits",
+             _st_header('{"z": {"dtype": "F32", "shape": [4294967296, 4294967296, 0], "data_offsets": '
+                        '[0, 0]}, ' + _W + '}'))),
+    ("a header of 150,000 zero-byte tensors (11 MB; 13 s for 400,000 before)",
+     "CorruptFileError: about N JSON values; accepted at most 1000000, answered at once",
+     _in_child("CorruptFileError", _many_tensors, limit_s=20.0)),
+    ("an index of 1,200,000 entries (54 MB) naming tensors no shard holds (a Path per entry: 12 s for 300,000)",
+     "MissingTensorError naming the first, answered within 15 s",
+     _in_child("MissingTensorError", _phantom_index, limit_s=15.0)),
+    ("ignore of 2000 're:' patterns (each compiled once now; the cache keyed on the caller thrashed past 1024)",
+     "ok: 7 layers, answered within 15 s",
+     _in_child("ok 7", _edit(CT, lambda c: c["quantization_config"].update(
+         ignore=[f"re:model\\.x{i}\\..*" for i in range(2000)])), limit_s=15.0)),
+    ("ignore of 5000 're:' patterns (20 s for 7 layers)", "PatternRefusedError: 5000 regex patterns; accepted: "
+     "at most 2000 (exact names are not counted)", _raises(PatternRefusedError, "5000 regex patterns; accepted: at most 2000",
+                                       _edit(CT, lambda c: c["quantization_config"].update(
+                                           ignore=[f"re:model\\.x{i}\\..*" for i in range(5000)])))),
+    ("3000 layers and an ignore list of 300,000 exact names", "ok: 3000 layers, answered within 20 s (exact "
+     "names are one set lookup; was 9 x 10^8 comparisons)",
+     _in_child("ok 3000", _many_layers_many_ignores, limit_s=20.0)),
+    ("3000 layers, targets of 300,000 exact names then a 're:' and 'Linear'", "ok: 3000 layers, answered "
+     "within 20 s (the first matching target found by lookup, the class step once per class)",
+     _in_child("ok 3000", _many_layers_many_targets, limit_s=20.0)),
+    # Round 4: config values read as vLLM reads them.
+    ("weights.symmetric \"true\", group_size 128.0, num_bits 4.0", "ok: pydantic's lax mode reads "
+     "them as true, 128 and 4; the layer lists as int4 g128 (was refused)",
+     _ok(_int4_g128, _ct_weights(symmetric="true", group_size=128.0, num_bits=4.0))),
+    ("weights.scale_dtype \"nonsense\"", "InvalidConfigError: No such torch dtype (vLLM's pydantic "
+     "refuses it; was accepted)",
+     _raises(InvalidConfigError, r"No such torch dtype `torch\.nonsense`", _ct_weights(scale_dtype="nonsense"))),
+    ("weights.scale_dtype \"half\" (a torch alias)", "ok: scale_dtype float16, as torch.half prints",
+     _ok(_scale_dtype_float16, _ct_weights(scale_dtype="half"))),
+    ("CT transform_config with an online input Hadamard (QuIP-style)", "ok: listed, each layer noting that "
+     "vLLM wraps it in CompressedTensorsLinearTransformMethod (was silent)",
+     _ok(_transform_noted, _edit(CT, lambda c: c["quantization_config"].update(transform_config=_HADAMARD)))),
+    ("GPTQ sym 1, desc_act 0", "ok: 1 == True finds vLLM's TYPE_MAP entry, desc_act is read by its "
+     "truth value (was refused)", _ok(_gptq_listed, _gptq_qc(sym=1, desc_act=0))),
+    ("GPTQ desc_act null", "ok: falsy, as vLLM's `if desc_act` reads it", _ok(_gptq_listed, _gptq_qc(desc_act=None))),
+    ("GPTQ sym null", "InvalidConfigError with vLLM's 'Unsupported quantization config: bits=4, sym=None'",
+     _raises(InvalidConfigError, "Unsupported quantization config: bits=4, sym=None", _gptq_qc(sym=None))),
 ]
 
 

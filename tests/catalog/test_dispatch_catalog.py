@@ -43,6 +43,17 @@ def _named(trace, case, pattern):
     return run
 
 
+def _refused_within(trace, case, pattern, within_s=2.0):
+    from workbench.checkpoints.errors import PatternRefusedError
+
+    def run():
+        start = time.perf_counter()
+        with pytest.raises(PatternRefusedError, match=pattern):
+            trace(case, "sm90-h200")
+        assert time.perf_counter() - start < within_s
+    return run
+
+
 def _selects(trace, case, selected, method=None, platform="sm90-h200", within_s=None):
     def run():
         start = time.perf_counter()
@@ -116,6 +127,35 @@ CATALOG = [
      _load_failure(trace_gptq, GPTQ, "RuntimeError",
                    "NotImplementedError: prepack_B_dispatch(..) is not implemented for atype = "
                    "Char, b_type = uint4b8, with_group_scales_type= Char", INT8)),
+    # Round 4: config values as vLLM's from_config hands them on, unconverted (Python decides).
+    ("trace_gptq with sym 1 (1 == True finds TYPE_MAP's entry)", "ok: Machete selected, as vLLM "
+     "(recorded: AutoGPTQLinearMethod, MacheteLinearKernel); was refused",
+     _selects(trace_gptq, {**GPTQ, "sym": 1}, "MacheteLinearKernel")),
+    ("trace_gptq with desc_act 0 and desc_act null (falsy to `if desc_act`)", "ok: Machete selected, as "
+     "vLLM; was refused", lambda: [_selects(trace_gptq, {**GPTQ, "desc_act": v}, "MacheteLinearKernel")()
+                                   for v in (0, None)]),
+    ("trace_gptq with desc_act \"false\" (a non-empty string is true)", "ok: vLLM's ValueError: GPTQ group "
+     "activation ordering (desc_act=True) is no longer supported...",
+     _vllm_error(trace_gptq, {**GPTQ, "desc_act": "false"}, "ValueError",
+                 "GPTQ group activation ordering (desc_act=True) is no longer supported. Use a "
+                 "checkpoint with static activation ordering or desc_act=False.")),
+    ("trace_gptq with sym null", "ok: vLLM's ValueError: Unsupported quantization config: bits=4, sym=None",
+     _vllm_error(trace_gptq, {**GPTQ, "sym": None}, "ValueError",
+                 "Unsupported quantization config: bits=4, sym=None")),
+    ("trace_gptq with bits 0", "ok: vLLM's ZeroDivisionError from 32 // weight_bits (auto_gptq.py:146)",
+     _vllm_error(trace_gptq, {**GPTQ, "bits": 0}, "ZeroDivisionError",
+                 "integer division or modulo by zero")),
+    ("trace_awq with zero_point 1", "ok: selected as with true (recorded: Machete); was refused",
+     _selects(trace_awq, {**AWQ, "zero_point": 1}, "MacheteLinearKernel")),
+    ("trace_inc with sym 1", "ok: Machete selected, as vLLM; was refused",
+     _selects(trace_inc, _inc(sym=1), "MacheteLinearKernel")),
+    ("trace_gptq with a dynamic of 5000 regex rules", "PatternRefusedError: 5000 regex patterns; accepted: "
+     "at most 2000, at once", _refused_within(trace_gptq, {**GPTQ, "dynamic": {
+         f"-:x{i}\\..*": {} for i in range(5000)}}, "5000 regex patterns; accepted: at most 2000")),
+    ("trace_inc with extra_config {layer: {'bits': '16'}} (a string)", "ok: vLLM's TypeError: '>=' not "
+     "supported between instances of 'str' and 'int' (inc/inc.py:329); was an internal error",
+     _vllm_error(trace_inc, _inc(extra_config={LAYER["layer_name"]: {"bits": "16"}}), "TypeError",
+                 "'>=' not supported between instances of 'str' and 'int'")),
 ]
 
 

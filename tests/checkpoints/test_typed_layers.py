@@ -38,7 +38,7 @@ def test_a_layer_spec_and_its_args_cannot_be_mutated(tools):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"num_bits": "4"}, r"QuantizationArgs\.num_bits: expected an integer, got '4'"),
+    ({"num_bits": "four"}, r"QuantizationArgs\.num_bits: expected an integer, got 'four'"),
     ({"type": "INT"}, r"QuantizationArgs\.type: 'INT' is not a quantization type"),
     ({"num_bits": 4, "strategy": "group"}, r"strategy group requires group_size"),
     ({"num_bits": 4, "strategy": "token"}, r"Cannot perform static token quantization"),

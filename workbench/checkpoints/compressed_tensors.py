@@ -18,13 +18,14 @@ Tensor layouts read here (compressed-tensors 0.17.0):
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from workbench.checkpoints.errors import (
     BadScalesError, GroupSizeError, InvalidConfigError,
     TensorMismatchError, UnknownFormatError, UnsupportedLayerError, shown,
 )
-from workbench.checkpoints.patterns import compile_pattern
+from workbench.checkpoints.patterns import check_pattern_count, compile_pattern
 from workbench.checkpoints.reader_rules import ReaderRules
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_small_ints, read_tensor
 from workbench.layer import CheckpointFormat, LayerSpec, Provenance, QuantizedLayer, WeightPacking, linear_class
@@ -60,6 +61,55 @@ class CTConfig:
     format: str | None
     notes: tuple[str, ...] = field(default=())
 
+    @cached_property
+    def _ignore_split(self) -> tuple[frozenset[str], tuple[str, ...]]:
+        """(the exact names, the 're:' patterns) of `ignore`: whether any entry matches does not
+        depend on their order, so a list of 10^5 names is one set lookup per layer."""
+        return (frozenset(i for i in self.ignore if not i.startswith("re:")),
+                tuple(i for i in self.ignore if i.startswith("re:")))
+
+    def ignores(self, layer_name: str) -> bool:
+        """`should_ignore_layer`'s any-match over `ignore` (is_equal_or_regex_match each)."""
+        exact, patterns = self._ignore_split
+        return layer_name in exact or any(_match(layer_name, pat) for pat in patterns)
+
+    @cached_property
+    def _targets_split(self) -> tuple[dict[str, tuple[int, CTGroup]], tuple[tuple[int, str, CTGroup], ...]]:
+        """`target_map` as (exact name -> (position, group), the 're:' targets with their
+        positions), so the first target to match is found without a scan over every name."""
+        exact: dict[str, tuple[int, CTGroup]] = {}
+        patterns: list[tuple[int, str, CTGroup]] = []
+        for i, (target, group) in enumerate(self.target_map().items()):
+            if target.startswith("re:"):
+                patterns.append((i, target, group))
+            else:
+                exact[target] = (i, group)
+        return exact, tuple(patterns)
+
+    def first_target(self, layer_name: str) -> CTGroup | None:
+        """The group of the first target (in target_map order) equal to or matching the name,
+        as `_find_first_match` walks them (compressed_tensors/utils.py:115-135)."""
+        exact, patterns = self._targets_split
+        hit = exact.get(layer_name)
+        for i, target, group in patterns:
+            if hit is not None and i > hit[0]:
+                break
+            if _match(layer_name, target):
+                return group
+        return None if hit is None else hit[1]
+
+    @cached_property
+    def _by_class(self) -> dict[str, CTGroup | None]:
+        return {}
+
+    def class_target(self, module_class: str) -> CTGroup | None:
+        """find_matched_target's last step, which depends on the module's class alone: each
+        class is looked up in the targets once, not once per layer."""
+        if module_class not in self._by_class:
+            self._by_class[module_class] = next(
+                (g for t, g in self.target_map().items() if _match(module_class, t, contains=True)), None)
+        return self._by_class[module_class]
+
     def target_map(self) -> dict[str, CTGroup]:
         """target -> group, in config order; a later group's equal target replaces an
         earlier one, as in vLLM's target_scheme_map dict."""
@@ -93,6 +143,7 @@ def _targets(raw: object, where: str) -> tuple[str, ...]:
     if not isinstance(raw, list) or not raw or not all(isinstance(t, str) and t for t in raw):
         raise InvalidConfigError(f"{where}: 'targets' must be a non-empty list of strings "
                                  "(layer names, 're:' patterns or module class names)")
+    check_pattern_count(sum(t.startswith("re:") for t in raw), f"{where}.targets")
     for t in raw:
         if t.startswith("re:"):
             compile_pattern(t[3:], f"{where}.targets")
@@ -127,7 +178,26 @@ def parse_ct_config(qc: dict, where: str, rules: ReaderRules) -> CTConfig:
         groups.append(CTGroup(gname, targets, *(_args(fields.get(k), f"{gwhere}.{k}") for k in _ARG_FIELDS), fmt))
     if qc.get("sparsity_config"):
         notes.append(f"sparsity_config is set: {rules.vllm} refuses it (sparsity support was removed)")
+    notes.extend(_online_transforms(qc.get("transform_config"), rules))
     return CTConfig(tuple(groups), ignore, global_format, tuple(notes))
+
+
+def _online_transforms(config: object, rules: ReaderRules) -> list[str]:
+    """A note when `transform_config` rotates activations at run time: vLLM then wraps each
+    matching layer's method in CompressedTensorsLinearTransformMethod (compressed_tensors.py:
+    165-182, transform/linear.py:31-57), a Hadamard transform per call beside the kernel the
+    listing names; offline (weight_input / weight_output) transforms are already in the weights."""
+    groups = config.get("config_groups") if isinstance(config, dict) else None
+    online = sorted({
+        f"{name}: {args.get('location')}"
+        for name, group in (groups.items() if isinstance(groups, dict) else ())
+        for args in (group.get("apply") or [] if isinstance(group, dict) else [])
+        if isinstance(args, dict) and args.get("location") in ("input", "output")})
+    if not online:
+        return []
+    return [f"transform_config applies online transforms ({', '.join(online)}): {rules.vllm} runs the "
+            "layers they target through CompressedTensorsLinearTransformMethod, a Hadamard rotation "
+            "around the kernel listed here, which the workbench does not model or time"]
 
 
 def _group(gname: str, graw: object, where: str, rules: ReaderRules,
@@ -157,6 +227,7 @@ def _ignore(raw: object, where: str) -> tuple[str, ...]:
     ignore = raw or []
     if not isinstance(ignore, list) or not all(isinstance(i, str) for i in ignore):
         raise InvalidConfigError(f"{where}: must be a list of layer names or 're:' patterns")
+    check_pattern_count(sum(pat.startswith("re:") for pat in ignore), where)
     for pat in ignore:
         if pat.startswith("re:"):
             compile_pattern(pat[3:], where)
@@ -175,18 +246,13 @@ def _match(value: str, target: str, contains: bool = False) -> bool:
 
 def match_group(cfg: CTConfig, layer_name: str) -> CTGroup | None:
     """The group vLLM would pick for a layer, or None when ignored or unmatched."""
-    if any(_match(layer_name, pat) for pat in cfg.ignore):
+    if cfg.ignores(layer_name):
         return None
-    tmap = cfg.target_map()
-    for target, group in tmap.items():
-        if _match(layer_name, target):
-            return group
+    group = cfg.first_target(layer_name)
+    if group is not None:
+        return group
     # find_matched_target's last step (compressed_tensors/utils.py:101-104): the module's class.
-    module_class = linear_class(layer_name)
-    for target, group in tmap.items():
-        if _match(module_class, target, contains=True):
-            return group
-    return None
+    return cfg.class_target(linear_class(layer_name))
 
 
 # Tensors only a quantized layer holds; any one of them makes its prefix a quantized layer,

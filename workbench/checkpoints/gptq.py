@@ -26,8 +26,8 @@ from workbench.checkpoints.errors import (
     GroupSizeError, InvalidConfigError, TensorMismatchError, shown,
     UnknownFormatError, UnsupportedLayerError,
 )
-from workbench.checkpoints.overrides import dynamic_body, gptq_layer, inc_layer, inc_regex
-from workbench.checkpoints.patterns import compile_pattern
+from workbench.checkpoints.overrides import REGEX_SPECIAL, dynamic_body, gptq_layer, inc_layer, inc_regex
+from workbench.checkpoints.patterns import check_pattern_count, compile_pattern
 from workbench.checkpoints.reader_rules import ReaderRules
 from workbench.checkpoints.safetensors_file import TensorInfo, need_tensor, read_tensor
 from workbench.frozen import freeze
@@ -87,6 +87,24 @@ def _get(qc: dict, keys: tuple[str, ...], where: str, default: object = ..., typ
     return default
 
 
+def _flag(qc: dict, key: str, where: str, *, truth: bool, gptq: bool = True) -> bool:
+    """A GPTQ/AWQ/INC flag as vLLM reads it: `truth` (desc_act: `if desc_act`) by its truth
+    value; otherwise (sym, zero_point) 1 and 0 equal True and False, a sym of any other value
+    is what vLLM refuses at config (auto_gptq.py:151-155), anything else refused by name."""
+    value = _get(qc, (key,), where)
+    if truth and not isinstance(value, (str, list, dict)):  # null, 0 and 1 read as vLLM reads them
+        return bool(value)
+    if truth:  # vLLM takes "false" for true, then refuses desc_act=True: say what was meant
+        raise InvalidConfigError(f"{where}.{key}: {shown(value)}; expected bool (vLLM reads any "
+                                 "non-empty string or list as true)")
+    if isinstance(value, bool) or (isinstance(value, (int, float)) and value in (0, 1)):
+        return bool(value)
+    if gptq and key == "sym" and not isinstance(value, (list, dict)):
+        raise InvalidConfigError(f"{where}: vLLM refuses it at config: ValueError: Unsupported "
+                                 f"quantization config: bits={qc.get('bits')}, sym={value}")
+    raise InvalidConfigError(f"{where}.{key}: {shown(value)}; expected bool")
+
+
 def _bits_group(qc: dict, where: str, bit_keys: tuple[str, ...], group_keys: tuple[str, ...]) -> tuple[int, int]:
     bits = _get(qc, bit_keys, where, types=(int,))
     group = _get(qc, group_keys, where, types=(int,))
@@ -99,8 +117,8 @@ def _bits_group(qc: dict, where: str, bit_keys: tuple[str, ...], group_keys: tup
 
 def parse_gptq_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConfig:
     bits, group = _bits_group(qc, where, ("bits",), ("group_size",))
-    desc_act = _get(qc, ("desc_act",), where, types=(bool,))
-    sym = _get(qc, ("sym",), where, types=(bool,))
+    desc_act = _flag(qc, "desc_act", where, truth=True)
+    sym = _flag(qc, "sym", where, truth=False)
     fmt = _get(qc, ("checkpoint_format",), where, "gptq", (str,))
     if fmt not in GPTQ_CHECKPOINT_FORMATS:
         raise UnknownFormatError(f"{where}.checkpoint_format: {fmt!r}; accepted: "
@@ -110,6 +128,7 @@ def parse_gptq_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyCon
         raise InvalidConfigError(f"{where}: {rules.vllm} refuses it at config: ValueError: Unsupported "
                                  f"quantization config: bits={bits}, sym={sym}")
     dynamic = _get(qc, ("dynamic",), where, {}, (dict, type(None))) or {}
+    check_pattern_count(len(dynamic), f"{where}.dynamic")
     for pat, over in dynamic.items():
         compile_pattern(dynamic_body(pat), f"{where}.dynamic")
         if not isinstance(over, dict):
@@ -143,7 +162,8 @@ def parse_inc_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConf
     bits, group = _bits_group(qc, where, ("bits",), ("group_size",))
     data_type = _get(qc, ("data_type",), where, "int", (str,))
     data_type = "fp" if data_type == "fp8" else data_type
-    sym = _get(qc, ("sym",), where, True, (bool,))
+    sym = qc.get("sym", True)
+    sym = _flag(qc, "sym", where, truth=False, gptq=False) if not isinstance(sym, bool) else sym
     packing_format = _get(qc, ("packing_format",), where, rules.inc_default_packing, (str,))
     backend = _get(qc, ("backend", "vllm_backend"), where, "auto", (str,))
     notes: list[str] = []
@@ -176,6 +196,8 @@ def parse_inc_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConf
     if blocks is not None and not all(isinstance(b, str) for b in blocks):
         raise InvalidConfigError(f"{where}.block_name_to_quantize: must be a string or a list of strings")
     extra = _get(qc, ("extra_config",), where, None, (dict, type(None))) or {}
+    check_pattern_count(sum(isinstance(k, str) and any(c in REGEX_SPECIAL for c in k) for k in extra),
+                        f"{where}.extra_config")  # the regex keys; exact layer names cost no matching
     for name, cfg in extra.items():
         inc_regex(name)  # a regex that cannot be run in bounded work is refused here
         if not isinstance(cfg, dict):
@@ -200,7 +222,7 @@ def parse_inc_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConf
 
 def parse_awq_config(qc: dict, where: str, rules: ReaderRules) -> GPTQFamilyConfig:
     bits, group = _bits_group(qc, where, ("w_bit", "bits"), ("q_group_size", "group_size"))
-    zero_point = _get(qc, ("zero_point",), where, types=(bool,))
+    zero_point = _flag(qc, "zero_point", where, truth=False)
     skip = _get(qc, ("modules_to_not_convert",), where, None, (list, type(None))) or []
     if not all(isinstance(m, str) for m in skip):
         raise InvalidConfigError(f"{where}.modules_to_not_convert: {shown(skip)}; accepted: a list of "

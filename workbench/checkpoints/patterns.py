@@ -41,7 +41,7 @@ except ImportError:  # Python 3.10
 from workbench.checkpoints.errors import InvalidConfigError, PatternRefusedError, PatternSyntaxError
 
 __all__ = ["Dialect", "Pattern", "compile_pattern", "MAX_PATTERN_CHARS", "MAX_PROGRAM_SIZE",
-           "MAX_NAME_CHARS"]
+           "MAX_NAME_CHARS", "MAX_PATTERNS", "check_pattern_count"]
 
 MAX_PATTERN_CHARS = 1000
 MAX_PROGRAM_SIZE = 4000  # NFA instructions, lookaround programs included, after expanding counted repeats
@@ -459,13 +459,35 @@ def _posix_sets(text: str) -> tuple[str, tuple[str, ...], bool]:
     return "".join(out), tuple(sets), fuzzy
 
 
-@lru_cache(maxsize=1024)
+MAX_PATTERNS = 2000  # regexes in one list (ignore, targets, dynamic, extra_config): every name
+# is matched against each, so the listing's work grows with names x patterns
+
+
+def check_pattern_count(count: int, where: str) -> None:
+    """Refuse a list of more than MAX_PATTERNS regexes by name (5000 took 20 s for 7 layers)."""
+    if count > MAX_PATTERNS:
+        raise PatternRefusedError(f"{where}: {count} regex patterns; accepted: at most {MAX_PATTERNS} "
+                                  "(every layer name is matched against each)")
+
+
 def compile_pattern(text: str, where: str = "checkpoint regex",
                     dialect: Dialect = Dialect.REGEX) -> Pattern:
     """Check a checkpoint's regex: PatternSyntaxError when the dialect's library rejects it
     (vLLM's `re.match` would raise), PatternRefusedError when it cannot be run in bounded work."""
     if not isinstance(text, str):
         raise InvalidConfigError(f"{where}: pattern {text!r} must be a string")
+    # Cached by the pattern alone: every layer asks for each ignore / target pattern again
+    # under its own `where`, and a cache keyed on it too thrashed past 1024 patterns
+    # (2000 re: ignores took 20 s to list 7 layers).
+    try:
+        return _compiled(text, dialect)
+    except (PatternRefusedError, PatternSyntaxError) as exc:
+        raise type(exc)(f"{where}{exc}") from None
+
+
+@lru_cache(maxsize=4 * MAX_PATTERNS)  # an ignore list, targets, ... of one checkpoint at once
+def _compiled(text: str, dialect: Dialect) -> Pattern:
+    where = ""  # compile_pattern puts the caller's in front of every message
     if len(text) > MAX_PATTERN_CHARS:
         raise PatternRefusedError(f"{where}: pattern {text[:60]!r}... has {len(text)} characters; "
                                   f"accepted: at most {MAX_PATTERN_CHARS}")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 import sys
 from dataclasses import dataclass
@@ -111,24 +112,122 @@ def _entry_error(path: Path, name: str, what: str) -> CorruptFileError:
     return CorruptFileError(f"{path}: header entry {name!r}: {what}")
 
 
-def _parse_entry(path: Path, name: str, entry: object) -> tuple[str, tuple[int, ...], int, int]:
+# The safetensors library reads the header with serde_json into its own types, which refuses
+# what Python's json module lets through; the reader refuses the same, so a file is a
+# checkpoint here exactly when it is one for the library (and for vLLM, which loads with it).
+_U64_MAX = 2**64 - 1
+_MAX_DEPTH = 127  # serde_json's recursion limit: a 128th nested array or object is refused
+_ENTRY_FIELDS = ("dtype", "shape", "data_offsets")
+# Every JSON value costs a Python object and parser work that the library, skipping unknown
+# fields, does not spend; values are counted by their separators and brackets before parsing.
+MAX_HEADER_VALUES = 1_000_000
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+class _Object(dict):
+    """A JSON object that keeps the values its repeated keys replaced (serde keeps the last
+    of a repeated map key, but parses every value, and refuses a repeated struct field)."""
+
+    __slots__ = ("replaced",)
+
+
+def _object(pairs: list[tuple[str, object]]) -> _Object:
+    obj = _Object()
+    obj.replaced = []
+    for key, value in pairs:
+        if key in obj:
+            obj.replaced.append((key, obj[key]))
+        obj[key] = value
+    return obj
+
+
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:40]} is out of float64's range")
+    return value
+
+
+def _int(text: str) -> int | float:
+    # serde_json reads integers outside i64/u64, and "-0", as floats (a float is no shape or
+    # offset); more than 20 digits never fits, and int() of thousands of digits is slow.
+    if len(text) <= 20:
+        value = int(text)
+        if -2**63 <= value <= _U64_MAX and text != "-0":
+            return value
+    return _float(text)
+
+
+def _check_tree(path: Path, header: dict, raw: bytes) -> None:
+    """serde_json's nesting limit, and its refusal of lone UTF-16 surrogate escapes."""
+    surrogates = _SURROGATE_ESCAPE.search(raw) is not None
+    stack: list[tuple[object, int]] = [(header, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > _MAX_DEPTH:
+                raise CorruptFileError(f"{path}: header nests {depth} levels deep; accepted: at "
+                                       f"most {_MAX_DEPTH} (the safetensors library's JSON limit)")
+            items = list(value.items()) + list(getattr(value, "replaced", ())) if isinstance(
+                value, dict) else [(None, v) for v in value]
+            for key, item in items:
+                if surrogates and key is not None:
+                    _utf8(path, key)
+                if isinstance(item, (dict, list)) or (surrogates and isinstance(item, str)):
+                    stack.append((item, depth + 1))
+        elif isinstance(value, str):
+            _utf8(path, value)
+
+
+def _utf8(path: Path, text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise CorruptFileError(f"{path}: header string {shown(text, 60)} holds a lone UTF-16 "
+                               "surrogate escape, which is no Unicode text") from None
+
+
+def _entry_types(path: Path, name: str, entry: object) -> None:
+    """What the library's TensorInfo deserializer checks: an object with a known dtype, a
+    shape of u64s and two u64 offsets, no field given twice."""
     if not isinstance(entry, dict):
         raise _entry_error(path, name, f"expected an object, got {type(entry).__name__}")
-    missing = [k for k in ("dtype", "shape", "data_offsets") if k not in entry]
+    twice = sorted({k for k, _ in getattr(entry, "replaced", ()) if k in _ENTRY_FIELDS})
+    if twice:
+        raise _entry_error(path, name, f"field {twice[0]!r} given twice")
+    missing = [k for k in _ENTRY_FIELDS if k not in entry]
     if missing:
         raise _entry_error(path, name, f"lacks {', '.join(missing)}")
     dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
         raise _entry_error(path, name, f"dtype {shown(dtype)} is not a safetensors dtype; accepted: "
                            f"{', '.join(SAFETENSORS_DTYPES)}")
-    if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
+    if not isinstance(shape, list) or not all(type(d) is int and 0 <= d <= _U64_MAX for d in shape):
         raise _entry_error(path, name, f"shape {shown(shape)} must be a list of non-negative ints")
     if (not isinstance(offsets, list) or len(offsets) != 2
-            or not all(type(o) is int and o >= 0 for o in offsets) or offsets[0] > offsets[1]):
+            or not all(type(o) is int and 0 <= o <= _U64_MAX for o in offsets)
+            or offsets[0] > offsets[1]):
         raise _entry_error(path, name, f"data_offsets {shown(offsets)} must be [begin, end] with "
                            "0 <= begin <= end")
+
+
+def _parse_entry(path: Path, name: str, entry: object) -> tuple[str, tuple[int, ...], int, int]:
+    _entry_types(path, name, entry)
+    dtype, shape, offsets = entry["dtype"], entry["shape"], entry["data_offsets"]
     bits = SAFETENSORS_DTYPES[dtype][0]
-    need = math.prod(shape) * bits
+    elements = 1
+    for d in shape:  # the library multiplies in u64 and refuses an overflow, even before a 0
+        elements *= d
+        if elements > _U64_MAX:
+            raise _entry_error(path, name, f"shape {shown(shape)}: the element count overflows "
+                               "64 bits")
+    need = elements * bits
+    if need > _U64_MAX:
+        raise _entry_error(path, name, f"{dtype} {shown(shape)}: the size in bits overflows 64 bits")
     if need % 8:
         raise _entry_error(path, name, f"{dtype} {shape} is not a whole number of bytes")
     if offsets[1] - offsets[0] != need // 8:
@@ -185,18 +284,31 @@ def read_header(path: str | os.PathLike, roots: tuple[Path, ...] | None = None,
     if len(raw) != n:
         raise CorruptFileError(f"{path}: header cut short while reading (the file shrank)")
     ident = (st.st_dev, st.st_ino, size)
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if values > MAX_HEADER_VALUES:
+        raise CorruptFileError(
+            f"{path}: header holds about {values} JSON values; accepted: at most "
+            f"{MAX_HEADER_VALUES} (about 100000 tensors a file; shard a larger checkpoint)")
     try:
-        header = json.loads(raw.decode("utf-8"))
-    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, an int of 5000 digits
+        header = json.loads(raw.decode("utf-8"), object_pairs_hook=_object,
+                            parse_constant=_refuse_constant, parse_float=_float, parse_int=_int)
+    except (ValueError, RecursionError) as exc:  # bad UTF-8, bad JSON, NaN, 1e400
         raise CorruptFileError(f"{path}: header is not UTF-8 JSON ({exc})") from None
     if not isinstance(header, dict):
         raise CorruptFileError(f"{path}: header must be a JSON object, got {type(header).__name__}")
+    _check_tree(path, header, raw)
+    if any(k == "__metadata__" for k, _ in header.replaced):
+        raise CorruptFileError(f"{path}: __metadata__ given twice (the safetensors library "
+                               "refuses a repeated field)")
     # null is no metadata (the library's Option); [] or "" are refused as the library refuses them
     metadata = header.pop("__metadata__", None)
     metadata = {} if metadata is None else metadata
     if not isinstance(metadata, dict) or not all(
-            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            isinstance(k, str) and isinstance(v, str)
+            for k, v in [*metadata.items(), *getattr(metadata, "replaced", ())]):
         raise CorruptFileError(f"{path}: __metadata__ must map strings to strings")
+    for name, shadowed in header.replaced:  # a repeated tensor name: the last one counts
+        _entry_types(path, name, shadowed)
     data_start = 8 + n
     data_size = size - data_start
     tensors: dict[str, TensorInfo] = {}

@@ -20,6 +20,7 @@ from typing import Any
 
 import streamlit as st
 
+from workbench.checkpoints.errors import shown
 from workbench.checkpoints.paths import ROOTS_ENV, checkpoint_roots
 from workbench.errors import InvalidInputError
 from workbench.limits import check_path
@@ -34,6 +35,7 @@ PLATFORM_FIELDS = ("device", "capability", "cpu_arch", "gfx", "zen", "amx", "pac
 # equal), so Streamlit refuses a larger file before it buffers it in the server's memory.
 MAX_UPLOAD_MB = 200
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
+MAX_NAME_BYTES = 255  # a file name's limit on Linux and macOS file systems
 # Longer than any path the OS accepts (PATH_MAX is 4096 on Linux, 1024 on macOS).
 UPLOAD_SUFFIXES = (".safetensors", ".json")
 
@@ -209,6 +211,14 @@ def check_upload(files: list[tuple[str, bytes]]) -> list[tuple[str, bytes]]:
             f"Use a local directory under an allowed root ({ROOTS_ENV}) for larger checkpoints")
     named = [(Path(name).name, data) for name, data in files]
     names = [n for n, _ in named]
+    # A browser sends whatever name it likes: a NUL byte, a 300-character name or a control
+    # character would fail the write (ValueError, ENAMETOOLONG) or reach every message.
+    odd = [n for n in names if not n.isprintable() or "\\" in n
+           or len(n.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES]
+    if odd:
+        raise UploadRefusedError(f"upload: file name {shown(odd[0], 80)} refused; accepted: a "
+                                 f"printable name of at most {MAX_NAME_BYTES} bytes, without "
+                                 "control characters or backslashes")
     bad = [n for n in names if not n.endswith(UPLOAD_SUFFIXES) or n.startswith(".")]
     if bad:
         raise UploadRefusedError(f"upload: {', '.join(bad)} refused; accepted: *.safetensors and "
@@ -239,10 +249,14 @@ def save_upload(files: list[tuple[str, bytes]], folder: Path) -> Path:
     staging = Path(tempfile.mkdtemp(prefix=".writing-", dir=folder))
     try:
         for name, data in named:
-            with open(staging / name, "xb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
+            try:
+                with open(staging / name, "xb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            except OSError as exc:  # ENOSPC, EDQUOT: the server's disk, said so
+                raise UploadRefusedError(f"upload: {shown(name, 80)} cannot be written on this "
+                                         f"server: {exc.strerror or exc}") from None
         if _digest_on_disk(staging, [n for n, _ in named]) != expected:
             raise UploadRefusedError("upload: the files read back from disk differ from what was "
                                      "uploaded (disk full or another writer); upload them again")

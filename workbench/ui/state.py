@@ -20,7 +20,7 @@ from workbench.dispatch import versions
 from workbench.dispatch.versions import DEFAULT_VERSION, RuleSet
 from workbench.limits import int_list
 from workbench.paths import REPO_ROOT, SAMPLE_ROOT  # noqa: F401 - the pages read them from here
-from workbench.platforms import ALIASES
+from workbench.platforms import preset_key
 from workbench.ui.loaders import (PLATFORM_FIELDS, build_platform, preset_fields, preset_names,
                                   sample_names)
 
@@ -147,6 +147,17 @@ def _one_of(options: list[str], what: str, aliases: dict[str, str] | None = None
     return check
 
 
+def _preset(options: list[str], what: str) -> Callable[[str], str]:
+    """A platform preset as the CLI reads one (`preset_key`: its aliases, any letter case)."""
+    def check(raw: str) -> str:
+        key = preset_key(raw) or raw.lower()  # 'host' / 'host-cpu' are no PRESETS key
+        if key not in options:
+            raise _Refused(f"not {what}; accepted: {', '.join(options)} (aliases such as "
+                           "h100, any letter case)")
+        return key
+    return check
+
+
 def _int_from(lo: int, hi: int) -> Callable[[str], int]:
     def check(raw: str) -> int:
         try:
@@ -188,8 +199,8 @@ def _validators(tour_steps: int) -> dict[str, Callable[[str], Any]]:
         "source": _one_of(list(SOURCES), "a layer source"),
         "sample": _one_of(sample_names(), "a bundled sample"),
         "layer": _layer_name,
-        "platform": _one_of(presets, "a platform preset", ALIASES),
-        "compare": _one_of(presets, "a platform preset", ALIASES),
+        "platform": _preset(presets, "a platform preset"),
+        "compare": _preset(presets, "a platform preset"),
         "tp": _int_from(1, MAX_TP),
         "parallel": _one_of(list(PARALLEL), "a parallel style"),
         "step": _tour_step(tour_steps),

@@ -136,6 +136,54 @@ def typed(value: Any, kind: type, field: str) -> Any:
     return value
 
 
+# vLLM's from_config hands the JSON values to __init__ unconverted, so Python decides what
+# they mean: 1 == True finds the same TYPE_MAP entry, and desc_act counts by its truth value.
+# The readers below give each field that meaning; what vLLM's own arithmetic or lookups would
+# choke on (a float size fails torch in create_weights) stays a named error, or vLLM's error
+# where vLLM names the value.
+
+
+def integral(value: Any, field: str, *, keep_bool: bool = False) -> Any:
+    """An int field. `keep_bool`: true stays True (bits: `32 // True` works, then TYPE_MAP
+    refuses bits=True with vLLM's message). A float such as 4.0 passes vLLM's config but
+    fails its create_weights in torch (sizes must be ints): refused here by name."""
+    if isinstance(value, bool) and keep_bool:
+        return value
+    return typed(value, int, field)
+
+
+def truth(value: Any) -> bool:
+    """A flag vLLM reads only by its truth value (`if desc_act`, gptq_utils.py:29-33)."""
+    return bool(value)
+
+
+def flag(value: Any, field: str) -> bool:
+    """A flag vLLM passes on as written (zero_point reaches MPLinearLayerConfig): 1 and 0 equal
+    True and False there; any other non-bool is refused by name."""
+    if not isinstance(value, bool) and isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    return typed(value, bool, field)
+
+
+def pack_factor(bits: Any) -> None:
+    """`self.pack_factor = 32 // weight_bits`, the first thing both __init__s compute
+    (auto_gptq.py:146, auto_awq.py:196): bits 0 divides by zero there."""
+    try:
+        32 // bits
+    except ZeroDivisionError as exc:  # Python's own text
+        raise VllmError("ZeroDivisionError", str(exc)) from None
+
+
+def type_key(value: Any) -> Any:
+    """`sym` as a TYPE_MAP key: 1 and 0 (or 1.0, 0.0) equal True and False; any other value
+    is kept as written, so the lookup fails with vLLM's message naming it."""
+    if isinstance(value, (list, dict)):
+        raise VllmError("TypeError", f"unhashable type: '{type(value).__name__}'")
+    if not isinstance(value, bool) and isinstance(value, (int, float)) and value in (0, 1):
+        return bool(value)
+    return value
+
+
 def quant_config(data: dict, where: str) -> dict:
     """The checkpoint's quantization config: `quantization_config` (the recorder's form), or
     the layer object itself carrying its fields (the short form)."""
@@ -234,12 +282,17 @@ def gptq_from_config(qc: dict, where: str = "gptq") -> tuple:
     dynamic = get_from_keys(qc, ["dynamic"], {})
     dynamic = {} if dynamic is None else dynamic
     raw = [get_from_keys(qc, [key]) for key in ("bits", "group_size", "desc_act", "sym")]
-    bits, group, desc_act, sym = (typed(v, kind, f"{where}.{key}") for v, kind, key in zip(
-        raw, (int, int, bool, bool), ("bits", "group_size", "desc_act", "sym")))
+    bits = integral(raw[0], f"{where}.bits", keep_bool=True)
+    group = integral(raw[1], f"{where}.group_size")
+    desc_act, sym = truth(raw[2]), type_key(raw[3])  # auto_gptq.py:116, :152
     if not isinstance(dynamic, dict):
         raise InvalidInputError(f"{where}.dynamic: expected a JSON object of rules, got "
                                 f"{dynamic!r}")
+    from workbench.checkpoints.patterns import check_pattern_count  # the readers' bound, at call time
+
+    check_pattern_count(len(dynamic), f"{where}.dynamic")
     _desc_act(desc_act, group, dynamic)
+    pack_factor(bits)
     _gptq_type(bits, sym)
     return bits, group, desc_act, sym, dynamic
 
@@ -257,9 +310,11 @@ def awq_from_config(qc: dict, where: str = "awq") -> tuple:
     raises vLLM's ValueError for the first one missing (base_config.py:185-192)."""
     raw = [get_from_keys(qc, keys) for keys in (["w_bit", "bits"],
                                                 ["q_group_size", "group_size"], ["zero_point"])]
-    bits, group, zero_point = (typed(v, kind, f"{where}.{key}") for v, kind, key in zip(
-        raw, (int, int, bool), ("bits", "group_size", "zero_point")))
+    bits = integral(raw[0], f"{where}.bits", keep_bool=True)
+    group = integral(raw[1], f"{where}.group_size")
+    zero_point = flag(raw[2], f"{where}.zero_point")  # auto_awq.py:198
     skip = get_from_keys(qc, ["modules_to_not_convert"], None) or []
+    pack_factor(bits)
     awq_config(bits)
     return bits, group, zero_point, skip
 

@@ -161,6 +161,8 @@ def inc_from_config(layer: dict) -> INCConfig:
         raise VllmError("ValueError", f"Unsupported backend: {backend}, currently only support "
                         f"{SUPPORTED_BACKENDS}.")
     sym = layer.get("sym", True)
+    if not isinstance(sym, bool) and isinstance(sym, (int, float)) and sym in (0, 1):
+        sym = bool(sym)  # 1 == True: the (bits, sym) lookups vLLM makes find the same entry
     if not isinstance(sym, bool):
         raise InvalidInputError(f"inc.sym: expected true or false, got {sym!r}")
     _validate(bits, group, sym, packing, backend, data_type)
@@ -168,6 +170,10 @@ def inc_from_config(layer: dict) -> INCConfig:
     if not isinstance(extra, dict) or not all(isinstance(v, dict) for v in extra.values()):
         raise InvalidInputError("inc.extra_config: expected an object of layer name -> "
                                 "{bits, group_size, sym}")
+    from workbench.checkpoints.overrides import REGEX_SPECIAL  # the readers' bound, at call time
+    from workbench.checkpoints.patterns import check_pattern_count
+
+    check_pattern_count(sum(any(c in REGEX_SPECIAL for c in k) for k in extra), "inc.extra_config")
     blocks = layer.get("block_name_to_quantize", layer.get("to_quant_block_names"))
     if isinstance(blocks, str):
         blocks = blocks.split(",")
@@ -384,6 +390,15 @@ def _schemes_tried(cfg: INCLayerConfig) -> tuple[Predicate, ...]:
     return tuple(tried)
 
 
+def _at_least_16(bits: Any) -> bool:
+    """`extra_config[layer_name].get("bits", 16) >= 16` (inc/inc.py:329) on a JSON value: a
+    string, list, object or null raises Python's own TypeError there, as in vLLM."""
+    if not isinstance(bits, (int, float)):
+        raise VllmError("TypeError", "'>=' not supported between instances of "
+                        f"'{type(bits).__name__}' and 'int'")
+    return bits >= 16
+
+
 def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
                     quantization: str = "inc") -> Trace:
     """One Linear layer of an INC / AutoRound checkpoint (`quantization_config` as the
@@ -399,7 +414,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
             config_gate(quantization, p, d.params_dtype)
         # get_quant_method (inc/inc.py:337-345): an extra_config entry of 16+ bits.
         for name, entry in c.extra_config.items():
-            if name in (d.layer_name, f"model.{d.layer_name}") and entry.get("bits", 16) >= 16:
+            if name in (d.layer_name, f"model.{d.layer_name}") and _at_least_16(entry.get("bits", 16)):
                 return _unquantized(t, d)
         cfg = _resolve(c, d)
         if not cfg.quantized:
