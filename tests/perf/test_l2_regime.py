@@ -1,10 +1,8 @@
 """Where a weight streams from (DRAM or the L2), per-part dense rates read from published
 points with the point under check held out, and the published-figures check they give
 (workbench/perf/regime.py, families.dense_rate, predict.predict_dense)."""
-import importlib.util
 import json
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -100,18 +98,11 @@ def test_no_point_informs_its_own_rate():
     assert dense_rate(a100, "int8", tuple(implied)).eff > after.eff  # it counts once not excluded
 
 
-def _validate_perf():
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_perf.py"
-    spec = importlib.util.spec_from_file_location("validate_perf", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
-
-def test_the_published_check_meets_its_goal():
+def test_the_published_check_meets_its_goal(validate_perf):
     # Every costed point, each held out of its own family's calibration and of every rate
     # read from points: the issue's goal, median <= 0.12, p90 <= 0.35, band >= 80%
-    pub = _validate_perf().published_table()
+    pub = validate_perf.published_table()
     assert pub["n_costed"] >= 160 and len(pub["parts"]) >= 8
     assert pub["median_abs_err"] <= 0.12 and pub["p90_abs_err"] <= 0.35 and pub["band_coverage"] >= 0.8
     assert all(r["regime"] in ("dram", "l2") for r in pub["rows"])

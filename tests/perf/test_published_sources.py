@@ -111,16 +111,6 @@ def test_predict_cli_takes_the_scheme():
     assert selected("w4a8-int")["platform"] == "sm90-h100"
 
 
-def _validate_perf():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "validate_perf.py"
-    spec = importlib.util.spec_from_file_location("validate_perf", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
 
 def test_points_span_five_parts_and_say_whether_one_weight_is_reread():
     pts = published_points()
@@ -129,16 +119,15 @@ def test_points_span_five_parts_and_say_whether_one_weight_is_reread():
         assert p.get("weight_reused") in (None, True, False), p
 
 
-def test_a_point_never_checks_a_sustained_rate_read_from_its_own_table():
+def test_a_point_never_checks_a_sustained_rate_read_from_its_own_table(validate_perf):
     from workbench.perf.hardware import hardware_for
 
-    v = _validate_perf()
     a100 = hardware_for("sm80-a100")
     assert a100.sustained_link("int8") == "https://github.com/sgl-project/sglang/pull/2752"
-    held, which = v._held_out_rates(a100, "https://github.com/sgl-project/sglang/pull/2752")
+    held, which = validate_perf._held_out_rates(a100, "https://github.com/sgl-project/sglang/pull/2752")
     assert which == ("int8",) and held.sustained_rate("int8") is None
     assert held.sustained_rate("bf16") == a100.sustained_rate("bf16")
-    same, none = v._held_out_rates(a100, "https://github.com/vllm-project/vllm/pull/5275")
+    same, none = validate_perf._held_out_rates(a100, "https://github.com/vllm-project/vllm/pull/5275")
     assert none == () and same is a100
 
 
@@ -175,21 +164,20 @@ def test_fp8_on_the_h200_runs_at_its_own_rate_not_int_mms():
     assert "the rate hopper parts' published dense GEMMs" in held.note
 
 
-def test_a_weight_reread_from_the_l2_is_flagged_and_beats_the_dram_roofline():
+def test_a_weight_reread_from_the_l2_is_flagged_and_beats_the_dram_roofline(validate_perf):
     from workbench.perf.hardware import hardware_for
     from workbench.perf.predict import roofline_us
 
-    v = _validate_perf()
     l40s = hardware_for("sm89-l40s")
     p = next(p for p in published_points() if p["source"].endswith("/pull/6848") and p["m"] == 1
              and (p["n"], p["k"]) == (12288, 4096))
-    assert v._l2_resident(p, l40s, point_us(p, None))
+    assert validate_perf._l2_resident(p, l40s, point_us(p, None))
     assert point_us(p, None) < roofline_us(l40s, "int8_mm", 1, 12288, 4096, -1)
     big = next(p for p in published_points() if p["source"].endswith("/pull/2752") and p["n"] == 8192)
-    assert not v._l2_resident(big, hardware_for("sm80-a100"), point_us(big, None))  # 178 MB against 40 MB
+    assert not validate_perf._l2_resident(big, hardware_for("sm80-a100"), point_us(big, None))  # 178 MB against 40 MB
     # compute-bound: the weight's DRAM time is a small part of the call, wherever it is read from
     mamf = next(p for p in published_points() if p["part"] == "sm90-h200" and "ml-engineering" in p["source"])
-    assert not v._l2_resident(mamf, hardware_for("sm90-h200"), point_us(mamf, None))
+    assert not validate_perf._l2_resident(mamf, hardware_for("sm90-h200"), point_us(mamf, None))
 
 
 def test_families_come_from_the_runtime_value_not_from_names():
