@@ -308,7 +308,7 @@ def main() -> None:
 
         doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
         for name, paths in ENGINE_FILES.items():  # Humming's file, then Machete's
-            key = "h200_engines_leave_one_shape_out" if "humming" in paths[0] else "h200_machete_leave_one_shape_out"
+            key = f"{Path(name).stem.removesuffix('_bench')}_leave_one_shape_out"  # h200_engines_..., h200_machete_...
             doc[key] = {**h200_loso(RESULTS_DIR / name, paths, paths), "run": prov}
             print(f"calibration: {write_committed_calibration(RESULTS_DIR / name)}")
             print(f"H200 {', '.join(paths)} leave-one-shape-out:", json.dumps(doc[key]["all"]))
