@@ -77,7 +77,13 @@ class PatternRefusedError(InvalidConfigError):
 
 
 class PatternSyntaxError(InvalidConfigError):
-    """A regular expression from a checkpoint that the library vLLM compiles it with rejects."""
+    """A regular expression from a checkpoint that the library vLLM compiles it with rejects.
+    `library_error`: that library's own message where it raised its `error` (what vLLM's call
+    raises), else None."""
+
+    def __init__(self, message: str, library_error: str | None = None):
+        super().__init__(message)
+        self.library_error = library_error
 
 
 def shown(value: object, limit: int = 120) -> str:

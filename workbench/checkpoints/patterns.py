@@ -391,25 +391,24 @@ class Pattern:
         return self._matcher(name).run(list(self._code), True)
 
 
-def _library_error(text: str, dialect: Dialect) -> str | None:
-    """The dialect's own compile error for `text`, or None when it compiles."""
+def _library_error(text: str, dialect: Dialect) -> tuple[str, bool] | None:
+    """The dialect's own compile error for `text` and whether the library raised its `error`
+    (the exception vLLM's call raises), or None when it compiles."""
     import warnings
 
+    lib = re
+    if dialect is Dialect.REGEX:
+        import regex as lib
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # re's "Possible nested set" FutureWarning
         # Compiled only for the library's own error text (at most MAX_PATTERN_CHARS, checked
         # before): nothing is ever matched with it; matching is this module's bounded program.
-        if dialect is Dialect.RE:
-            try:
-                re.compile(text)
-            except (re.error, RecursionError, OverflowError) as exc:
-                return str(exc)
-            return None
-        import regex
         try:
-            regex.compile(text)
-        except (regex.error, RecursionError, OverflowError, ValueError) as exc:
-            return str(exc)
+            lib.compile(text)
+        except lib.error as exc:
+            return str(exc), True
+        except (RecursionError, OverflowError, ValueError) as exc:
+            return str(exc), False
         return None
 
 
@@ -481,8 +480,10 @@ def compile_pattern(text: str, where: str = "checkpoint regex",
     # (2000 re: ignores took 20 s to list 7 layers).
     try:
         return _compiled(text, dialect)
-    except (PatternRefusedError, PatternSyntaxError) as exc:
-        raise type(exc)(f"{where}{exc}") from None
+    except PatternRefusedError as exc:
+        raise PatternRefusedError(f"{where}{exc}") from None
+    except PatternSyntaxError as exc:
+        raise PatternSyntaxError(f"{where}{exc}", exc.library_error) from None
 
 
 @lru_cache(maxsize=4 * MAX_PATTERNS)  # an ignore list, targets, ... of one checkpoint at once
@@ -494,7 +495,7 @@ def _compiled(text: str, dialect: Dialect) -> Pattern:
     error = _library_error(text, dialect)
     if error is not None:
         raise PatternSyntaxError(f"{where}: {text!r} is not a valid regex for the {dialect.value} "
-                                 f"module ({error})")
+                                 f"module ({error[0]})", error[0] if error[1] else None)
     sets: tuple[str, ...] = ()
     parse_text = text
     if dialect is Dialect.REGEX:

@@ -347,13 +347,10 @@ def _dynamic_match(pattern: str, name: str) -> bool:
 
     try:
         return compile_pattern(pattern, "gptq.dynamic").match(name)
-    except PatternSyntaxError:
-        import regex
-        try:
-            regex.compile(pattern)
-        except regex.error as exc:
-            raise VllmError("error", str(exc)) from None
-        raise
+    except PatternSyntaxError as exc:
+        if exc.library_error is None:
+            raise
+        raise VllmError("error", exc.library_error) from None
 
 
 def _flatten(items: Any) -> list:
