@@ -9,17 +9,14 @@ benchmark condition (`weight_reused` in published.json).
 """
 from __future__ import annotations
 
-from enum import Enum
+from workbench.dispatch.types import ValueEnum
 
 __all__ = ["Regime", "regime_for", "stream_gbs"]
 
 
-class Regime(str, Enum):
+class Regime(ValueEnum):
     DRAM = "dram"
     L2 = "l2"
-
-    def __str__(self) -> str:
-        return self.value
 
     @property
     def sentence(self) -> str:
