@@ -83,8 +83,7 @@ def _is_cuda_sm80(hw: Hardware) -> bool:
 
 def roofline_us(hw: Hardware, path: str, m: int, n: int, k: int, g: int) -> float:
     """max(bytes / bandwidth, operations / peak of the path's datatype)."""
-    dtype = _DTYPE.get(path, "bf16")
-    peak = hw.peak(dtype) or hw.peak("bf16") or hw.peak("fp32") or 1.0
+    peak = _peak_of(hw, _DTYPE.get(path, "bf16"))
     base = "int8_mm" if path == "fp8_mm" else path
     nbytes = bytes_moved(base if base in _DTYPE else "bf16_dense", m, n, k, g)
     return max(nbytes / (hw.mem_gbs * 1e3), 2 * m * n * k / (peak * 1e6))
