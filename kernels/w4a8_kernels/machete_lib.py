@@ -89,8 +89,8 @@ def available() -> tuple[bool, str]:
         _load()
     except KernelUnavailableError as exc:
         return False, str(exc)
-    except OSError as exc:
-        return False, f"the Machete library does not load: {exc}"
+    except (OSError, AttributeError) as exc:  # not a shared library, or one missing a symbol
+        return False, f"the Machete library does not load: {type(exc).__name__}: {exc}"
     return True, ""
 
 
