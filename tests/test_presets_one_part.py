@@ -4,6 +4,7 @@ import pytest
 from workbench.errors import InvalidInputError
 from workbench.perf.hardware import hardware_for
 from workbench.perf.predict import predict
+from workbench.perf.selected import predict_selected
 from workbench.platforms import ALIASES, PRESETS, get_preset
 
 
@@ -15,7 +16,7 @@ def test_h100_is_the_h100(name):
     h100 = predict(name, "bf16_dense", 1, 8192, 8192, -1).predicted_us
     h200 = predict("sm90-h200", "bf16_dense", 1, 8192, 8192, -1).predicted_us
     assert h100 > 1.2 * h200  # 3.35 against 4.8 TB/s
-    assert predict(name, "selected", 1, 8192, 8192, -1).predicted_us is not None
+    assert predict_selected(name, 1, 8192, 8192, -1).predicted_us is not None
 
 
 def test_every_alias_names_a_preset_with_hardware():

@@ -6,6 +6,7 @@ import pytest
 from workbench.__main__ import main
 from workbench.errors import InvalidInputError, WorkbenchError
 from workbench.perf import predict
+from workbench.perf.selected import predict_selected
 from workbench.perf.report import model_report
 from workbench.results import SCHEMA, load_results, parse_results
 
@@ -62,7 +63,7 @@ def _ok_band():
 
 
 def _ok_refused_layer():
-    p = predict("sm70-v100", "selected", 1, 4096, 4096, 128)
+    p = predict_selected("sm70-v100", 1, 4096, 4096, 128)
     assert p.predicted_us is None and "vLLM cannot run this layer here" in p.note
 
 

@@ -11,7 +11,8 @@ from workbench.errors import WorkbenchError
 from workbench.limits import MAX_DIM, MAX_M
 from workbench.perf.cpu_classes import CPU_CALL_FLOOR_US, GPU_CALL_FLOOR_US
 from workbench.perf.hardware import _doc, hardware_for
-from workbench.perf.predict import CPU_ONLY_PATHS, PREDICTED_PATHS, predict, sweep_ms
+from workbench.perf.predict import CPU_ONLY_PATHS, PREDICTED_PATHS, SELECTED, predict, sweep_ms
+from workbench.perf.selected import predict_paths, predict_selected
 from workbench.platforms import ALIASES
 
 EDGES = ((MAX_M, MAX_DIM, MAX_DIM), (1, 1, 1), (1, MAX_DIM, 1), (MAX_M, 1, 1), (1, 1, MAX_DIM), (MAX_M, 1, MAX_DIM))
@@ -19,10 +20,10 @@ PLATFORMS = sorted(set(_doc()["parts"]) | set(ALIASES))
 
 
 def _predictions(platform: str):
-    for path in PREDICTED_PATHS + CPU_ONLY_PATHS:
+    for path in PREDICTED_PATHS + (SELECTED,) + CPU_ONLY_PATHS:
         for m, n, k in EDGES:
             try:
-                yield predict(platform, path, m, n, k, -1)
+                yield from predict_paths(platform, [path], [m], n, k, -1)
             except WorkbenchError:
                 continue  # a path the platform has not, or a preset another module lacks
 
@@ -50,13 +51,12 @@ CPU_PRESETS = [p for p, d in _doc()["parts"].items() if d["kind"] == "cpu"]
 @pytest.mark.parametrize("n,k", [(256, 1024), (4096, 4096), (14336, 4096)])
 def test_cpu_presets_are_at_least_their_roofline_and_monotone_in_m(platform, path, n, k):
     last = 0.0
-    for m in sweep_ms(1, 4096):
-        p = predict(platform, path, m, n, k, 128)
+    for p in predict_paths(platform, [path], sweep_ms(1, 4096), n, k, 128):
         if p.predicted_us is None:
             return  # vLLM refuses W4A8 there: nothing to cost
         if p.roofline_us is not None:
-            assert p.predicted_us >= p.roofline_us * (1 - 1e-9), (m, p)
-        assert p.predicted_us >= last * (1 - 1e-9), (m, p.predicted_us, last)
+            assert p.predicted_us >= p.roofline_us * (1 - 1e-9), p
+        assert p.predicted_us >= last * (1 - 1e-9), (p.m, p.predicted_us, last)
         last = p.predicted_us
 
 
@@ -86,7 +86,7 @@ def test_the_reference_dynamic4bit_loop_is_slower_than_the_native_engine_at_ever
     is modelled in fp32 from the part's ISA, never below this project's int8 engine."""
     for m in (1, 16, 256, 4096):
         for n, k in ((256, 1024), (4096, 4096)):
-            sel = predict(platform, "selected", m, n, k, 128)
+            sel = predict_selected(platform, m, n, k, 128)
             assert sel.kernel.startswith("Dynamic4bitLinearKernel")
             assert sel.predicted_us > predict(platform, "w4a8_native", m, n, k, 128).predicted_us, (m, n, k)
 

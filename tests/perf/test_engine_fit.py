@@ -13,6 +13,7 @@ import pytest
 from workbench.perf.calibrate import ENGINE_FILES, ENGINE_RESULTS, MACHETE_RESULTS, calibrate_gpu
 from workbench.perf.hardware import hardware_for
 from workbench.perf.predict import predict, predict_gpu
+from workbench.perf.selected import predict_selected
 from workbench.results import load_results
 
 HUMMING = ENGINE_FILES[ENGINE_RESULTS.name]
@@ -44,7 +45,7 @@ def test_selected_humming_is_costed_from_its_fit():
     # activations (schema.py:354-357), so it costs the Humming W4A16 fit, measured.
     hw = hardware_for("sm90-h200")
     for m in (1, 64, 1024):
-        sel = predict("sm90-h200", "selected", m, 8192, 8192, 128, scheme="w4a8-int")
+        sel = predict_selected("sm90-h200", m, 8192, 8192, 128, scheme="w4a8-int")
         assert "HummingLinearKernel" in sel.kernel and sel.basis == "measured", sel
         assert sel.predicted_us == pytest.approx(predict_gpu(hw, "vllm_humming", m, 8192, 8192, 128).predicted_us)
     # int8 activations (per-channel weights) are faster than bf16 once compute-bound: 0.57 at M = 1024
@@ -53,15 +54,15 @@ def test_selected_humming_is_costed_from_its_fit():
 
 
 def test_another_hopper_part_scales_the_fit_by_its_bandwidth():
-    h200 = predict("sm90-h200", "selected", 1, 28672, 8192, 128, scheme="w4a8-int")
-    h100 = predict("sm90-h100", "selected", 1, 28672, 8192, 128, scheme="w4a8-int")
+    h200 = predict_selected("sm90-h200", 1, 28672, 8192, 128, scheme="w4a8-int")
+    h100 = predict_selected("sm90-h100", 1, 28672, 8192, 128, scheme="w4a8-int")
     assert h100.basis == "scaled" and "Humming" in h100.kernel, h100
     # decode streams the weight: the H100's 3.35 TB/s against the H200's 4.8
     assert 1.2 < h100.predicted_us / h200.predicted_us < math.ceil(4.8 / 3.35 * 10) / 10
 
 
 def test_the_crossover_a_vllm_user_gets_compares_the_two_checkpoints_as_vllm_loads_them():
-    from workbench.perf.predict import what_vllm_runs
+    from workbench.perf.selected import what_vllm_runs
 
     ms = [1, 16, 256, 4096]
     c = what_vllm_runs("sm90-h200", ms, 8192, 8192, 128)
@@ -69,7 +70,7 @@ def test_the_crossover_a_vllm_user_gets_compares_the_two_checkpoints_as_vllm_loa
         "vLLM, W4A8-int checkpoint", "vLLM, W4A16 checkpoint"}
     # each side is what `selected` costs for its scheme, the kernel vLLM picks named
     for p, scheme in ((c.w4a8[1], "w4a8-int"), (c.w4a16[1], "w4a16")):
-        sel = predict("sm90-h200", "selected", 16, 8192, 8192, 128, scheme=scheme)
+        sel = predict_selected("sm90-h200", 16, 8192, 8192, 128, scheme=scheme)
         assert (p.predicted_us, p.kernel) == (sel.predicted_us, sel.kernel)
     assert c.crossover is not None and len(c.crossover) == 3
     # where the W4A8 checkpoint has no kernel (vLLM refuses it), there is no crossover to draw
@@ -92,10 +93,10 @@ def test_selected_machete_is_costed_from_its_own_timings():
     # A pack-quantized W4A16 g128 layer on the H200: vLLM picks Machete, costed from its fit,
     # within its band of every timing of it.
     for r in MACHETE:
-        sel = predict("sm90-h200", "selected", r.m, r.n, r.k, 128, scheme="w4a16")
+        sel = predict_selected("sm90-h200", r.m, r.n, r.k, 128, scheme="w4a16")
         assert "MacheteLinearKernel" in sel.kernel and sel.basis == "measured", sel
         assert "h200_machete_bench.json" in sel.note
         assert sel.low_us <= r.median_us <= sel.high_us, (r, sel)
     # per-channel Machete was not timed: the published family still costs it, and says so
-    ch = predict("sm90-h200", "selected", 1, 8192, 8192, -1, scheme="w4a16")
+    ch = predict_selected("sm90-h200", 1, 8192, 8192, -1, scheme="w4a16")
     assert "MacheteLinearKernel" in ch.kernel and ch.basis != "measured", ch

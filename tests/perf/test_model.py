@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from workbench.perf import BASES, predict
+from workbench.perf.selected import predict_paths, predict_selected
 from workbench.perf.calibrate import H200_RESULTS, calibrate_gpu
 from workbench.perf.fit import Point, WaveFit, fit_waves
 from workbench.perf.hardware import hardware_for
@@ -73,11 +74,10 @@ def test_waves_make_steps_and_large_m_scales_linearly():
 
 @pytest.mark.parametrize("platform", [p for p in PRESETS if PRESETS[p].device != "cpu"])
 def test_every_gpu_preset_predicts_each_path_with_a_band(platform):
-    for path in FOUR + ("selected",):
-        p = predict(platform, path, 64, 4096, 4096, 128)
+    for p in predict_paths(platform, FOUR + ("selected",), [64], 4096, 4096, 128):
         assert p.basis in BASES
         if p.predicted_us is None:  # vLLM refuses the layer there: said so
-            assert path == "selected" and "cannot run" in p.note
+            assert p.path == "selected" and "cannot run" in p.note
             continue
         assert 0 < p.low_us <= p.predicted_us <= p.high_us, p
 
@@ -89,11 +89,11 @@ def test_basis_says_what_the_prediction_rests_on():
     # Humming and Machete (vLLM's W4A16 pick on Hopper) were timed on the H200
     # (benchmarks/h200_engines.sh, h200_machete.sh): their own fits there; Machete per-channel
     # was not timed: published timings.
-    sel = predict("sm90-h200", "selected", 16, 4096, 4096, 128)
+    sel = predict_selected("sm90-h200", 16, 4096, 4096, 128)
     assert sel.basis == "measured" and sel.kernel.startswith("HummingLinearKernel")
-    machete = predict("sm90-h200", "selected", 16, 4096, 4096, 128, scheme="w4a16")
+    machete = predict_selected("sm90-h200", 16, 4096, 4096, 128, scheme="w4a16")
     assert machete.basis == "measured" and machete.kernel.startswith("MacheteLinearKernel")
-    channel = predict("sm90-h200", "selected", 16, 4096, 4096, -1, scheme="w4a16")
+    channel = predict_selected("sm90-h200", 16, 4096, 4096, -1, scheme="w4a16")
     assert channel.basis == "published" and channel.kernel.startswith("MacheteLinearKernel")
 
 

@@ -10,7 +10,8 @@ from workbench.errors import InvalidInputError
 from workbench.perf.families import (FAMILIES, arch_of, family_eta, family_of, point_us,
                                      published_points)
 from workbench.perf.launch import cublas_launch
-from workbench.perf.predict import SCHEMES, eta_of_point, predict
+from workbench.perf.predict import eta_of_point, predict
+from workbench.perf.selected import SCHEMES, predict_selected
 from workbench.results import write_results
 
 
@@ -50,8 +51,8 @@ def test_eta_comes_from_the_parts_class_or_widens_across_classes():
     assert own.arch == "ampere" and own.n_points == 2 and not own.measured
     other = family_eta("w4a8_int8", eta_of_point, part="sm90-h200")
     assert other.arch == "all" and other.spread >= 0.3
-    a10 = predict("sm86-a10", "selected", 1, 8192, 8192, -1, scheme="w4a16")
-    h100 = predict("sm90-h100", "selected", 1, 8192, 8192, -1, scheme="w4a16")
+    a10 = predict_selected("sm86-a10", 1, 8192, 8192, -1, scheme="w4a16")
+    h100 = predict_selected("sm90-h100", 1, 8192, 8192, -1, scheme="w4a16")
     # no Ampere point for the W4A16 kernels: a wider band than on the part of the points
     assert a10.high_us / a10.low_us > h100.high_us / h100.low_us
     assert "other architectures" in a10.note
@@ -83,14 +84,14 @@ def test_cublas_splits_k_when_tiles_leave_sms_idle():
 
 def test_scheme_selects_the_kernel_vllm_runs():
     assert SCHEMES == ("w4a16", "w4a8-int", "w4a8-fp8")
-    assert predict("sm90-h200", "selected", 16, 4096, 4096, 128, scheme="w4a16").kernel.startswith(
+    assert predict_selected("sm90-h200", 16, 4096, 4096, 128, scheme="w4a16").kernel.startswith(
         "MacheteLinearKernel")
-    pc = predict("sm90-h200", "selected", 16, 4096, 4096, -1)
+    pc = predict_selected("sm90-h200", 16, 4096, 4096, -1)
     assert pc.kernel.startswith("HummingLinearKernel")  # its activation: the rule set decides
-    assert predict("sm90-h100", "selected", 16, 4096, 4096, 128, scheme="w4a8-fp8").kernel.startswith(
+    assert predict_selected("sm90-h100", 16, 4096, 4096, 128, scheme="w4a8-fp8").kernel.startswith(
         "CutlassW4A8LinearKernel")
     with pytest.raises(InvalidInputError, match="accepted: w4a16, w4a8-int, w4a8-fp8"):
-        predict("sm90-h200", "selected", 16, 4096, 4096, 128, scheme="w4a4")
+        predict_selected("sm90-h200", 16, 4096, 4096, 128, scheme="w4a4")
 
 
 def test_predict_cli_takes_the_scheme():

@@ -1,6 +1,7 @@
 """`predict` and `report` trace with the vLLM rule set the user picked, not the default one."""
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 
@@ -10,6 +11,7 @@ from workbench.__main__ import main
 from workbench.dispatch import versions
 from workbench.dispatch.versions import DEFAULT_VERSION, UnknownVersionError
 from workbench.perf.predict import predict
+from workbench.perf.selected import predict_paths, predict_selected
 from workbench.perf.report import model_report
 
 OTHER = "9.9.9"
@@ -49,13 +51,12 @@ def other_version(tmp_path, monkeypatch):
 
 
 def test_predict_selected_is_traced_with_the_version_asked_for(other_version):
-    default = predict("sm90-h200", "selected", 16, 4096, 4096, 128)
+    default = predict_selected("sm90-h200", 16, 4096, 4096, 128)
     assert default.predicted_us is not None and "9.9.9" not in default.note
-    other = predict("sm90-h200", "selected", 16, 4096, 4096, 128, version=other_version)
+    other = predict_selected("sm90-h200", 16, 4096, 4096, 128, version=other_version)
     assert other.predicted_us is None and other.note.endswith("traced by the 9.9.9 rules")
-    # paths that trace nothing are the same under either rule set
-    assert (predict("sm90-h200", "w4a8_native", 16, 4096, 4096, 128, version=other_version)
-            == predict("sm90-h200", "w4a8_native", 16, 4096, 4096, 128))
+    # an execution path's cost traces nothing, so it takes no rule set at all
+    assert "version" not in inspect.signature(predict).parameters
 
 
 def test_report_traces_every_layer_with_the_version_and_names_it(other_version):
@@ -66,9 +67,10 @@ def test_report_traces_every_layer_with_the_version_and_names_it(other_version):
 
 
 def test_an_unknown_version_is_the_named_error_for_every_path():
-    for path in ("selected", "w4a8_native"):
-        with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'; available: "):
-            predict("sm90-h200", path, 1, 4096, 4096, 128, version="0.1.0")
+    with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'; available: "):
+        predict_selected("sm90-h200", 1, 4096, 4096, 128, version="0.1.0")
+    with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'; available: "):
+        predict_paths("sm90-h200", ["w4a8_native"], [1], 4096, 4096, 128, version="0.1.0")
     with pytest.raises(UnknownVersionError, match="no rule set for '0.1.0'"):
         model_report("Qwen2.5-7B", "sm80-a100", version="0.1.0")
 

@@ -27,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="group size, -1 per-channel (default 128)")
     p.add_argument("--m", default="1,16,256", help="token counts, comma-separated")
     p.add_argument("--paths", default=_DEFAULT_PATHS,
-                   help=f"comma-separated, from: {', '.join(__import__('workbench.perf.predict', fromlist=['PREDICTED_PATHS']).PREDICTED_PATHS)}")
+                   help=f"comma-separated, from: {', '.join(__import__('workbench.perf.predict', fromlist=['PREDICTED_PATHS']).PREDICTED_PATHS)}, selected")
     p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
                    help=f"the vLLM rule set 'selected' is traced with (default: {DEFAULT_VERSION})")
     p.add_argument("--scheme", choices=("w4a16", "w4a8-int", "w4a8-fp8"), default="w4a8-int",
@@ -38,14 +38,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from workbench.perf import predict
-    from workbench.perf.predict import CPU_ONLY_PATHS, PREDICTED_PATHS
+    from workbench.perf.predict import CPU_ONLY_PATHS, PREDICTED_PATHS, SELECTED
+    from workbench.perf.selected import predict_paths
 
     ms = m_list(args.m)
-    paths = name_list(args.paths, "--paths", PREDICTED_PATHS + CPU_ONLY_PATHS)  # predict refuses dense on GPUs
-    preds = [predict(args.platform, path, m, args.n, args.k, args.group, version=args.vllm_version,
-                     scheme=args.scheme)
-             for path in paths for m in ms]
+    # predict refuses dense on GPUs
+    paths = name_list(args.paths, "--paths", PREDICTED_PATHS + (SELECTED,) + CPU_ONLY_PATHS)
+    preds = predict_paths(args.platform, paths, ms, args.n, args.k, args.group, version=args.vllm_version,
+                          scheme=args.scheme)
     if args.json:
         for pr in preds:
             print(json.dumps(pr.to_json()))

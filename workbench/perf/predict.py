@@ -10,10 +10,8 @@ Paths (as `python -m workbench predict --paths` names them):
 - `bf16_dense`: the dense bf16 GEMM (cuBLAS `x @ w.t()` on NVIDIA GPUs).
 - `int8_mm`: int8 x int8 on pre-quantized inputs (cuBLAS `torch._int_mm`).
 - `quantizer`, `w4a8_prequant`: the per-token int8 quantizer alone, W4A8 on quantized input.
-- `selected`: what vLLM selects for a layer of this shape and scheme (`--scheme`: w4a16,
-  w4a8-int, w4a8-fp8) there, costed by what that
-  kernel runs (the trace's structured runtime value), under the rule set of `version` (the
-  default one when None).
+- `selected` (`workbench/perf/selected.py`): what vLLM selects for the layer, decided by its
+  trace and costed here by what that kernel runs (`cost_of_runtime`).
 
 Basis: "measured" (calibrated on this part's own results, or this machine's live bench),
 "scaled" (calibrated on a similar part, scaled by the two parts' datasheet figures),
@@ -33,13 +31,15 @@ from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_mo
 from workbench.perf.hardware import Hardware, hardware_for
 from workbench.perf.regime import Regime, regime_for, stream_gbs
 
-__all__ = ["Prediction", "predict", "predict_many", "cost_of_runtime", "predicted_crossover", "sweep_ms",
-           "PREDICTED_PATHS", "BASES", "roofline_us", "scheme_json", "prediction_band", "predict_cpu",
-           "predict_gpu", "predict_family", "predict_dense", "eta_of_point", "regime_of_point", "VLLM_SERIES", "VllmComparison", "what_vllm_runs"]
+__all__ = ["Prediction", "predict", "cost_of_runtime", "check_shape", "hardware_of",
+           "predicted_crossover", "sweep_ms", "PREDICTED_PATHS", "CPU_ONLY_PATHS", "SELECTED", "BASES",
+           "roofline_us", "prediction_band", "predict_cpu", "predict_gpu", "predict_family", "predict_dense",
+           "eta_of_point", "regime_of_point"]
 
-# The paths the model predicts: kernel paths, the H200 bench's own, and "selected" (what vLLM picks).
-PREDICTED_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant",
-         "selected")
+# The execution paths the model predicts: kernel paths and the H200 bench's own.
+PREDICTED_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "quantizer", "w4a8_prequant")
+# What vLLM selects: a path of the faces, costed from its trace (workbench/perf/selected.py).
+SELECTED = "selected"
 # The fastest dense float GEMM per M (kernels/w4a8_kernels/cpu_dense.py): a CPU path only.
 CPU_ONLY_PATHS = ("dense",)
 BASES = ("measured", "scaled", "scaled across CPU classes", "published", "roofline")
@@ -339,39 +339,6 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
 # --------------------------------------------------------------------------- what vLLM selects
 
 
-# The layer schemes `selected` traces (predict --scheme), as compressed-tensors writes them:
-# INT weights with an int8 input are int-quantized, weight-only INT is pack-quantized, and
-# W4A8-FP8 is pack-quantized (llm-compressor's example; vLLM's CompressedTensorsW4A8Fp8).
-SCHEMES = ("w4a16", "w4a8-int", "w4a8-fp8")
-DEFAULT_SCHEME = "w4a8-int"
-
-
-def check_scheme(scheme: str) -> str:
-    if scheme not in SCHEMES:
-        raise InvalidInputError(f"scheme {scheme!r}; accepted: {', '.join(SCHEMES)}")
-    return scheme
-
-
-def scheme_json(n: int, k: int, g: int, scheme: str = DEFAULT_SCHEME) -> dict:
-    """The compressed-tensors scheme JSON of a symmetric int4 N x K layer under `scheme`."""
-    weights = {"num_bits": 4, "type": "int", "strategy": "channel" if g in (-1, k) else "group",
-               "group_size": None if g in (-1, k) else g, "symmetric": True}
-    out = {"weights": weights, "format": "int-quantized" if scheme == "w4a8-int" else "pack-quantized",
-           "in_features": k, "out_features": n, "params_dtype": "bfloat16"}
-    if scheme != "w4a16":
-        out["input_activations"] = {"num_bits": 8, "type": "int" if scheme == "w4a8-int" else "float",
-                                    "strategy": "token", "dynamic": True, "symmetric": True}
-    return out
-
-
-@lru_cache(maxsize=4096)
-def _runtime(platform: str, n: int, k: int, g: int, version: str, scheme: str = DEFAULT_SCHEME):
-    from workbench.dispatch import trace_scheme
-
-    t = trace_scheme(scheme_json(n, k, g, scheme), platform, rules=version)
-    return t.selected, t.runtime_detail, t.error
-
-
 def _family_bytes(family: str, m: int, n: int, k: int, g: int) -> float:
     from workbench.perf.families import FAMILIES
 
@@ -495,28 +462,20 @@ def predict_dense(hw: Hardware, family: str, m: int, n: int, k: int, *, src: Har
     return tile
 
 
-def _selected(hw: Hardware | None, platform: str, m: int, n: int, k: int, g: int,
-              version: str, scheme: str = DEFAULT_SCHEME) -> Prediction:
-    """What vLLM `version` selects for a layer of this shape and scheme (`SCHEMES`: int4
-    weights with bf16, int8 or fp8 dynamic per-token activations)."""
-    if hw is None:
-        from workbench.dispatch import trace_scheme
-        from workbench.platforms import detect_host
-
-        t = trace_scheme(scheme_json(n, k, g, scheme), detect_host(), rules=version)
-        selected, rt, error = t.selected, t.runtime_detail, t.error
-    else:
-        selected, rt, error = _runtime(hw.preset, n, k, g, version, scheme)
-    return cost_of_runtime(platform, rt, m, n, k, g, selected=selected, error=error)
-
-
 def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, selected: str | None = None,
                     error: str | None = None) -> Prediction:
-    """The cost of what a selected kernel runs (a `workbench.dispatch.Runtime`) on a platform,
-    keyed by that value: activation precision, the op and its implementation."""
+    """The cost of what a selected kernel runs (a `workbench.dispatch.Runtime`, decided by a
+    trace and handed over) on a platform ("host": this machine's CPU, or a preset), keyed by that
+    value: activation precision, the op and its implementation; held at the per-call floor."""
+    hw = None if platform == "host" else hardware_for(platform)
+    p = _runtime_cost(platform, hw, rt, m, n, k, g, selected, error)
+    return _floored(p, "cpu" if hw is None else hw.kind)
+
+
+def _runtime_cost(platform: str, hw: Hardware | None, rt, m: int, n: int, k: int, g: int,
+                  selected: str | None, error: str | None) -> Prediction:
     from workbench.perf.families import family_of
 
-    hw = None if platform == "host" else hardware_for(platform)
     if rt is None or rt.fails_at is not None:
         why = (rt.error if rt is not None else error) or "no kernel selected"
         return Prediction(platform, "selected", m, n, k, g, None, None, None, "roofline",
@@ -578,25 +537,36 @@ def _check(name: str, v, hi: int) -> int:
     return v
 
 
-def _gpu_host_preset() -> str | None:
-    from workbench.platforms import detect_host, preset_for_host
-
-    return preset_for_host(detect_host())
-
-
-def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1, *,
-            version: str | None = None, scheme: str = DEFAULT_SCHEME) -> Prediction:
-    """One prediction. platform: a preset name (or alias), or "host" for this machine;
-    version: the vLLM rule set `selected` is traced with (None: the default); scheme: the
-    layer's scheme `selected` traces (`SCHEMES`)."""
-    from workbench.dispatch.versions import check_version
-
-    version = check_version(version)  # an unknown one is refused for every path alike
-    scheme = check_scheme(scheme)
+def check_shape(m: int, n: int, k: int, group_size: int) -> tuple[int, int, int, int]:
+    """One GEMM call's M, N, K and group size as every cost here accepts them, or the named error."""
     m, n, k = _check("m", m, MAX_M), _check("n", n, MAX_DIM), _check("k", k, MAX_DIM)
     g = group_size
     if isinstance(g, bool) or not isinstance(g, int) or (g != -1 and (g < 1 or k % g)):
         raise InvalidInputError(f"group_size = {g!r}; accepted: -1 (per-channel) or a divisor of K = {k}")
+    return m, n, k, g
+
+
+def hardware_of(platform: str) -> Hardware | None:
+    """The part a platform name is costed as, None for this machine's CPU (costed from its
+    calibration). "host" is this machine's GPU where it has one (as its preset); "host-cpu"
+    is its CPU always."""
+    if platform in ("host", "host-cpu"):
+        from workbench.platforms import detect_host, preset_for_host
+
+        gpu = preset_for_host(detect_host()) if platform == "host" else None
+        return None if gpu is None else hardware_for(gpu)
+    return hardware_for(platform)
+
+
+def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = -1) -> Prediction:
+    """One prediction of an execution path (`PREDICTED_PATHS`; on CPUs also `CPU_ONLY_PATHS`).
+    platform: a preset name (or alias), "host" or "host-cpu" (`hardware_of`). What vLLM selects
+    is costed from its trace: `workbench.perf.selected.predict_selected`."""
+    m, n, k, g = check_shape(m, n, k, group_size)
+    if path == SELECTED:
+        raise InvalidInputError(f"path {path!r} is what vLLM selects, decided by its trace: "
+                                "workbench.perf.selected.predict_selected costs it; here accepted: "
+                                f"{', '.join(PREDICTED_PATHS)}")
     if path in CPU_ONLY_PATHS:
         if platform not in ("host", "host-cpu") and hardware_for(platform).kind != "cpu":
             raise InvalidInputError(f"path {path!r} is this project's CPU dense GEMM; on {platform!r} "
@@ -604,18 +574,9 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
     elif path not in PREDICTED_PATHS:
         raise InvalidInputError(f"path {path!r}; accepted: {', '.join(PREDICTED_PATHS)} (on CPUs also "
                                 f"{', '.join(CPU_ONLY_PATHS)})")
-    if platform in ("host", "host-cpu"):
-        # `host` is this machine's GPU where it has one (predicted as its preset); `host-cpu`
-        # and a GPU-less host are predicted from this CPU's calibration.
-        gpu = _gpu_host_preset() if platform == "host" else None
-        if gpu is None:
-            if path == "selected":
-                return _floored(_selected(None, "host", m, n, k, g, version, scheme), "cpu")
-            return _floored(predict_cpu(None, path, m, n, k, g, "host"), "cpu")
-        platform = gpu
-    hw = hardware_for(platform)
-    if path == "selected":
-        return _floored(_selected(hw, hw.preset, m, n, k, g, version, scheme), hw.kind)
+    hw = hardware_of(platform)
+    if hw is None:
+        return _floored(predict_cpu(None, path, m, n, k, g, "host"), "cpu")
     if hw.kind == "cpu":
         return _floored(predict_cpu(hw, path, m, n, k, g, hw.preset), "cpu")
     return _floored(predict_gpu(hw, path, m, n, k, g), hw.kind)
@@ -635,13 +596,6 @@ def _floored(p: Prediction, kind: str) -> Prediction:
     hi = max(p.high_us if p.high_us is not None else us, us * (3.0 if p.basis == "roofline" else 1.0))
     roof = None if p.roofline_us is None else max(p.roofline_us, floor)
     return replace(p, predicted_us=us, low_us=lo, high_us=hi, roofline_us=roof)
-
-
-def predict_many(platform: str, paths: Sequence[str], ms: Sequence[int], n: int, k: int,
-                 group_size: int = -1, *, version: str | None = None,
-                 scheme: str = DEFAULT_SCHEME) -> list[Prediction]:
-    return [predict(platform, p, m, n, k, group_size, version=version, scheme=scheme)
-            for p in paths for m in ms]
 
 
 def sweep_ms(lo: int = 1, hi: int = 16384) -> list[int]:
@@ -669,34 +623,3 @@ def predicted_crossover(fast: Sequence[Prediction], slow: Sequence[Prediction]
         return stays_ahead_from([(m, getattr(b[m], fb) / getattr(a[m], fa)) for m in ms])
 
     return cross("predicted_us", "predicted_us"), cross("low_us", "high_us"), cross("high_us", "low_us")
-
-
-# The two checkpoints a user compares, as vLLM loads each: the series names the faces show.
-VLLM_SERIES = {"vLLM, W4A8-int checkpoint": "w4a8-int", "vLLM, W4A16 checkpoint": "w4a16"}
-
-
-@dataclass(frozen=True)
-class VllmComparison:
-    """What vLLM runs for the same layer saved as W4A8 (int8 dynamic per-token activations)
-    and as W4A16, predicted per M: the crossover a user of vLLM gets, not this project's."""
-
-    w4a8: tuple[Prediction, ...]  # path: the series name, kernel: what vLLM selected
-    w4a16: tuple[Prediction, ...]
-    crossover: tuple[int | None, int | None, int | None] | None  # None: a side has no cost
-
-    @property
-    def predictions(self) -> tuple[Prediction, ...]:
-        return self.w4a8 + self.w4a16
-
-
-def what_vllm_runs(platform: str, ms: Sequence[int], n: int, k: int, group_size: int = -1, *,
-                   version: str | None = None) -> VllmComparison:
-    """`selected` for the layer as each checkpoint, and the M from which the W4A8 one stays
-    ahead. A side costed by its roofline only (a bound, not a cost) gives no crossover."""
-    (a_name, a_scheme), (b_name, b_scheme) = VLLM_SERIES.items()
-    a = tuple(replace(predict(platform, "selected", m, n, k, group_size, version=version, scheme=a_scheme),
-                      path=a_name) for m in ms)
-    b = tuple(replace(predict(platform, "selected", m, n, k, group_size, version=version, scheme=b_scheme),
-                      path=b_name) for m in ms)
-    costed = all(p.predicted_us and p.basis != "roofline" for p in a + b)
-    return VllmComparison(a, b, predicted_crossover(a, b) if costed else None)

@@ -122,7 +122,7 @@ def _row(name: str, count: int, k: int, n: int, g: int, parallel: str, trace, pl
 
 
 def _w4a8_scheme(k: int, n: int, g: int) -> dict:
-    from workbench.perf.predict import scheme_json
+    from workbench.perf.selected import scheme_json
 
     return scheme_json(n, k, g)
 

@@ -104,12 +104,12 @@ def _modelled_group(g: int, k: int) -> int:
 
 
 @st.cache_data(show_spinner=False, max_entries=128)
-def _curves(platform: str, n: int, k: int, g: int, version: str) -> list:
+def _curves(platform: str, n: int, k: int, g: int) -> list:
     from workbench.perf.predict import predict, sweep_ms
 
     gg = _modelled_group(g, k)
-    return [predict(platform, path, m, n, k, gg, version=version)
-            for path in ("w4a8_native", "w4a16_fallback", "bf16_dense", "selected") for m in sweep_ms(1, 8192)]
+    return [predict(platform, path, m, n, k, gg)
+            for path in ("w4a8_native", "w4a16_fallback", "bf16_dense") for m in sweep_ms(1, 8192)]
 
 
 def _host_ready(platform: str, *, quiet: bool = False) -> bool:
@@ -133,19 +133,20 @@ def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None
     """The Kernels page's predicted curves for the platform picked on the trace page: this
     project's paths, and what vLLM runs for the layer saved as W4A8 and as W4A16."""
     from workbench import plots
-    from workbench.perf.predict import predicted_crossover, sweep_ms, what_vllm_runs
+    from workbench.perf.predict import predicted_crossover, sweep_ms
+    from workbench.perf.selected import what_vllm_runs
 
     platform = st.session_state["pf.preset"]
     version = st.session_state["vllm.version"]
     st.subheader(f"Predicted on {platform}")
     if not _host_ready(platform):
         return
-    preds = _curves(platform, n, k, g, version)
+    preds = _curves(platform, n, k, g)
     fast = [p for p in preds if p.path == "w4a8_native"]
     slow = [p for p in preds if p.path == "w4a16_fallback"]
     cross = predicted_crossover(fast, slow)
     vllm = what_vllm_runs(platform, sweep_ms(1, 8192), n, k, _modelled_group(g, k), version=version)
-    shown = [p for p in preds if p.path != "selected"] + list(vllm.predictions)
+    shown = preds + list(vllm.predictions)
     top = max(p.m for p in preds)
     # The crossover drawn is the one a vLLM user gets where both checkpoints are costed.
     drawn = vllm.crossover if vllm.crossover and vllm.crossover[0] else cross
