@@ -4,7 +4,7 @@
 # reference, then timed beside Humming W4A16 (bf16 activations, g128) at the M and shapes below.
 # Carried ignored folders: .machete/ (the library, no install needed) and .whl/ (humming-kernels
 # as vLLM pins it, installed into /tmp/site as benchmarks/h200_engines.sh does).
-#   OUT=results_dir [COMMIT=sha] [GROUPS=128,-1] bash benchmarks/h200_machete.sh [SHAPES] [MS] [BENCH_BUDGET_S]
+#   OUT=results_dir [COMMIT=sha] [GROUP_SIZES=128,-1] bash benchmarks/h200_machete.sh [SHAPES] [MS] [BENCH_BUDGET_S]
 set -o pipefail
 export PYTHONUNBUFFERED=1 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 : "${OUT:?set OUT to the results folder}"
@@ -31,7 +31,7 @@ echo "tests: $((SECONDS - t0)) s"
 timeout $(( ${3:-110} + 30 )) python3 benchmarks/gpu_bench.py --out "$OUT" \
     --commit "${COMMIT:-$(git rev-parse HEAD 2>/dev/null || echo unknown)}" --phases bench \
     --budget-s "${3:-110}" --no-peers --engines vllm_humming,vllm_machete \
-    --paths vllm_humming,vllm_machete --groups "${GROUPS:-128}" \
+    --paths vllm_humming,vllm_machete --groups "${GROUP_SIZES:-128}" \
     --shapes "${1:-4096x4096,8192x8192,28672x8192}" --ms "${2:-1,16,128,1024,4096}" 2>&1 \
   | tee "$OUT/h200_machete_bench_log.txt" | tail -40
 echo "bench: $((SECONDS - t0)) s"
