@@ -87,14 +87,16 @@ def test_basis_says_what_the_prediction_rests_on():
     assert predict("sm80-a100", "w4a8_native", 16, 4096, 4096, -1).basis == "scaled"
     assert predict("rocm-mi300x", "bf16_dense", 16, 4096, 4096, -1).basis == "roofline"
     # Humming and Machete (vLLM's W4A16 pick on Hopper) were timed on the H200
-    # (benchmarks/h200_engines.sh, h200_machete.sh): their own fits there; Machete per-channel
-    # was not timed: published timings.
+    # (benchmarks/h200_engines.sh, h200_machete.sh): their own fits there, per-channel included;
+    # CUTLASS W4A8 (the W4A8-FP8 pick) was not: published timings.
     sel = predict_selected("sm90-h200", 16, 4096, 4096, 128)
     assert sel.basis == "measured" and sel.kernel.startswith("HummingLinearKernel")
     machete = predict_selected("sm90-h200", 16, 4096, 4096, 128, scheme="w4a16")
     assert machete.basis == "measured" and machete.kernel.startswith("MacheteLinearKernel")
     channel = predict_selected("sm90-h200", 16, 4096, 4096, -1, scheme="w4a16")
-    assert channel.basis == "published" and channel.kernel.startswith("MacheteLinearKernel")
+    assert channel.basis == "measured" and channel.kernel.startswith("MacheteLinearKernel")
+    fp8 = predict_selected("sm90-h200", 16, 4096, 4096, 128, scheme="w4a8-fp8")
+    assert fp8.basis == "published" and fp8.kernel.startswith("CutlassW4A8LinearKernel")
 
 
 def test_one_prediction_takes_under_50_ms():
