@@ -239,3 +239,63 @@ def test_no_device_capability_is_vllms_assertion():
     with pytest.raises(VllmError) as exc:
         H.check_and_fallback_input_schema(W4_G128, INT8_TOKEN, "bfloat16", None)
     assert exc.value.error_type == "AssertionError"
+
+
+@pytest.mark.skipif(not HAS_HUMMING, reason="humming-kernels (the test / cuda extra) is not "
+                                            "installed")
+def test_the_kernels_copy_of_the_decision_agrees_with_the_rule_set():
+    """`w4a8_kernels.vllm_humming` repeats vLLM's check_and_fallback_input_schema on real
+    humming schemas, to build the kernel vLLM builds; the rule set models it for traces. Both
+    give the same schema, or the same error, on every input of a sweep (the device's SM version
+    simulated as above), so the copy the GPU runs cannot drift from the one traces show."""
+    import torch
+    import humming.device as hd
+    from humming import dtypes as D
+    from humming.config import InputQuantizationMode
+    from humming.schema import HummingInputSchema, HummingWeightSchema
+    from w4a8_kernels.vllm_humming import check_and_fallback_input_schema as kernels_copy
+
+    def dt(x):
+        return None if x is None else D.DataType.from_str(x.name)
+
+    modes = {m.value: m for m in InputQuantizationMode}
+    saved = hd.current_device._value
+    acts = [None, H.INT8, H.INT4, H.E4M3, H.E5M2, H.E3M4, H.E2M1, H.E2M3]
+    seen = {"raised": 0, "fell back": 0, "kept": 0, "dropped to 16-bit": 0}
+    try:
+        for sm in (75, 80, 89, 90, 100, 103, 120):
+            hd.current_device._value = types.SimpleNamespace(sm_version=sm)
+            for bits, g, zp, sm_weight in itertools.product((4, 8), (-1, 32, 128), (False, True),
+                                                            (False, True)):
+                if zp and sm_weight:
+                    continue
+                w = H.weight_schema(bits, g, zp)
+                w = H.sign_magnitude(w) if sm_weight else w
+                for a, ig, sd, p, fallback in itertools.product(
+                        acts, (0, 32), (H.FLOAT32, H.E8M0), ("bfloat16", "float16"), (True, False)):
+                    if a is None and (ig or sd != H.FLOAT32):
+                        continue
+                    mode = None if a is None else "dynamic_token" if ig == 0 else "dynamic_group"
+                    i = H.InputSchema(a, ig, None if a is None else sd, mode)
+                    rw = HummingWeightSchema(b_dtype=dt(w.b_dtype), weight_scale_group_size=w.group_size,
+                                             has_zero_point=zp)
+                    ri = HummingInputSchema(a_dtype=dt(a), input_scale_group_size=ig,
+                                            input_scale_dtype=dt(i.scale_dtype),
+                                            input_quant_mode=None if mode is None else modes[mode])
+                    case = (sm, w, i, p, fallback)
+                    try:
+                        got = repr(kernels_copy(rw, ri, getattr(torch, p), fallback, sm))
+                    except ValueError as exc:
+                        got = f"ValueError: {exc}"
+                    try:
+                        d = H.check_and_fallback_input_schema(w, i, p, sm, fallback)
+                        want = repr(d.schema)
+                        seen["fell back" if d.branch == "fallback" else "kept" if "kept" in d.branch
+                             else "dropped to 16-bit"] += 1
+                    except VllmError as exc:
+                        want = f"{exc.error_type}: {exc.message}"
+                        seen["raised"] += 1
+                    assert got == want, case
+    finally:
+        hd.current_device._value = saved
+    assert all(seen.values()), seen  # the sweep reaches every kind of answer
