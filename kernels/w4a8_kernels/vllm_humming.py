@@ -87,7 +87,8 @@ def check_and_fallback_input_schema(weight_schema: Any, input_schema: Any, param
     """vLLM's check_and_fallback_input_schema (utils/humming/schema.py:261-400), repeated on the
     real humming schemas so the layer runs what vLLM would run (vLLM reads sm_version from
     current_platform, :269-271; here the caller's device gives it). The rule set models the
-    same decision for traces; this copy only exists to build the kernel vLLM builds."""
+    same decision for traces; this copy only exists to build the kernel vLLM builds, and
+    tests/dispatch/test_humming_input.py holds the two to the same answer on every input."""
     from humming import dtypes as hd
     from humming.config import InputQuantizationMode
     from humming.schema import HummingInputSchema
