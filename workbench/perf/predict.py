@@ -465,9 +465,9 @@ def predict_dense(hw: Hardware, family: str, m: int, n: int, k: int, *, src: Har
 def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, selected: str | None = None,
                     error: str | None = None) -> Prediction:
     """The cost of what a selected kernel runs (a `workbench.dispatch.Runtime`, decided by a
-    trace and handed over) on a platform ("host": this machine's CPU, or a preset), keyed by that
-    value: activation precision, the op and its implementation; held at the per-call floor."""
-    hw = None if platform == "host" else hardware_for(platform)
+    trace and handed over) on a platform (`hardware_of` says which part), keyed by that value:
+    activation precision, the op and its implementation; held at the per-call floor."""
+    hw = hardware_of(platform)
     p = _runtime_cost(platform, hw, rt, m, n, k, g, selected, error)
     return _floored(p, "cpu" if hw is None else hw.kind)
 
