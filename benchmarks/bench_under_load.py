@@ -28,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from workbench.bench import _quantile, host_provenance, int4_weight_of, synthetic_bench_layer  # noqa: E402
+from workbench.bench import quantile, host_provenance, int4_weight_of, synthetic_bench_layer  # noqa: E402
 from workbench.execution import execution_path  # noqa: E402
 from workbench.noise import cpu_sample, load_check  # noqa: E402
 
@@ -77,7 +77,7 @@ def _phase(ready: dict, seconds: float, rng: random.Random) -> tuple[dict, objec
 
 def _stats(ms_list: list[float]) -> dict:
     s = sorted(ms_list)
-    return {"median_ms": statistics.median(s), "p20_ms": _quantile(s, 0.2), "p80_ms": _quantile(s, 0.8),
+    return {"median_ms": statistics.median(s), "p20_ms": quantile(s, 0.2), "p80_ms": quantile(s, 0.8),
             "min_ms": s[0], "calls": len(s)}
 
 

@@ -47,7 +47,7 @@ __all__ = [
     "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
     "write_json", "write_csv", "records_from_json", "Progress", "bench_layer_weight",
     "int4_weight_of", "synthetic_bench_layer", "bench_activation", "float_weight", "float_reference",
-    "per_token_errors", "result_record", "first_call_s",
+    "per_token_errors", "result_record", "first_call_s", "quantile",
 ]
 
 Progress = Callable[[int, int, str], None]  # (done, total, message)
@@ -64,7 +64,8 @@ class Timing:
     cpu_median_ms: float | None = None  # CPU time of the calling thread (see `bench_weight`)
 
 
-def _quantile(sorted_ms: list[float], q: float) -> float:
+def quantile(sorted_ms: list[float], q: float) -> float:
+    """The q-quantile of sorted samples, linear between the two nearest."""
     if len(sorted_ms) == 1:
         return sorted_ms[0]
     pos = q * (len(sorted_ms) - 1)
@@ -80,7 +81,7 @@ def summarize(samples_s: Sequence[float], cpu_samples_s: Sequence[float] | None 
                                 "duration >= 0 in seconds")
     ms = sorted(s * 1e3 for s in samples_s)
     cpu = statistics.median(c * 1e3 for c in cpu_samples_s) if cpu_samples_s else None
-    return Timing(statistics.median(ms), _quantile(ms, 0.2), _quantile(ms, 0.8), ms[0], ms[-1],
+    return Timing(statistics.median(ms), quantile(ms, 0.2), quantile(ms, 0.8), ms[0], ms[-1],
                   len(ms), cpu)
 
 

@@ -21,7 +21,7 @@ from workbench.results import ResultRecord, load_results
 
 __all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "ENGINE_PATHS", "GpuCalibration", "calibrate_gpu", "point_for",
            "key_for", "bytes_moved", "H200_RESULTS", "ENGINE_RESULTS", "MACHETE_RESULTS", "ENGINE_FILES", "results_for", "records_of",
-           "launch_config"]
+           "launch_config", "cache_dir"]
 
 H200_RESULTS = RESULTS_DIR / "h200_bench.json"
 # The kernels vLLM itself runs on the H200 (Humming, benchmarks/h200_engines.sh), beside ours.
@@ -171,7 +171,9 @@ def results_for(path: str) -> Path:
     return next((RESULTS_DIR / f for f, paths in ENGINE_FILES.items() if path in paths), H200_RESULTS)
 
 
-def _cache_dir() -> Path | None:
+def cache_dir() -> Path | None:
+    """Where fitted calibrations are cached (WORKBENCH_CACHE_DIR, else the user's cache), or
+    None where it cannot be made."""
     import os
 
     root = os.environ.get("WORKBENCH_CACHE_DIR") or os.path.join(
@@ -245,7 +247,7 @@ def write_committed_calibration(path: str | Path = H200_RESULTS) -> Path:
 
 @lru_cache(maxsize=8)
 def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCalibration:
-    cache = _cache_dir()
+    cache = cache_dir()
     name = calibration_name(digest, sms) + ".json"
     if cache is not None and (cache / name).is_file():
         try:

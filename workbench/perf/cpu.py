@@ -80,7 +80,7 @@ class LinearFit:
 def fit_linear(points: Sequence[tuple[int, int, int, float]], c0: float | None = None) -> LinearFit:
     """points: (m, n, k, us). c0: the fixed per-call term, held instead of fitted (results
     at one weight size cannot tell it from the per-weight term)."""
-    from workbench.perf.fit import _nnls
+    from workbench.perf.fit import nnls
 
     x = np.stack([features(m, n, k) for m, n, k, _ in points])
     t = np.array([p[3] for p in points])
@@ -92,10 +92,10 @@ def fit_linear(points: Sequence[tuple[int, int, int, float]], c0: float | None =
     use[3] = len({n for _, n, _, _ in points}) > 1
     coef = np.zeros(x.shape[1])
     if c0 is None:
-        coef[use] = _nnls(x[:, use] / t[:, None] / norm[use], np.ones_like(t)) / norm[use]
+        coef[use] = nnls(x[:, use] / t[:, None] / norm[use], np.ones_like(t)) / norm[use]
     else:
         use[0] = False
-        coef[use] = _nnls(x[:, use] / t[:, None] / norm[use], 1 - c0 / t) / norm[use]
+        coef[use] = nnls(x[:, use] / t[:, None] / norm[use], 1 - c0 / t) / norm[use]
         coef[0] = c0
     resid = np.log(t / np.maximum(x @ coef, 1e-9))
     lo, hi = np.percentile(resid, [5, 95])
@@ -349,9 +349,9 @@ def _with_held_out_band(fit: LinearFit, points: list) -> LinearFit:
 
 
 def _cache_file(key: str) -> Path | None:
-    from workbench.perf.calibrate import _cache_dir
+    from workbench.perf.calibrate import cache_dir
 
-    d = _cache_dir()
+    d = cache_dir()
     return None if d is None else d / f"host-{key}.json"
 
 

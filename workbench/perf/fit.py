@@ -20,7 +20,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Point", "WaveFit", "fit_waves"]
+__all__ = ["Point", "WaveFit", "fit_waves", "nnls"]
 
 # The streaming branch's bandwidth, as fractions of the part's datasheet figure: a fit
 # that explains compute-bound points with a slow "memory" branch does not carry to new N.
@@ -68,7 +68,7 @@ class WaveFit:
         return asdict(self)
 
 
-def _nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
+def nnls(a: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Non-negative least squares for a handful of columns: drop the most negative column
     and re-solve until none is negative."""
     keep = list(range(a.shape[1]))
@@ -96,7 +96,7 @@ def _solve(t: np.ndarray, w: np.ndarray, kpp: np.ndarray, st: np.ndarray, mem: n
         y = np.where(on_comp, t, t - mem)
         # K terms are ~1e4 larger than the others: scale columns for a well-posed solve.
         norm = np.maximum(np.abs(a).max(axis=0), 1e-12)
-        theta = _nnls(a * scale[:, None] / norm, y * scale) / norm
+        theta = nnls(a * scale[:, None] / norm, y * scale) / norm
         new = comp_cols[:, 1:] @ theta[1:] >= mem
         if (new == on_comp).all():
             break
