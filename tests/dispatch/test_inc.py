@@ -120,3 +120,20 @@ def test_mxfp8_runs_nowhere_here_and_is_not_costed_as_4_bit():
     assert (plan.path, plan.why) == (None, "no runnable model of 8-bit weights here")
     p = cost_of_runtime("sm80-a100", rt, 1, 4096, 4096, 32)
     assert p.predicted_us is None and "8-bit weights" in p.note
+
+
+@pytest.mark.parametrize("bits,packing,k,n,part", [
+    (6, "auto_round:auto_gptq", 11008, 4096, {"output_size_per_partition": 1024}),
+    (3, "auto_round:auto_awq", 11008, 4096, {"input_size_per_partition": 5504})])
+def test_a_channelwise_low_bit_layer_fails_humming_create_weights_as_vllm_does(bits, packing, k, n, part):
+    # Recorded from the pinned vLLM (seed 11 of the recorder's INC draw): humming's GPTQ / AWQ
+    # schemas size the scales K // group_size, so group -1 is a negative dimension.
+    layer = {"quant_method": "auto-round", "bits": bits, "group_size": -1, "sym": True,
+             "packing_format": packing, "in_features": k, "out_features": n,
+             "layer_name": "model.layers.0.mlp.down_proj", **part}
+    plat = {"device": "cuda", "capability": 80, "packages": ["humming"]}
+    kp, np_ = part.get("input_size_per_partition", k), part.get("output_size_per_partition", n)
+    j = trace_inc(layer, plat).to_json()
+    assert (j["method"], j["kernel"]["error_type"]) == ("HummingLinearMethod", "RuntimeError")
+    assert j["kernel"]["error"] == f"Trying to create tensor with negative dimension -{kp}: [-{kp}, {np_}]"
+    assert trace_inc({**layer, "group_size": 128}, plat).error is None

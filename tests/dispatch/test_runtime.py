@@ -148,3 +148,20 @@ def test_activation_is_a_str_enum_json_and_sentences_read_as_before():
     assert {"int8": 1}[rt.activation] == 1  # hashes as the bare name
     with pytest.raises(ValueError, match="Runtime.activation 'int3'"):
         Runtime("m", "int3", "w", "op", "x.py")
+
+
+def test_awq_marlin_on_a_k_shard_of_a_channelwise_layer_fails_at_load_as_vllm_does():
+    # Recorded from the pinned vLLM (seed 11 of the recorder's runtime draw): AutoAWQMarlinLinearMethod
+    # gives a channelwise K shard 1792 // 3584 = 0 zero-point rows; Marlin unpacks one group.
+    from workbench.dispatch import trace_awq
+
+    layer = {"layer_name": "model.layers.3.mlp.gate_proj", "in_features": 3584, "out_features": 18944,
+             "params_dtype": "bfloat16", "input_size_per_partition": 1792,
+             "quantization_config": {"quant_method": "awq", "bits": 4, "group_size": -1,
+                                     "zero_point": True, "version": "gemm"}}
+    plat = {"device": "cuda", "capability": 75}
+    rt = trace_awq(layer, plat).runtime_detail
+    assert (rt.method, rt.fails_at, rt.error_type) == ("MarlinLinearKernel", "load", "AssertionError")
+    assert rt.error == "packed_q_w.shape = torch.Size([0, 2368]) size_k = 1, size_n = 18944 pack_Factor = 8"
+    whole = trace_awq({**layer, "input_size_per_partition": 3584}, plat).runtime_detail
+    assert whole.fails_at is None  # one zero-point row: the unsharded layer loads

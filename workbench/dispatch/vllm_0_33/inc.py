@@ -244,9 +244,13 @@ def _ark_state(p: Platform) -> str | None:
     return None
 
 
-def _xpu_base_weights(cfg: INCLayerConfig, d: Layer) -> None:
-    """`INCXPULinearBase._create_inc_weights` (schemes/inc_wna16_linear.py:188-250): a
-    channelwise group (-1) makes the scales' first dimension negative."""
+def _group_scales(cfg: INCLayerConfig, d: Layer) -> None:
+    """The scales a create_weights allocates, [K // group_size, N]: a channelwise group (-1)
+    makes their first dimension negative, and torch.empty refuses it. Both creators divide
+    the partition's K by the group size as given: `INCXPULinearBase._create_inc_weights`
+    (schemes/inc_wna16_linear.py:188-250) and, for HummingLinearMethod.create_weights
+    (quantization/humming.py:491-497), humming-kernels 0.1.19's GPTQ and AWQ weight schemas
+    (humming/schema/gptq.py:41-44, awq.py:40-43; their qweight before it is never negative)."""
     groups = d.input_size_per_partition // cfg.group_size
     if groups < 0:
         shape = [groups, d.output_size_per_partition]
@@ -258,7 +262,7 @@ def _choose(t: Trace, method: str, runtime: Runtime, cfg: INCLayerConfig, d: Lay
     """`INCLinearMethod(method)` is returned, then its create_weights runs."""
     t = linear_method(t, INC_LINEAR, selected=method, inner=(method,))
     try:
-        _xpu_base_weights(cfg, d)
+        _group_scales(cfg, d)
     except VllmError as exc:
         return t.failed(exc.error_type, exc.message)
     return replace(t, runtime_detail=runtime)
@@ -439,13 +443,12 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
             # _build_humming_linear_method imports humming's schemas (vllm/utils/humming.py).
             if not p.has_package("humming"):
                 raise VllmError("ModuleNotFoundError", "No module named 'humming'")
-            return linear_method(t, "HummingLinearMethod", selected="HummingLinearMethod",
-                                 runtime_detail=Runtime(
-                                     "HummingLinearMethod", activation_name(dtype(d.params_dtype)),
-                                     f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}",
-                                     "apply_humming_linear",
-                                     INC_DIR + "schemes/inc_wna16_scheme.py:146",
-                                     emulation="w4a16_fallback"))
+            t = linear_method(t, "HummingLinearMethod", selected="HummingLinearMethod")
+            _group_scales(cfg, d)  # its create_weights; a failure is caught below, on this t
+            return replace(t, runtime_detail=Runtime(
+                "HummingLinearMethod", activation_name(dtype(d.params_dtype)),
+                f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}", "apply_humming_linear",
+                INC_DIR + "schemes/inc_wna16_scheme.py:146", emulation="w4a16_fallback"))
         return _wna16_scheme(cfg, d, p, env, t)
     except VllmError as exc:
         return t.failed(exc.error_type, exc.message)

@@ -36,6 +36,7 @@ MARLIN_INT8_PATH = "marlin_w4a8_int8"  # composed in workbench.execution
 MARLIN_INT8_SCALE_LEVELS = 4096
 KERNELS_DIR = "model_executor/kernels/linear/mixed_precision/"
 MARLIN_UTILS = "model_executor/layers/quantization/utils/marlin_utils.py"
+QUANT_UTILS = "model_executor/layers/quantization/utils/quant_utils.py"
 
 
 class MPKernel:
@@ -233,17 +234,28 @@ class MarlinLinearKernel(MPKernel):
         """`c.act_type` is what the scheme left after selection: `VLLM_MARLIN_INPUT_DTYPE`
         turns it into int8 or fp8 (`marlin_input_act_type`)."""
         base = super().runtime(c, p, env)
-        if c.act_type.itemsize != 1:
-            return base
+        eight_bit = c.act_type.itemsize == 1
         act = activation_name(c.act_type)
-        if c.weight_type != ST["uint4b8"]:  # marlin.py:79-82, an assert at weight loading
+        if eight_bit and c.weight_type != ST["uint4b8"]:  # marlin.py:79-82, the first assert
             return replace(base, activation=act, emulation=None, fails_at="load",
                            error="W8A8 is not supported by marlin kernel.",
                            error_type="AssertionError", source=KERNELS_DIR + "marlin.py:80")
+        k, n = c.partition_weight_shape
+        if packing == "awq" and c.zero_points and c.group_size == -1 and k < c.full_weight_shape[0]:
+            # AutoAWQMarlinLinearMethod sizes a channelwise layer's groups by the full K
+            # (auto_awq.py:434, 469: K per partition // K zero-point rows, 0 on a K shard);
+            # marlin.py:145-153 unpacks them as one group, and unpack_cols asserts the shape.
+            pf = 32 // c.weight_type.size_bits
+            return replace(base, activation=act if eight_bit else base.activation, emulation=None,
+                           fails_at="load", error_type="AssertionError",
+                           error=f"packed_q_w.shape = torch.Size([0, {n // pf}]) size_k = 1, "
+                                 f"size_n = {n} pack_Factor = {pf}",
+                           source=QUANT_UTILS + ":877")
+        if not eight_bit:
+            return base
         if c.act_type == FP8_E4M3:  # marlin.py:84: fp8 preprocess, scales x 512
             return replace(base, activation=act, op="per-token fp8 quant + " + cls.op,
                            emulation=None, source=KERNELS_DIR + "marlin.py:84")
-        k = c.partition_weight_shape[0]
         if c.group_size == -1 or k // c.group_size <= 1:
             # marlin.py:135-142 leaves input_global_scale None for a single group; the forward
             # then multiplies the activation scales by None (marlin_utils.py:786).

@@ -291,7 +291,9 @@ class Vllm:
         try:  # a model load always runs under a VllmConfig; its KernelConfig holds the backend
             vc = config.VllmConfig(kernel_config=config.KernelConfig(**kernel))
             if dtype is not None:  # no checkpoint is loaded: the model config says only its dtype
-                model = types.SimpleNamespace(dtype=self.dtype(dtype))
+                # and the user's quantization override, None as ModelConfig's default
+                # (config/model.py:269; kernels/linear/__init__.py:1021 reads it for MXFP4)
+                model = types.SimpleNamespace(dtype=self.dtype(dtype), quantization_config=None)
                 object.__setattr__(vc, "model_config", model)
             with config.set_current_vllm_config(vc):
                 yield
