@@ -249,7 +249,7 @@ def _group_scales(cfg: INCLayerConfig, d: Layer) -> None:
     makes their first dimension negative, and torch.empty refuses it. Both creators divide
     the partition's K by the group size as given: `INCXPULinearBase._create_inc_weights`
     (schemes/inc_wna16_linear.py:188-250) and, for HummingLinearMethod.create_weights
-    (quantization/humming.py:491-497), humming-kernels 0.1.19's GPTQ and AWQ weight schemas
+    (quantization/humming.py:493-509), humming-kernels 0.1.19's GPTQ and AWQ weight schemas
     (humming/schema/gptq.py:41-44, awq.py:40-43; their qweight before it is never negative)."""
     groups = d.input_size_per_partition // cfg.group_size
     if groups < 0:
