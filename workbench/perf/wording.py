@@ -2,7 +2,7 @@
 "roofline") is a lower bound, never a cost or a ratio."""
 from __future__ import annotations
 
-__all__ = ["US", "time_text", "band_text", "is_bound", "ratio_text"]
+__all__ = ["US", "time_text", "band_text", "is_bound", "ratio_text", "scaled"]
 
 US = "µs"
 
@@ -36,3 +36,14 @@ def ratio_text(us: float | None, basis: str | None, ref_us: float | None, ref_ba
     if not us or not ref_us or is_bound(basis) or is_bound(ref_basis):
         return None
     return f"{us / ref_us:.2f}x {ref_name}"
+
+
+def scaled(us: float | None) -> str:
+    """A time in the unit that reads: '12.3 µs', '4.6 ms', '321.2 s' ('-' where none)."""
+    if us is None:
+        return "-"
+    if us >= 1e6:
+        return f"{us / 1e6:.1f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.1f} ms"
+    return f"{_num(us)} {US}"
