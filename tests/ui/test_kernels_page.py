@@ -239,3 +239,22 @@ def test_live_and_saved_records_make_one_row_shape():
         f = write_json([BenchRecord(**r) for r in live], Path(d) / "cpu_bench.json", {"cpu": "x"})
         _, saved = runs.read_saved(f.name, f.read_bytes())
     assert set(saved[0]) == set(rows[0]) and saved[0]["median_us"] == 500.0 and saved[0]["sqnr_db"] == 30.0
+
+
+def test_the_error_split_names_its_references(ui):
+    # Issue 34.2: the page never said which reference its errors use, and a checkpoint's
+    # rel_error left the int4 weight's part out without a word.
+    at = ui.open_app("kernels")
+    shown = ui.text(at)
+    assert "rel_error and SQNR are against x @ dequant(W4)^T" in ui.unplain(shown) or \
+        "rel_error and SQNR are against x @ W_float^T" in ui.unplain(shown)
+    at.number_input(key="kern.split_m").set_value(16).run()
+    at.button(key="kern.split_run").click().run(timeout=120)
+    assert not ui.errors(at), ui.errors(at)
+    doc = at.session_state["kern.split"]["split"]
+    assert [p["part"] for p in doc["parts"]] == ["weight", "activation", "together"]
+    assert all(p["reference"] for p in doc["parts"]) and doc["m"] == 16
+    act = doc["parts"][1]
+    assert act["rel_error"] > 0 and len(act["per_token"]) == 16
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert any(f["layout"]["title"]["text"].startswith("Error per token, split") for f in figs)
