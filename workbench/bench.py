@@ -47,7 +47,7 @@ __all__ = [
     "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
     "write_json", "write_csv", "records_from_json", "Progress", "bench_layer_weight",
     "int4_weight_of", "synthetic_bench_layer", "bench_activation", "float_weight", "float_reference",
-    "per_token_errors", "result_record", "first_call_s", "quantile",
+    "per_token_errors", "result_record", "first_call_s", "quantile", "engine_verdicts",
 ]
 
 Progress = Callable[[int, int, str], None]  # (done, total, message)
@@ -184,9 +184,16 @@ def host_provenance(extra: dict | None = None) -> dict:
         # the libraries' own ISA caps: FBGEMM (quantized.linear_dynamic) and oneDNN pick
         # their kernels from the CPU, not from torch's capability
         "library_isa_env": {v: os.environ[v] for v in native.AVX2_LIBRARY_CAPS if v in os.environ},
+        # which C engines this machine's build admitted after their self-test, or why not
+        "native_engines": engine_verdicts(),
     }
     prov.update(extra or {})
     return prov
+
+
+def engine_verdicts() -> dict[str, str]:
+    """This machine's C engines: "admitted (self-test passed)", or why each is not."""
+    return native.verdicts()
 
 
 def int4_weight_of(layer) -> Int4Weight:

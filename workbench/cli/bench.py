@@ -130,6 +130,10 @@ def run(args) -> int:
             path = execution_path(name)
             ok, why = path.probe()
             print(f"{name:22s} {'yes' if ok else 'no ':3s} {path.summary}" + (f"  [{why}]" if why else ""))
+        from workbench.bench import engine_verdicts
+        print("native engines (built here, admitted after a self-test in a child process):")
+        for variant, standing in engine_verdicts().items():
+            print(f"  {variant:20s} {standing}")
         return 0
     if args.paths is None:
         from workbench.execution import default_bench_paths
