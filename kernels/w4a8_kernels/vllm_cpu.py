@@ -7,7 +7,7 @@ functions and registers them under this project's op namespace with vLLM's schem
 
 - `int4_scaled_mm`: `int4_scaled_mm_cpu` + `convert_weight_packed_scale_zp`
   (csrc/cpu/sgl-kernels/gemm_int4.cpp), the W4A8 route, taken when `layer.use_w4a8`
-  (cpu.py:167-172: VLLM_CPU_INT4_W4A8, a bf16 model, and AMX tiles or RISC-V).
+  (cpu.py:170-176: VLLM_CPU_INT4_W4A8, a bf16 model, and AMX tiles or RISC-V).
 - `cpu_gemm_wna16`: csrc/cpu/cpu_wna16.cpp (+ utils.cpp for its scratchpad), the W4A16 route
   everywhere else, with `_get_isa_hint` (cpu.py:212-224): "amx" on AMX with bf16 scales,
   "vec" otherwise.
@@ -16,7 +16,7 @@ What each needs from the CPU, read from the sources:
 - vLLM's x86 wheel holds three libraries (cmake/cpu_extension.cmake:560-683): `_C`, built
   with -mavx512f/vl/bw/dq -mamx-bf16 -mamx-tile -mavx512bf16 -mavx512vnni and
   -DCPU_CAPABILITY_AMXBF16, holds both ops; `_C_AVX512` (AVX-512 F/VL/BW/DQ) holds
-  cpu_gemm_wna16 only; `_C_AVX2` neither. platforms/cpu.py:657-688 imports `_C` where torch
+  cpu_gemm_wna16 only; `_C_AVX2` neither. platforms/cpu.py:657-692 imports `_C` where torch
   reports AVX-512 and AVX512-BF16, `_C_AVX512` on AVX-512 without BF16, `_C_AVX2` else.
   Each op here is built with the flags of the library vLLM would load on this CPU.
 - gemm_int4.cpp takes its AVX-512 code only where the compiler defines AVX512F, AVX512BF16 and
@@ -30,7 +30,7 @@ What each needs from the CPU, read from the sources:
   (micro_gemm/cpu_micro_gemm_amx.hpp), compiled in only with -DCPU_CAPABILITY_AMXBF16.
 
 The sdist: $W4A8_VLLM_SDIST (a vllm-0.33.0.tar.gz or its unpacked folder, for hosts without a
-network), else a copy unpacked in the build cache, else fetched from PyPI (its simple JSON
+network; $WORKBENCH_VLLM_SRC, the unpacked folder, where that is unset), else a copy unpacked in the build cache, else fetched from PyPI (its simple JSON
 index, sha256-checked against the pinned digest) and unpacked there. A build is admitted only
 after `self_test` ran its first real calls in a child process.
 """
@@ -60,12 +60,13 @@ from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.packing import pack_int4_gptq, pack_int4_gptq_zeros, signed_to_unsigned
 
 __all__ = ["VLLM_VERSION", "SDIST_ENV", "SDIST_SHA256", "KERNELS", "Verdict", "BuildRecord",
-           "cpu_requirement", "probe", "locate_sdist", "sdist_root", "build", "self_test",
-           "layer_refused", "Int4ScaledMMHandle", "prepare_int4_scaled_mm", "int4_scaled_mm",
+           "cpu_requirement", "probe", "admitted", "locate_sdist", "sdist_root", "build", "self_test",
+           "layer_refused", "op_refused", "Int4ScaledMMHandle", "prepare_int4_scaled_mm", "int4_scaled_mm",
            "WNA16Handle", "prepare_cpu_gemm_wna16", "cpu_gemm_wna16", "isa_hint"]
 
 VLLM_VERSION = "0.33.0"
 SDIST_ENV = "W4A8_VLLM_SDIST"
+SRC_ENV = "WORKBENCH_VLLM_SRC"
 SDIST_NAME = f"vllm-{VLLM_VERSION}.tar.gz"
 # The digest PyPI publishes for the pinned sdist: a carried tarball is held to it too.
 SDIST_SHA256 = "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"
@@ -150,23 +151,39 @@ def _is_tree(path: Path) -> bool:
     return (path / "csrc" / "cpu" / "sgl-kernels" / "gemm_int4.cpp").is_file()
 
 
+def _folder_version(root: Path) -> str | None:
+    """The `Version:` of an unpacked sdist's PKG-INFO."""
+    try:
+        for line in (root / "PKG-INFO").read_text(errors="replace").splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
 def _unpacked_dir() -> Path:
     return cache_dir() / f"vllm-{VLLM_VERSION}-sdist"
 
 
 def locate_sdist() -> tuple[Path | None, str]:
     """(the sdist's tarball or folder, '') without touching the network, or (None, why)."""
-    env = os.environ.get(SDIST_ENV)
+    # the project's name for an unpacked sdist (the Machete build and the recorder read it)
+    env = os.environ.get(SDIST_ENV) or os.environ.get(SRC_ENV)
     if env:
         p = Path(env)
         if p.is_dir():
             root = p if _is_tree(p) else next((c for c in p.iterdir() if _is_tree(c)), None)
             if root is None:
-                return None, f"{SDIST_ENV}={env} holds no vLLM sources (csrc/cpu/sgl-kernels/gemm_int4.cpp)"
+                return None, f"{SDIST_ENV} or {SRC_ENV} = {env} holds no vLLM sources (csrc/cpu/sgl-kernels/gemm_int4.cpp)"
+            version = _folder_version(root)
+            if version != VLLM_VERSION:
+                return None, (f"{SDIST_ENV} or {SRC_ENV} = {env} holds vLLM {version or '(no PKG-INFO)'}, "
+                              f"not the pinned {VLLM_VERSION}")
             return root, ""
         if p.is_file():
             return p, ""
-        return None, f"{SDIST_ENV}={env}: no such file or folder"
+        return None, f"{SDIST_ENV} or {SRC_ENV} = {env}: no such file or folder"
     root = _unpacked_dir() / f"vllm-{VLLM_VERSION}"
     if _is_tree(root):
         return root, ""
@@ -187,7 +204,8 @@ def _unpack(tarball: Path) -> Path:
     try:
         with tarfile.open(tarball) as tf:
             # only the C++ sources are needed; the filter refuses links and paths out of tmp
-            members = [m for m in tf.getmembers() if "/csrc/" in m.name and m.isfile()]
+            members = [m for m in tf.getmembers() if m.isfile() and (
+                "/csrc/" in m.name or m.name == f"vllm-{VLLM_VERSION}/PKG-INFO")]
             tf.extractall(tmp, members=members, filter="data")
         os.replace(tmp / f"vllm-{VLLM_VERSION}", root)
     finally:
@@ -369,6 +387,10 @@ def _signal_name(rc: int) -> str:
         return f"signal {-rc}"
 
 
+def _child_argv(kernel: str) -> list[str]:
+    return [sys.executable, "-m", "w4a8_kernels.vllm_cpu", "self-test", kernel]
+
+
 def self_test(kernel: str, timeout_s: float = 1800.0, use_cache: bool = True) -> Verdict:
     """Build `kernel` and run its first real calls in a child process, against the float64
     reference: a crash, a hang or wrong numbers is a named refusal, never this process's end.
@@ -383,8 +405,7 @@ def self_test(kernel: str, timeout_s: float = 1800.0, use_cache: bool = True) ->
                           for k, v in json.loads(_verdict_file(kernel, tag).read_text()).items()})
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-m", "w4a8_kernels.vllm_cpu", "self-test", kernel],
-                              capture_output=True, text=True, timeout=timeout_s)
+        proc = subprocess.run(_child_argv(kernel), capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return Verdict(False, f"vllm {kernel}: self-test hung (no answer in {timeout_s:.0f} s)",
                        kernel, tag or "")
@@ -426,6 +447,16 @@ def probe(kernel: str) -> tuple[bool, str]:
     return True, f"vLLM's own op: builds at first use {where}, admitted after a self-test"
 
 
+def admitted(kernel: str) -> bool:
+    """Whether `kernel` is built here and passed its self-test (cached verdict; builds nothing)."""
+    if cpu_requirement(kernel):
+        return False
+    tag = _current_tag(kernel)
+    if not tag or not _verdict_file(kernel, tag).is_file():
+        return False
+    return bool(json.loads(_verdict_file(kernel, tag).read_text())["ok"])
+
+
 def _admit(kernel: str) -> None:
     if kernel in _LOADED:
         return
@@ -438,8 +469,8 @@ def _admit(kernel: str) -> None:
 # -- int4_scaled_mm_cpu: CPUWNA16's W4A8 route ---------------------------------------------
 
 _AWQ = 0  # ops.CPUQuantAlgo.AWQ (_custom_ops.py:3594)
-_AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # the reorder of _process_gptq_weights_w4a8 (cpu.py:118)
-_FAKE_ZP = -2004318072  # 0x88888888: eight zero points of 8 (cpu.py:106)
+_AWQ_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # the reorder of _process_gptq_weights_w4a8 (cpu.py:119)
+_FAKE_ZP = -2004318072  # 0x88888888: eight zero points of 8 (cpu.py:108)
 
 
 def _unpack_int32(p: torch.Tensor, dim: int) -> torch.Tensor:
@@ -470,8 +501,33 @@ def layer_refused(n: int, k: int, group_size: int) -> str | None:
     return None
 
 
+def op_refused(kernel: str, n: int, k: int, group_size: int) -> str | None:
+    """Why vLLM's op cannot compute a layer that can_implement accepts, or None.
+
+    int4_scaled_mm_cpu blocks K by block_k = min(group, 128) (sgl-kernels/gemm.h:144) and packs
+    K in fours for VNNI; `_da8w4_linear_impl` finds a block's group as kci / (group / block_k)
+    (gemm_int4.cpp:596-644). A group that block_k does not divide (192, 320) reads scales
+    past the layer's end, one not a multiple of 4 (2, 6) mispacks, and a per-channel K over 128
+    that 128 does not divide (160) fails in convert_weight_packed_scale_zp: measured on the op,
+    tests/kernels/test_vllm_cpu.py."""
+    why = layer_refused(n, k, group_size)
+    if why or kernel != "int4_scaled_mm":
+        return why
+    g = k if group_size in (-1, k) else group_size
+    block_k = min(g, 128)
+    if block_k % 4:
+        return (f"int4_scaled_mm_cpu packs K in fours: a block of {block_k} (group {group_size}) "
+                "gives wrong numbers")
+    if g % block_k:
+        what = "per-channel K" if g == k else "group"
+        return (f"int4_scaled_mm_cpu blocks K by {block_k}: {what} {g} is not a multiple of it "
+                "(vLLM's can_implement accepts the layer; the op "
+                + ("fails at load)" if g == k else "reads scales past the layer: wrong numbers)"))
+    return None
+
+
 def _gptq_layer(w_q, scales, group_size, zeros, dtype):
-    """The layer as CPUWNA16 holds it after its transposes (cpu.py:150-166): qweight int32
+    """The layer as CPUWNA16 holds it after its transposes (cpu.py:145-168): qweight int32
     [K / 8, N] packed along K, scales [G, N] in the model's dtype, qzeros int32 [G, N / 8]
     packed along N (or None), and the stored nibbles' meaning (uint4b8 or uint4)."""
     n, k, g, scales = check_weight(w_q, scales, group_size, zeros)
@@ -492,15 +548,19 @@ class Int4ScaledMMHandle:
     w: torch.Tensor  # uint8 [N / 32, K / block_k, block]: blocked weight + compensation
     w_zeros: torch.Tensor  # int8 [N / 32, G, 32]
     w_scales: torch.Tensor  # float32 [N / 32, G, 32]
-    bias: torch.Tensor | None  # float32 [N] (cpu.py:146)
+    bias: torch.Tensor | None  # float32 [N] (cpu.py:139)
 
 
 def prepare_int4_scaled_mm(w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
                            zeros: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                            ) -> Int4ScaledMMHandle:
-    """`_process_gptq_weights_w4a8` (cpu.py:94-148) step for step, then vLLM's
+    """`_process_gptq_weights_w4a8` (cpu.py:94-143) step for step, then vLLM's
     `convert_weight_packed_scale_zp` itself. Scales pass through bf16 (the model dtype the
     route requires) before the op widens them to float32."""
+    n, k, _, _ = check_weight(w_q, scales, group_size, zeros)
+    why = op_refused("int4_scaled_mm", n, k, group_size)
+    if why:
+        raise KernelInputError(why)
     _admit("int4_scaled_mm")
     n, k, g, qweight, s, qzeros = _gptq_layer(w_q, scales, group_size, zeros, torch.bfloat16)
     groups = s.shape[0]
@@ -554,7 +614,7 @@ class WNA16Handle:
 def prepare_cpu_gemm_wna16(w_q: torch.Tensor, scales: torch.Tensor, group_size: int,
                            zeros: torch.Tensor | None = None, bias: torch.Tensor | None = None,
                            dtype: torch.dtype = torch.bfloat16) -> WNA16Handle:
-    """`_process_gptq_weights_w4a16` (cpu.py:64-88) step for step for a model of `dtype`
+    """`_process_gptq_weights_w4a16` (cpu.py:66-92) step for step for a model of `dtype`
     (bf16 or fp16: the scales, bias and activations the op reads)."""
     if dtype not in (torch.bfloat16, torch.float16):
         raise KernelInputError(f"cpu_gemm_wna16 runs bf16 or fp16 models, got {dtype}")
