@@ -60,7 +60,7 @@ from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.packing import pack_int4_gptq, pack_int4_gptq_zeros, signed_to_unsigned
 
 __all__ = ["VLLM_VERSION", "SDIST_ENV", "SDIST_SHA256", "KERNELS", "Verdict", "BuildRecord",
-           "cpu_requirement", "probe", "admitted", "locate_sdist", "sdist_root", "build", "self_test",
+           "cpu_requirement", "probe", "admitted", "locate_sdist", "sdist_root", "build", "build_info", "self_test",
            "layer_refused", "op_refused", "Int4ScaledMMHandle", "prepare_int4_scaled_mm", "int4_scaled_mm",
            "WNA16Handle", "prepare_cpu_gemm_wna16", "cpu_gemm_wna16", "isa_hint"]
 
@@ -91,8 +91,6 @@ _SOURCES = {
     # code (init_cpu_memory_env), which cpu_gemm_wna16 never calls.
     "cpu_gemm_wna16": (("csrc/cpu/cpu_wna16.cpp", "csrc/cpu/utils.cpp"), "W4A8_WITH_CPU_GEMM_WNA16"),
 }
-# The headers the sources include, hashed into the build tag with them.
-_HEADER_GLOBS = ("csrc/cpu/sgl-kernels/*.h", "csrc/cpu/*.hpp", "csrc/cpu/micro_gemm/*.hpp")
 
 
 # -- where it can run --------------------------------------------------------------------
@@ -284,13 +282,11 @@ def _compiler_version(cxx: str) -> str:
         return "unknown"
 
 
-def _tag(kernel: str, root: Path, cxx: str) -> str:
-    h = hashlib.sha256()
-    paths = [root / s for s in _SOURCES[kernel][0]]
-    for g in _HEADER_GLOBS:
-        paths += sorted(root.glob(g))
-    for p in [*paths, _CSRC / "vllm_cpu_ops.cpp"]:
-        h.update(p.name.encode() + p.read_bytes())
+def _tag(kernel: str, cxx: str) -> str:
+    """What a build is made of: the pinned sdist (its digest: a tarball is held to it, a
+    folder to its PKG-INFO version), this project's registrations, the flags, the compiler and
+    torch. Known without the sdist at hand, so a built op is found again without it."""
+    h = hashlib.sha256(SDIST_SHA256.encode() + (_CSRC / "vllm_cpu_ops.cpp").read_bytes())
     h.update(" ".join(_flags(kernel)).encode())
     h.update(f"{_compiler_version(cxx)} torch {torch.__version__}".encode())
     return h.hexdigest()[:16]
@@ -316,32 +312,46 @@ def build(kernel: str) -> BuildRecord:
     cxx = _compiler()
     if not cxx:
         raise KernelUnavailableError(f"vllm {kernel}: no C++ compiler (c++ or g++) on PATH")
-    root = sdist_root()
-    tag = _tag(kernel, root, cxx)
+    tag = _tag(kernel, cxx)
     out = _build_dir(kernel, tag)
     out.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = out.stat()
     if st.st_uid != os.getuid() or st.st_mode & 0o022:
         raise KernelUnavailableError(f"the build folder {out} is not a private folder of this user")
     name = f"w4a8_vllm_{kernel}_{tag}"
-    fresh = not (out / f"{name}.so").is_file()
-    from torch.utils.cpp_extension import load  # imported late: it pulls setuptools
+    so = out / f"{name}.so"
+    fresh = not so.is_file()
     t0 = time.perf_counter()
     try:
-        load(name=name, sources=[*(str(root / s) for s in _SOURCES[kernel][0]),
-                                 str(_CSRC / "vllm_cpu_ops.cpp")],
-             extra_cflags=[*_flags(kernel), f"-I{root / 'csrc'}"], extra_ldflags=["-fopenmp"],
-             build_directory=str(out), is_python_module=False, verbose=False)
+        if fresh:
+            root = sdist_root()
+            from torch.utils.cpp_extension import load  # imported late: it pulls setuptools
+            load(name=name, sources=[*(str(root / s) for s in _SOURCES[kernel][0]),
+                                     str(_CSRC / "vllm_cpu_ops.cpp")],
+                 extra_cflags=[*_flags(kernel), f"-I{root / 'csrc'}"], extra_ldflags=["-fopenmp"],
+                 build_directory=str(out), is_python_module=False, verbose=False)
+        else:  # the tag pins what it was built from
+            torch.ops.load_library(str(so))
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
-        raise KernelUnavailableError(f"vllm {kernel}: building from {root} failed: "
+        raise KernelUnavailableError(f"vllm {kernel}: building or loading {so} failed: "
                                      f"{str(exc).strip()[-400:]}") from exc
     secs = time.perf_counter() - t0 if fresh else 0.0
     record = BuildRecord(kernel, _library(kernel) or "", tag, _flags(kernel), _SOURCES[kernel][0],
                          _compiler_version(cxx), torch.__version__, round(secs, 1))
     if fresh:
-        (out / "BUILD.json").write_text(json.dumps(asdict(record), indent=1))
+        (out / "BUILD.json").write_text(json.dumps({**asdict(record), "sdist": str(root)}, indent=1))
     _LOADED[kernel] = record
     return record
+
+
+def build_info(kernel: str) -> dict | None:
+    """The BUILD.json of this host's build of `kernel` (its build seconds, flags, compiler,
+    sdist), or None where it is not built."""
+    tag = _current_tag(kernel)
+    try:
+        return json.loads((_build_dir(kernel, tag) / "BUILD.json").read_text()) if tag else None
+    except (OSError, ValueError):
+        return None
 
 
 def _ops(kernel: str):
@@ -370,14 +380,9 @@ def _verdict_file(kernel: str, tag: str) -> Path:
 
 
 def _current_tag(kernel: str) -> str | None:
-    """The tag a build would have now, without building or fetching (None if unknown)."""
-    found, _ = locate_sdist()
+    """The tag a build has here (None without a compiler): builds and fetches nothing."""
     cxx = _compiler()
-    if found is not None and not found.is_dir():  # a tarball: its unpacked copy, if made
-        found = _unpacked_dir() / f"vllm-{VLLM_VERSION}"
-    if found is None or cxx is None or not _is_tree(found):
-        return None
-    return _tag(kernel, found, cxx)
+    return _tag(kernel, cxx) if cxx else None
 
 
 def _signal_name(rc: int) -> str:
