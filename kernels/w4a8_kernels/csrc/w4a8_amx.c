@@ -28,7 +28,6 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -46,13 +45,20 @@ typedef struct {
   uint8_t rows[16];
 } tilecfg_t;
 
-static void config_tiles(void) {
-  tilecfg_t cfg;
-  memset(&cfg, 0, sizeof cfg);
-  cfg.palette_id = 1;
-  for (int t = 0; t < 8; ++t) { cfg.rows[t] = 16; cfg.colsb[t] = 64; }
-  _tile_loadconfig(&cfg);
-}
+/* Every tile of this kernel: 16 rows of 64 bytes (palette 1). A constant in the library,
+   never built on the stack: gcc 12's _tile_loadconfig tells the compiler it reads only a
+   pointer's worth of memory, so at -O3 the stores that filled a local config were removed
+   as dead and ldtilecfg loaded unset rows and columns (#GP, delivered as SIGSEGV). */
+static const tilecfg_t TILECFG __attribute__((aligned(64))) = {
+    .palette_id = 1,
+    .colsb = {64, 64, 64, 64, 64, 64, 64, 64},
+    .rows = {16, 16, 16, 16, 16, 16, 16, 16},
+};
+
+/* The 64 bytes ldtilecfg loads, for a test to read on any CPU (no AMX instruction runs). */
+const void* w4a8_amx_tilecfg(void) { return &TILECFG; }
+
+static void config_tiles(void) { _tile_loadconfig(&TILECFG); }
 
 /* 32 weight rows (two 16-row blocks, the first n0) x all of K, unpacked to s8 A tiles
    [2][K64][16][64] holding u - z. */
