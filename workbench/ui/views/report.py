@@ -194,14 +194,22 @@ def _host_ready(platform: str, *, quiet: bool = False) -> bool:
     from workbench.perf.cpu import cached_host_calibration, host_calibration
 
     if platform != "host" or cached_host_calibration() is not None:
+        for text in st.session_state.pop("pred.calibration_warnings", None) or []:
+            st.warning(plain(text))
         return True
     if quiet:
         return False
     st.info("This machine is not calibrated yet: the calibration times its kernels at a few shapes "
             "(seconds; cached). Or pick a preset in the sidebar for its predicted curves.")
     if st.button("Calibrate this machine", key="pred-calibrate"):
-        with st.spinner("Calibrating this machine..."):
+        import warnings
+
+        with st.spinner("Calibrating this machine..."), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             host_calibration()
+        # under load, noisy or refused: said once, on the next run of the page
+        st.session_state["pred.calibration_warnings"] = [str(w.message) for w in caught
+                                                          if issubclass(w.category, UserWarning)]
         st.rerun()
     return False
 
