@@ -113,3 +113,21 @@ def test_cli_compares_schemes_and_platforms(capsys):
 def test_cli_refuses_an_unknown_scheme(capsys):
     assert main(["report", "Llama-3.1-8B", "--schemes", "w4a8-int,w3a16"]) == 2
     assert "w3a16" in capsys.readouterr().err
+
+
+def test_lead_text_says_where_and_by_how_much():
+    # Issue 34.8: "stays ahead from never" hid a 1.9-2.1x lead at small M.
+    from workbench.perf.predict import Prediction
+    from workbench.perf.wording import lead_segments, lead_text
+
+    def curve(name, us):
+        return [Prediction("p", name, m, 1, 1, -1, t, t, t, "measured", "k") for m, t in us]
+
+    fast = curve("a", [(1, 10), (16, 10), (128, 20), (256, 40)])
+    slow = curve("b", [(1, 20), (16, 21), (128, 20.5), (256, 30)])
+    assert [s[:3] for s in lead_segments(fast, slow)] == [(1, 128, True), (256, 256, False)]
+    assert lead_text(fast, slow, "W4A8", "W4A16") == \
+        "W4A8 is faster at M 1-128 (by 1.02-2.10x), slower at M = 256 (by 1.33x) than W4A16"
+    bound = curve("c", [(1, 5)])
+    bound = [Prediction("p", "c", 1, 1, 1, -1, 5, 5, 15, "roofline", "k")]
+    assert "no M where both are costed" in lead_text(bound, slow[:1], "x", "y")

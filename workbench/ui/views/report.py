@@ -243,14 +243,22 @@ def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None
     st.plotly_chart(fig, key=f"{key}-predicted")
     bases = sorted({f"{p.path}: {p.basis}" for p in shown if p.m == 1})
 
+    from workbench.perf.wording import lead_text
+
     def when(c):
-        return f"M = {c[0]} ({plots.crossover_band(c[1], c[2], top)})" if c[0] else f"never in 1-{top}"
+        if not c[0]:
+            return f"never stays ahead in 1-{top}"
+        if c[1] == 1 and c[2] is None:  # the band spans the whole range: the crossover is not known
+            return f"from M = {c[0]}, but its band spans all of 1 to beyond {top}: undetermined"
+        return f"stays ahead from M = {c[0]} ({plots.crossover_band(c[1], c[2], top)})"
 
     runs = f"W4A8 runs {vllm.w4a8[0].kernel}; W4A16 runs {vllm.w4a16[0].kernel}"
-    theirs = (f"the W4A8 checkpoint stays ahead from {when(vllm.crossover)}" if vllm.crossover else
+    theirs = (f"the W4A8 checkpoint {when(vllm.crossover)}; "
+              + lead_text(vllm.w4a8, vllm.w4a16, "the W4A8 checkpoint", "the W4A16 one") if vllm.crossover else
               "no crossover: a side is only bounded (roofline) or cannot run here")
     st.caption(plain(f"Basis: {'; '.join(bases)}. What vLLM {version} runs: {runs}; {theirs}. "
-                     f"This project's W4A8 native stays ahead of its W4A16 fallback from: {when(cross)}."))
+                     f"This project's W4A8 native against its W4A16 fallback: {when(cross)}; "
+                     + lead_text(fast, slow, "W4A8 native", "the W4A16 fallback") + "."))
 
 
 def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
@@ -259,7 +267,7 @@ def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
 
     platform = st.session_state["pf.preset"]
     if platform == "host" and not _host_ready(platform, quiet=True):
-        return ("Cost: this machine is not calibrated yet (`python -m workbench predict --platform host` "
+        return ("Cost: this machine is not calibrated yet (python -m workbench predict --platform host "
                 "calibrates it in seconds); pick a preset for its predicted cost.")
     gg = _modelled_group(g, k)
     sel = cost_of_runtime(platform, trace.runtime_detail, m, n, k, gg, selected=trace.selected, error=trace.error)
