@@ -167,8 +167,10 @@ def test_predicted_chart_title_and_band_read_as_written(ui):
     # the drawn crossover is the vLLM user's (both checkpoints costed from their kernels' timings)
     (note,) = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("predicted crossover")]
     assert re.fullmatch(r"predicted crossover M≈\d+ \(band [^)]+\)", note) and "None" not in note and "--" not in note
-    caption = next(c for c in ui.text(at).splitlines() if "W4A16 fallback from" in c)
-    assert "(band 1 to beyond 8192)" in caption and "None" not in caption
+    caption = next(c for c in ui.text(at).splitlines() if "W4A16 fallback:" in c)
+    # a band over the whole range is no crossover (issue 34.8): said, with where each leads
+    assert "band spans all of 1 to beyond 8192: undetermined" in caption and "None" not in caption
+    assert "the W4A8 checkpoint is faster at M 1-8192 (by " in caption
     # beside it, what vLLM runs for the layer saved as W4A8 and as W4A16, kernels named
     from workbench.dispatch.versions import DEFAULT_VERSION
 

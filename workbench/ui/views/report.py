@@ -249,7 +249,7 @@ def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None
         if not c[0]:
             return f"never stays ahead in 1-{top}"
         if c[1] == 1 and c[2] is None:  # the band spans the whole range: the crossover is not known
-            return f"from M = {c[0]}, but its band spans all of 1 to beyond {top}: undetermined"
+            return f"stays ahead from M = {c[0]}, but that crossover's band spans all of 1 to beyond {top}: undetermined"
         return f"stays ahead from M = {c[0]} ({plots.crossover_band(c[1], c[2], top)})"
 
     runs = f"W4A8 runs {vllm.w4a8[0].kernel}; W4A16 runs {vllm.w4a16[0].kernel}"
