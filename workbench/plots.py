@@ -209,8 +209,12 @@ def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series
     fig = go.Figure()
     for name, pts in _group(rows, series):
         pts = sorted(pts, key=lambda p: p[x])
+        flagged = [bool(p.get("unreliable")) for p in pts]
         fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
-                                 name=escape(str(name))))
+                                 name=escape(str(name) + (" (x: unreliable timing)" if any(flagged) else "")),
+                                 marker=dict(symbol=["x-open" if f else "circle" for f in flagged],
+                                             size=[11 if f else 6 for f in flagged]),
+                                 hovertext=[escape(p.get("unreliable") or "") for p in pts]))
     fig.add_hline(y=1.0, line=dict(color="#888", dash="dot"))
     xs = [r[x] for r in rows if r[x] > 0]
     lo, hi = (min(xs), max(xs)) if xs else (1, 4096)

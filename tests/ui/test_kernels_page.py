@@ -260,3 +260,35 @@ def test_the_error_split_names_its_references(ui):
     assert act["rel_error"] > 0 and len(act["per_token"]) == 16
     figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
     assert any(f["layout"]["title"]["text"].startswith("Error per token, split") for f in figs)
+
+
+def test_a_noisy_run_is_flagged_and_never_a_crossover(ui):
+    # Issue 34.4: a 15 ms W4A16 call at M = 1 (0.107 ms in bench) drew "measured crossover M ~ 1".
+    at = ui.open_app("kernels")
+    at.text_input(key="w:kern.m_list").set_value("1,16").run()
+    at.number_input(key="w:kern.reps").set_value(1).run()
+    at.multiselect(key="w:kern.paths").set_value(["w4a8_native", "w4a16_fallback"]).run()
+    at.button(key="kern.run").click().run(timeout=300)
+    recs = at.session_state["kern.records"]
+    # a planted outlier: the fallback's M = 1 call slowed 140x, its band 30x wide, by others' load
+    for r in recs:  # every other record quiet, whatever this machine's load was
+        r.update(p20_ms=r["median_ms"], p80_ms=r["median_ms"], others_cores=0.0, threads=1)
+        if r["path"] == "w4a16_fallback" and r["m"] == 1:
+            r.update(median_ms=r["median_ms"] * 140, p20_ms=r["median_ms"], p80_ms=r["median_ms"] * 30 * 140,
+                     others_cores=2.0, threads=2)
+    at.session_state["kern.records"] = recs
+    at.run()
+    text = ui.unplain(ui.text(at))
+    assert "These timings are noisy" in text
+    line = next(x for x in text.splitlines() if x.startswith("Measured crossover:"))
+    assert "w4a8_native over w4a16_fallback [this machine" in line and "none drawn" in line
+    assert "an unreliable timing never makes a crossover" in line
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    speedup = next(f for f in figs if f["layout"]["title"]["text"].startswith("W4A8 speedup"))
+    assert not any(a["text"].startswith("measured crossover") and "this machine" in a["text"]
+                   for a in speedup["layout"].get("annotations", []))
+    trace = speedup["data"][0]
+    assert "unreliable timing" in trace["name"] and "x-open" in trace["marker"]["symbol"]
+    data = next(d.value for d in at.dataframe if "unreliable" in d.value.columns)
+    flagged = data[data["unreliable"].notna()]
+    assert list(flagged["path"]) == ["w4a16_fallback"] and "p80/p20" in flagged["unreliable"].iloc[0]

@@ -329,17 +329,43 @@ def _saved_rows(shape: tuple[int, int] | None, key: str) -> list[dict]:
     return [r for r in rows if (r["n"], r["k"]) == (n, k)]
 
 
+def unreliable_points(meta: dict | None) -> dict[tuple[str, int], str]:
+    """(path, M) -> why this machine's record there is not to be trusted (workbench.noise)."""
+    from workbench.noise import record_unreliable
+
+    out = {}
+    for r in st.session_state.get("kern.records", []) if meta else []:
+        why = record_unreliable(r)
+        if why and r.get("median_ms") is not None:
+            out[(r["path"], r["m"])] = why
+    return out
+
+
 def _speedups(local: list[dict], saved: list[dict], meta: dict | None) -> tuple[list[dict], dict]:
+    """Speedup points and each series' measured crossover. A point either of whose records is
+    unreliable (spread or load) is flagged and never makes a crossover; a run the noise
+    check calls noisy as a whole makes none at all (its crossover is None, and said so)."""
     pts: list[dict] = []
     cross: dict[str, int | None] = {}
     paths = {r["series"] for r in local}
     fallback = "w4a16_fallback" if "w4a16_fallback" in paths else None
     if fallback:
+        bad = unreliable_points(meta)
+        noisy = bool(meta) and _noise(meta).noisy
         for p in sorted({r["series"] for r in local if r["computes"] == "w4a8"}):
             series = f"{p} over {fallback} [this machine, {_shapes(local)}]"
             s = runs.speedup_rows(local, p, fallback, series)
+            for q in s:
+                why = bad.get((p, q["m"])) or bad.get((fallback, q["m"]))
+                if why:
+                    q["unreliable"] = why
             pts += s
-            cross[series] = runs.crossover_of(s)
+            trusted = [q for q in s if not q.get("unreliable")]
+            cross[series] = None if noisy else runs.crossover_of(trusted) if trusted else None
+            if noisy or len(trusted) < len(s):
+                st.session_state.setdefault("kern.untrusted", {})[series] = (
+                    "the run is noisy as a whole" if noisy else
+                    f"{len(s) - len(trusted)} of {len(s)} points unreliable")
     saved_paths = {r["series"] for r in saved}
     for fast in sorted(p for p in saved_paths if ": w4a8 g" in p):
         slow = fast.replace(": w4a8 g", ": w4a16 g")
@@ -393,8 +419,15 @@ def figures(local: list[dict], saved: list[dict], meta: dict | None, key: str, *
             "W4A8 speedup over the W4A16 fallback: " + "; ".join(
                 f"{w} {_shapes(r)}" for w, r in (("this machine", local), ("saved", saved)) if r)))
         st.plotly_chart(sp, key=f"{key}-speedup")
-        st.caption(plain("Measured crossover: " + "; ".join(
-            f"{s}: {'M = ' + str(m) if m else 'never in the measured range'}" for s, m in cross.items())
+        untrusted = st.session_state.pop("kern.untrusted", {})
+
+        def said(s, m):
+            if s in untrusted and not m:
+                return f"none drawn ({untrusted[s]}: an unreliable timing never makes a crossover)"
+            return ("M = " + str(m) if m else "never in the measured range") + (
+                f" (from the reliable points only; {untrusted[s]})" if s in untrusted else "")
+
+        st.caption(plain("Measured crossover: " + "; ".join(f"{s}: {said(s, m)}" for s, m in cross.items())
             + f". vLLM {rules.version}'s INC XPU path switches W4A8 on at {rules.MIN_TOKENS_FOR_INT8} "
             "tokens per call."))
         if export:
@@ -578,9 +611,12 @@ def render() -> None:
         except Exception as exc:  # noqa: BLE001
             widgets.show_error(exc)
         st.subheader("Data")
-        st.dataframe(ss["kern.records"], hide_index=True, width="stretch",
-                     column_order=["path", "m", "median_ms", "p20_ms", "p80_ms", "sqnr_db", "rel_error",
-                                   "kernel_rel_error", "detail", "why"])
+        from workbench.noise import record_unreliable
+
+        st.dataframe([{**r, "unreliable": record_unreliable(r)} for r in ss["kern.records"]], hide_index=True,
+                     width="stretch", key="kern-data",
+                     column_order=["path", "m", "median_ms", "p20_ms", "p80_ms", "unreliable", "sqnr_db",
+                                   "rel_error", "kernel_rel_error", "detail", "why"])
         st.download_button("Records as CSV", runs.records_csv(ss["kern.records"]),
                            file_name="kernels.csv", mime="text/csv", key="kern-csv", on_click="ignore")
         st.download_button("Records as JSON", json.dumps({"provenance": meta["provenance"],
