@@ -107,7 +107,9 @@ def render() -> None:
     d1, d2 = st.columns(2)
     d1.download_button("report.csv", out["csv"], file_name=f"{name}_{platform}_tp{tp}.csv", mime="text/csv",
                        key="report-csv", on_click="ignore")
-    d2.download_button("report.json", json.dumps(doc, indent=1), file_name=f"{name}_{platform}_tp{tp}.json",
+    # an upload is named as the user knows it, never by the server's temporary folder
+    d2.download_button("report.json", json.dumps({**doc, "source": shown}, indent=1),
+                       file_name=f"{name}_{platform}_tp{tp}.json",
                        mime="application/json", key="report-json", on_click="ignore")
     _compare_section(ss["report.source"], shown, tp, version)
 
@@ -167,7 +169,8 @@ def _compare_section(source: str, shown: str, tp: int, version: str) -> None:
     d1, d2 = st.columns(2)
     d1.download_button("comparison.csv", out["csv"], file_name=f"{name}_compare_tp{tp}.csv", mime="text/csv",
                        key="compare-csv", on_click="ignore")
-    d2.download_button("comparison.json", json.dumps(doc, indent=1), file_name=f"{name}_compare_tp{tp}.json",
+    d2.download_button("comparison.json", json.dumps({**doc, "source": shown}, indent=1),
+                       file_name=f"{name}_compare_tp{tp}.json",
                        mime="application/json", key="compare-json", on_click="ignore")
 
 
