@@ -40,6 +40,7 @@ from workbench.perf.predict import prediction_band  # noqa: E402
 from workbench.results import load_results  # noqa: E402
 
 FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
+HUMMING = ("vllm_humming", "vllm_humming_int8")
 FITTED = ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm", "triton_int8_mm",
           "quantizer")
 # Host shapes the calibration never times (its own are workbench.perf.cpu.CALIBRATION_SHAPES).
@@ -308,11 +309,19 @@ def main() -> None:
         from workbench.perf.calibrate import ENGINE_FILES, RESULTS_DIR, write_committed_calibration
 
         doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
-        for name, paths in ENGINE_FILES.items():  # Humming's file, then Machete's
-            key = f"{Path(name).stem.removesuffix('_bench')}_leave_one_shape_out"  # h200_engines_..., h200_machete_...
-            doc[key] = {**h200_loso(RESULTS_DIR / name, paths, paths), "run": prov}
-            print(f"calibration: {write_committed_calibration(RESULTS_DIR / name)}")
-            print(f"H200 {', '.join(paths)} leave-one-shape-out:", json.dumps(doc[key]["all"]))
+        from workbench.perf.calibrate import H100_RESULTS
+
+        # the H200's engine files, then the H100's own: its main file holds this project's
+        # kernels, the libraries and Humming together
+        files = [(RESULTS_DIR / name, paths, paths) for name, paths in ENGINE_FILES.items()]
+        files.append((H100_RESULTS, FITTED + HUMMING, FOUR + HUMMING))
+        for path, fitted, checked in files:
+            if not path.is_file():
+                continue
+            key = f"{path.stem.removesuffix('_bench')}_leave_one_shape_out"  # h200_engines_..., h100_...
+            doc[key] = {**h200_loso(path, fitted, checked), "run": prov}
+            print(f"calibration: {write_committed_calibration(path)}")
+            print(f"{path.name} {', '.join(checked)} leave-one-shape-out:", json.dumps(doc[key]["all"]))
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
         return
     if args.published_only:  # the H200 and CPU parts stay as the file has them
