@@ -288,7 +288,9 @@ def measure_host(plan: dict, *, rounds: int = 1, steps: tuple = (), repeats: int
 
     from workbench.bench import bench_weight, int4_weight_of, synthetic_bench_layer
 
-    weights = {s: int4_weight_of(synthetic_bench_layer(s[0], s[1], CALIBRATION_GROUP)) for s in plan}
+    # group 128 where it divides K (the floor's 64 x 64 layer is per-channel)
+    weights = {s: int4_weight_of(synthetic_bench_layer(s[0], s[1], CALIBRATION_GROUP if s[1] % CALIBRATION_GROUP == 0
+                                                       else -1)) for s in plan}
     live = {s: [p for p in plan[s][0] if get_path(p).availability(w)[0]] for s, w in weights.items()}
     order = list(plan)
     best: dict = {}
