@@ -54,7 +54,7 @@ from pathlib import Path
 
 import torch
 
-from w4a8_kernels._checks import check_activations, check_weight
+from w4a8_kernels._checks import all_finite, check_activations, check_weight
 from w4a8_kernels._native_lib import ISA_CAP_ENV, cache_dir, cpu_flags, isa_cap
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.packing import pack_int4_gptq, pack_int4_gptq_zeros, signed_to_unsigned
@@ -433,23 +433,27 @@ def self_test(kernel: str, timeout_s: float = 1800.0, use_cache: bool = True) ->
 
 
 def probe(kernel: str) -> tuple[bool, str]:
-    """(ok, why) for a path's probe: never builds or fetches. A build whose self-test passed
-    is ok; one not yet built is ok where it can be built ('builds at first use'); a refusal
-    names its reason."""
+    """(ok, why) for a path's probe; never builds or fetches. Admitted (built, self-test
+    passed): ok. Not built: ok where the sdist is at hand (it builds at first use, minutes),
+    else not, saying how to get it: a probe that enumerating code (the suite, the app) reads
+    must not start a download and a build. A refusal names its reason."""
     why = cpu_requirement(kernel)
     if why:
         return False, why
     if _compiler() is None:
         return False, "no C++ compiler (c++ or g++) on PATH to build vLLM's sources"
-    found, why = locate_sdist()
     tag = _current_tag(kernel)
     if tag and _verdict_file(kernel, tag).is_file():
         v = json.loads(_verdict_file(kernel, tag).read_text())
         return (True, "vLLM's own op, built from its sdist, self-test passed") if v["ok"] \
             else (False, v["why"])
-    where = (f"from {found}" if found is not None
-             else f"from PyPI ({why}; {SDIST_ENV} names a carried one)")
-    return True, f"vLLM's own op: builds at first use {where}, admitted after a self-test"
+    if tag and (_build_dir(kernel, tag) / f"w4a8_vllm_{kernel}_{tag}.so").is_file():
+        return True, "vLLM's own op, built from its sdist: admitted after a self-test at first use"
+    found, why = locate_sdist()
+    if found is None:
+        return False, (f"not built here: {why}; set {SDIST_ENV} to a vLLM {VLLM_VERSION} sdist, or "
+                       "`python -m w4a8_kernels.vllm_cpu build` fetches it from PyPI")
+    return True, f"vLLM's own op: builds at first use from {found}, admitted after a self-test"
 
 
 def admitted(kernel: str) -> bool:
@@ -591,6 +595,8 @@ def int4_scaled_mm(x: torch.Tensor, handle: Int4ScaledMMHandle) -> torch.Tensor:
                                f"(got {x.dtype})")
     if x.shape[0] == 0:
         return x.new_empty(0, handle.n)
+    if not all_finite(x):
+        raise KernelInputError("x holds Inf or NaN; the op's quantizer would turn whole rows to NaN")
     return _ops("int4_scaled_mm").int4_scaled_mm_cpu(x.contiguous(), handle.w, handle.w_zeros,
                                                      handle.w_scales, handle.bias)
 
@@ -640,6 +646,8 @@ def cpu_gemm_wna16(x: torch.Tensor, handle: WNA16Handle) -> torch.Tensor:
     out = torch.empty(x.shape[0], handle.n, dtype=x.dtype)
     if x.shape[0] == 0:
         return out
+    if not all_finite(x):
+        raise KernelInputError("x holds Inf or NaN; the op would spread it over whole rows")
     _ops("cpu_gemm_wna16").cpu_gemm_wna16(x.contiguous(), handle.q_weight, out, handle.scales,
                                           handle.zeros, handle.bias, 8, handle.isa_hint)
     return out
@@ -710,11 +718,20 @@ def _main(argv: list[str]) -> int:
             result = {"ok": False, "why": str(exc), "tag": "", "checks": []}
         print(json.dumps(result))
         return 0
+    if argv[:1] == ["build"] and set(argv[1:]) <= set(KERNELS):
+        # fetches the sdist where none is at hand, builds and self-tests each op
+        for kernel in argv[1:] or KERNELS:
+            v = self_test(kernel)
+            info = build_info(kernel) or {}
+            print(f"{kernel}: {'admitted' if v.ok else 'refused: ' + v.why} "
+                  f"(build {info.get('build_s', '-')} s, self-test {v.seconds} s)")
+        return 0
     if len(argv) == 1 and argv[0] == "status":
         for kernel in KERNELS:
             print(kernel, probe(kernel))
         return 0
-    print(f"usage: python -m w4a8_kernels.vllm_cpu self-test {{{','.join(KERNELS)}}} | status",
+    print(f"usage: python -m w4a8_kernels.vllm_cpu build [{' '.join(KERNELS)}] | status | "
+          f"self-test {{{','.join(KERNELS)}}}",
           file=sys.stderr)
     return 2
 

@@ -139,18 +139,10 @@ def test_a_crashing_self_test_is_a_named_verdict_and_the_process_goes_on(monkeyp
 
 # -- the ops themselves ------------------------------------------------------------------
 
-def _can_build(kernel: str) -> tuple[bool, str]:
-    why = V.cpu_requirement(kernel)
-    if why:
-        return False, why
-    if V.admitted(kernel) or V.locate_sdist()[0] is not None:
-        return True, ""
-    return False, (f"vLLM's {kernel} is not built here; set {V.SDIST_ENV} to the vLLM "
-                   f"{V.VLLM_VERSION} sdist (tarball or folder) to build it (minutes)")
-
-
 def _needs(kernel: str):
-    ok, why = _can_build(kernel)
+    """Runs where the op is built, or can be from an sdist at hand (minutes, once); the probe
+    says why not elsewhere (no AVX-512, no sdist: CI on a clean clone fetches nothing)."""
+    ok, why = V.probe(kernel)
     return pytest.mark.skipif(not ok, reason=why)
 
 
