@@ -432,6 +432,13 @@ def self_test(kernel: str, timeout_s: float = 1800.0, use_cache: bool = True) ->
     return v
 
 
+def _selected_note(kernel: str) -> str:
+    """What vLLM would run here instead, where it is not this op (cpu.py:170-176, 212-224)."""
+    if kernel == "int4_scaled_mm" and "amx_tile" not in cpu_flags():
+        return " (vLLM selects it only with AMX tiles: this CPU runs cpu_gemm_wna16 under vLLM)"
+    return ""
+
+
 def probe(kernel: str) -> tuple[bool, str]:
     """(ok, why) for a path's probe; never builds or fetches. Admitted (built, self-test
     passed): ok. Not built: ok where the sdist is at hand (it builds at first use, minutes),
@@ -445,15 +452,17 @@ def probe(kernel: str) -> tuple[bool, str]:
     tag = _current_tag(kernel)
     if tag and _verdict_file(kernel, tag).is_file():
         v = json.loads(_verdict_file(kernel, tag).read_text())
-        return (True, "vLLM's own op, built from its sdist, self-test passed") if v["ok"] \
-            else (False, v["why"])
+        return (True, "vLLM's own op, built from its sdist, self-test passed"
+                + _selected_note(kernel)) if v["ok"] else (False, v["why"])
     if tag and (_build_dir(kernel, tag) / f"w4a8_vllm_{kernel}_{tag}.so").is_file():
-        return True, "vLLM's own op, built from its sdist: admitted after a self-test at first use"
+        return True, ("vLLM's own op, built from its sdist: admitted after a self-test at first use"
+                      + _selected_note(kernel))
     found, why = locate_sdist()
     if found is None:
         return False, (f"not built here: {why}; set {SDIST_ENV} to a vLLM {VLLM_VERSION} sdist, or "
                        "`python -m w4a8_kernels.vllm_cpu build` fetches it from PyPI")
-    return True, f"vLLM's own op: builds at first use from {found}, admitted after a self-test"
+    return True, (f"vLLM's own op: builds at first use from {found}, admitted after a self-test"
+                  + _selected_note(kernel))
 
 
 def admitted(kernel: str) -> bool:

@@ -318,4 +318,6 @@ def test_the_registered_paths_say_what_they_are():
         if V.cpu_requirement(kernel):
             assert (ok, why) == (False, V.cpu_requirement(kernel))
         elif V.admitted(kernel):
-            assert (ok, why) == (True, "vLLM's own op, built from its sdist, self-test passed")
+            assert ok and why.startswith("vLLM's own op, built from its sdist, self-test passed")
+            assert ("selects it only with AMX" in why) == (
+                kernel == "int4_scaled_mm" and "amx_tile" not in V.cpu_flags())
