@@ -201,10 +201,15 @@ def _unpack(tarball: Path) -> Path:
     tmp = Path(tempfile.mkdtemp(dir=dest))
     try:
         with tarfile.open(tarball) as tf:
-            # only the C++ sources are needed; the filter refuses links and paths out of tmp
-            members = [m for m in tf.getmembers() if m.isfile() and (
-                "/csrc/" in m.name or m.name == f"vllm-{VLLM_VERSION}/PKG-INFO")]
-            tf.extractall(tmp, members=members, filter="data")
+            # only the C++ sources (and PKG-INFO) are needed: plain files inside the sdist's folder
+            top = f"vllm-{VLLM_VERSION}/"
+            members = [m for m in tf.getmembers() if m.isfile() and m.name.startswith(top)
+                       and ".." not in m.name.split("/") and (
+                           "/csrc/" in m.name or m.name == top + "PKG-INFO")]
+            try:
+                tf.extractall(tmp, members=members, filter="data")
+            except TypeError:  # a Python without extraction filters (before 3.10.12 / 3.11.4)
+                tf.extractall(tmp, members=members)
         os.replace(tmp / f"vllm-{VLLM_VERSION}", root)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
