@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# vLLM 0.33.0's own CPU int4 ops on this host, run for real: int4_scaled_mm_cpu (the W4A8 route
+# The pinned vLLM's own CPU int4 ops on this host, run for real: int4_scaled_mm_cpu (the W4A8 route
 # CPUWNA16LinearKernel takes on AMX hosts) and cpu_gemm_wna16 (its W4A16 route), built from the
 # sdist as torch extensions (w4a8_kernels.vllm_cpu), each admitted by a child-process self-test,
 # then tested against the float64 reference and this project's emulation, and timed beside
 # w4a8_native (benchmarks/bench_cpu_ratios.py --sections 6).
 #
-#   W4A8_VLLM_SDIST=/path/to/vllm-0.33.0.tar.gz [THREADS=N] [QUICK=1] bash benchmarks/cpu_vllm_kernels.sh
+#   W4A8_VLLM_SDIST=/path/to/vllm-<pinned>.tar.gz [THREADS=N] [QUICK=1] bash benchmarks/cpu_vllm_kernels.sh
 #
 # W4A8_VLLM_SDIST: the sdist (tarball, sha256-checked, or its unpacked folder); without it the
 #   sdist is fetched from PyPI. The builds go to the user cache (W4A8_WORKBENCH_CACHE overrides).

@@ -9,6 +9,7 @@ too, and the shapes vLLM's can_implement accepts but the op cannot compute.
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -66,24 +67,32 @@ def test_a_bad_sdist_is_refused_by_name(monkeypatch, tmp_path):
                                       "no such file or folder")
     monkeypatch.setenv(V.SDIST_ENV, str(tmp_path))
     assert "holds no vLLM sources" in V.locate_sdist()[1]
-    # a folder of another vLLM version
-    src = tmp_path / "vllm-0.34.0"
+    # a folder of other sources (another release, or edited ones)
+    src = tmp_path / "vllm-other"
     (src / "csrc" / "cpu" / "sgl-kernels").mkdir(parents=True)
     (src / "csrc" / "cpu" / "sgl-kernels" / "gemm_int4.cpp").write_text("")
-    (src / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: vllm\nVersion: 0.34.0\n")
-    assert "holds vLLM 0.34.0, not the pinned 0.33.0" in V.locate_sdist()[1]
+    (src / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: vllm\nVersion: 9.9.9\n")
+    assert "holds vLLM 9.9.9 sources that are not the pinned release's" in V.locate_sdist()[1]
     # a tarball that is not the pinned sdist: its digest is named
-    tarball = tmp_path / "vllm-0.33.0.tar.gz"
+    tarball = tmp_path / "vllm-other.tar.gz"
     with tarfile.open(tarball, "w:gz") as tf:
         data = b"not vllm"
-        info = tarfile.TarInfo("vllm-0.33.0/PKG-INFO")
+        info = tarfile.TarInfo("vllm-other/PKG-INFO")
         info.size = len(data)
         tf.addfile(info, io.BytesIO(data))
     monkeypatch.setenv(V.SDIST_ENV, str(tarball))
     monkeypatch.setenv("W4A8_WORKBENCH_CACHE", str(tmp_path / "cache"))
     assert V.locate_sdist() == (tarball, "")
-    with pytest.raises(KernelUnavailableError, match="is not vLLM 0.33.0's sdist: sha256"):
+    with pytest.raises(KernelUnavailableError, match="is not the pinned vLLM sdist: sha256"):
         V.sdist_root()
+
+
+@pytest.mark.skipif(not os.environ.get(V.SDIST_ENV) and not os.environ.get(V.SRC_ENV),
+                    reason="no vLLM sdist at hand ($W4A8_VLLM_SDIST or $WORKBENCH_VLLM_SRC)")
+def test_the_pinned_sources_are_the_ones_at_hand():
+    """The pinned digest of the sources is the one of the pinned release's sdist."""
+    root = V.sdist_root()
+    assert V._sources_digest(root) == V.SOURCES_SHA256
 
 
 def test_can_implement_and_the_ops_own_limits_are_named():
