@@ -358,6 +358,15 @@ def build(kernel: str) -> BuildRecord:
         raise KernelUnavailableError(f"vllm {kernel}: building or loading {so} failed: "
                                      f"{str(exc).strip()[-400:]}") from exc
     secs = time.perf_counter() - t0 if fresh else 0.0
+    if "-mamx-tile" in _flags(kernel) and "amx_tile" in cpu_flags():
+        # Linux hands a process the AMX tile state only on request (arch_prctl
+        # ARCH_REQ_XCOMP_PERM); a vLLM process has it from torch's oneDNN, which asks before
+        # its own AMX kernels. Without it the op's first tile instruction is SIGILL (seen on an
+        # AMX host: cpu_gemm_wna16's self-test died so).
+        init = getattr(getattr(torch._C, "_cpu", None), "_init_amx", None)
+        if init is None or not init():
+            raise KernelUnavailableError(f"vllm {kernel}: the kernel refused this process the AMX "
+                                         "tile state (torch._C._cpu._init_amx)")
     record = BuildRecord(kernel, _library(kernel) or "", tag, _flags(kernel), _SOURCES[kernel][0],
                          _compiler_version(cxx), torch.__version__, round(secs, 1))
     if fresh:

@@ -27,7 +27,7 @@ from typing import Sequence
 
 from workbench.errors import InvalidInputError
 from workbench.limits import MAX_DIM, MAX_M
-from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved, results_for
+from workbench.perf.calibrate import calibrate_gpu, copy_gbs, key_for, point_for, bytes_moved, results_for
 from workbench.perf.hardware import Hardware, hardware_for
 from workbench.perf.regime import Regime, regime_for, stream_gbs
 
@@ -154,7 +154,8 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
     regime: where the weight streams from; exclude: a published point to leave out of the
     rates read from published points; rate: this part's rate at the path's datatype (TOP/s),
     given instead of looked up."""
-    cal = calibrate_gpu(results_for(path))
+    own = results_for(path, hw.preset)  # a part is fitted from its own timings where it has them
+    cal = calibrate_gpu(own or results_for(path))
     src = src or hardware_for(cal.platform)
     scaled = hw.preset != src.preset
     if scaled and not _is_cuda_sm80(hw):
@@ -182,7 +183,14 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
         if how:
             notes.append(how)
     if scaled or regime is Regime.L2:
-        fit = replace(fit, bw=fit.bw * stream_gbs(hw, regime) / src.mem_gbs)
+        ratio = stream_gbs(hw, regime) / src.mem_gbs
+        measured = (copy_gbs(hw.preset), copy_gbs(src.preset))
+        if scaled and regime is Regime.DRAM and all(measured):
+            # both parts' copy rates were measured: they differ far less than their datasheets
+            # (H100 2448 against H200 2715 GB/s read + write; 3.35 against 4.8 TB/s)
+            ratio = measured[0] / measured[1]
+            notes.append("bandwidth scaled by the measured copy rates")
+        fit = replace(fit, bw=fit.bw * ratio)
     if approx:
         fit = replace(fit, err_lo=fit.err_lo - 0.1, err_hi=fit.err_hi + 0.1)
         notes.append("config not in the results: nearest calibrated tile")
@@ -510,7 +518,8 @@ def _runtime_cost(platform: str, hw: Hardware | None, rt, m: int, n: int, k: int
         if p.basis != "roofline":
             how = ("fitted on this part's timings of it" if p.basis == "measured" else p.note)
             return replace(p, path="selected", kernel=runs,
-                           note=f"{engine}: {how} (benchmarks/results/{results_for(engine).name})")
+                           note=f"{engine}: {how} (benchmarks/results/"
+                                f"{(results_for(engine, hw.preset) or results_for(engine)).name})")
     roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
     got = predict_family(hw, fam, m, n, k, g) if fam else None
     if got is None:

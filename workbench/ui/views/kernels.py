@@ -103,6 +103,23 @@ def plan_view(t, plan, host) -> None:
         st.warning(f"`{plan.path}` cannot run on this machine: {plan.why}")
     elif plan.why:
         st.caption(f"`{plan.path}`: {plan.why}")
+    if not host.is_cuda():
+        engines = _engine_verdicts()
+        refused = [v for v, s in engines.items() if not s.startswith("admitted")]
+        with st.expander(f"Native engines on this CPU: {len(engines) - len(refused)} of "
+                         f"{len(engines)} admitted", expanded=any("self-test" in engines[v] for v in refused)):
+            st.caption("Each C engine is built here by this machine's compiler and admitted only "
+                       "after its self-test passed in a child process (a crash there names the "
+                       "engine unavailable; the next engine serves).")
+            st.dataframe([{"engine": v, "standing": s} for v, s in engines.items()], hide_index=True,
+                         width="stretch")
+
+
+@st.cache_resource(show_spinner="Self-testing this CPU's native engines (once per build)...")
+def _engine_verdicts() -> dict[str, str]:
+    from workbench.bench import engine_verdicts
+
+    return engine_verdicts()
 
 
 def _path_label(name: str) -> str:
