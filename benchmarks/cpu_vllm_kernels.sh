@@ -44,9 +44,10 @@ EOF
 echo "== bench --list (what runs here, and why not)"
 $PY -m workbench bench --list | grep -E "^(vllm_int4|vllm_cpu|w4a8_native|w4a16_fallback)" || true
 
-echo "== tests"
+echo "== tests (a failure is reported and the timing still runs)"
 $PY -m pytest -q -p no:cacheprovider -rs tests/kernels/test_vllm_cpu.py tests/kernels/test_engine_paths.py \
-  tests/kernels/test_quant.py tests/test_execution.py
+  tests/kernels/test_quant.py tests/test_execution.py tests/kernels/test_registry_and_bad_input.py \
+  || echo "== TESTS FAILED (rc=$?)"
 
 echo "== timing beside w4a8_native (N = K = 4096)"
 ARGS=(--sections 6 --tag "vllm_cpu_$HOST")

@@ -675,14 +675,8 @@ def prepare_cpu_gemm_wna16(w_q: torch.Tensor, scales: torch.Tensor, group_size: 
     w = _pack_int32(_unpack_int32(qweight, 0), 1)  # input-dim packed -> output-dim packed
     w = w.view(k, -1, 2).permute(1, 0, 2).reshape(-1, k * 2).contiguous()
     b = None if bias is None else bias.detach().to(dtype).contiguous()
-    hint = isa_hint(dtype)
-    if hint == "amx" and not torch.cpu._init_amx():
-        # Linux hands a process AMX tile state only on request (ARCH_REQ_XCOMP_PERM). vLLM's
-        # AMX micro-GEMM never asks: in a vLLM worker oneDNN (torch's bf16 layers, the
-        # brgemm ukernel) has asked by then. Here torch asks for this process.
-        raise KernelUnavailableError("cpu_gemm_wna16 isa 'amx': the kernel refused this process "
-                                     "the AMX tile state (torch.cpu._init_amx() failed)")
-    return WNA16Handle(n, k, g, w, s, qzeros, b, hint)
+    # (the AMX tile state an "amx" hint needs is asked for once, when `build` loads the op)
+    return WNA16Handle(n, k, g, w, s, qzeros, b, isa_hint(dtype))
 
 
 def cpu_gemm_wna16(x: torch.Tensor, handle: WNA16Handle) -> torch.Tensor:
