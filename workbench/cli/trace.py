@@ -174,10 +174,11 @@ def run(args: argparse.Namespace) -> int:
         if given:
             raise InvalidInputError(f"{', '.join(given)}: given without --checkpoint, the only "
                                     "source they apply to")
-    if args.moe_backend is not None and not args.moe_scheme:
-        raise InvalidInputError("--moe-backend: given without --moe-scheme, the only source it "
-                                "applies to")
-    if args.moe_scheme:
+    moe_checkpoint = bool(args.checkpoint) and trace_moe.is_moe_layer_name(args.layer)
+    if args.moe_backend is not None and not (args.moe_scheme or moe_checkpoint):
+        raise InvalidInputError("--moe-backend: given without --moe-scheme or --checkpoint's "
+                                "--layer ...experts, the sources it applies to")
+    if args.moe_scheme or moe_checkpoint:
         if args.against_vllm is not None or env:
             raise InvalidInputError("--against-vllm / --env: not taken with --moe-scheme (the MoE "
                                     "rules are held to vLLM's recorded answers by the tests)")

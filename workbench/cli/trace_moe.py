@@ -20,11 +20,26 @@ def register_options(p: argparse.ArgumentParser, src: argparse._MutuallyExclusiv
                    help="vLLM's --moe-backend for --moe-scheme (default: auto)")
 
 
+def is_moe_layer_name(name: str | None) -> bool:
+    """`--layer` names a checkpoint's experts (vLLM's RoutedExperts prefix)."""
+    return bool(name) and name.endswith(".experts")
+
+
 def run_moe(args: argparse.Namespace, platform) -> int:
-    """Trace the --moe-scheme layer and print it as the output flags ask."""
+    """Trace the --moe-scheme layer, or --checkpoint's --layer ...experts, and print it."""
     from workbench.dispatch.moe import trace_moe
 
-    data = json_object(json_arg(args.moe_scheme, "--moe-scheme"), "--moe-scheme")
+    if args.moe_scheme:
+        data = json_object(json_arg(args.moe_scheme, "--moe-scheme"), "--moe-scheme")
+    else:
+        from workbench.checkpoints.moe import MoELayoutError, checkpoint_moe_layers, moe_layer_of
+        from workbench.cli.inputs import checkpoint_path
+        groups, config = checkpoint_moe_layers(checkpoint_path(args.checkpoint, "--checkpoint"))
+        found = [g for g in groups if g.name == args.layer]
+        if not found:
+            raise MoELayoutError(f"--layer {args.layer!r}: no MoE layer of that name; MoE layers: "
+                                 f"{', '.join(g.name for g in groups) or '(none)'}")
+        data = moe_layer_of(found[0], config)
     trace = trace_moe(data, platform, args.moe_backend or "auto", args.vllm_version)
     if args.json:
         print(json.dumps(trace.to_json()))

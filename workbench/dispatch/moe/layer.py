@@ -20,11 +20,14 @@ from workbench.quant_args import QuantArgs
 GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh", "relu2", "swigluoai", "situ",
                      "swigluoai_uninterleave", "swiglustep")
 ACTIVATION_ALIASES = {"gelu_pytorch_tanh": "gelu_tanh"}
-FORMATS = ("pack-quantized",)  # the format a 4-bit MoE checkpoint's experts are written in
+ROUTINGS = ("softmax_topk", "grouped_topk")  # vLLM's default router; DeepSeek-V3's grouped one
+# compressed-tensors formats an integer MoE checkpoint's experts are written in (WNA16 MoE
+# takes pack-quantized only: get_moe_method refuses the others)
+FORMATS = ("pack-quantized", "int-quantized", "naive-quantized", "float-quantized")
 MOE_DTYPES = ("bfloat16", "float16", "float32")
 
 _FIELDS = {"weights", "input_activations", "format", "num_experts", "top_k", "hidden_size",
-           "intermediate_size", "activation", "params_dtype", "layer_name"}
+           "intermediate_size", "activation", "params_dtype", "layer_name", "routing"}
 
 
 @dataclass(frozen=True)
@@ -41,8 +44,12 @@ class MoELayer:
     params_dtype: str = "bfloat16"
     format: str = "pack-quantized"
     layer_name: str = "model.layers.0.mlp.experts"
+    routing: str = "softmax_topk"
 
     def __post_init__(self) -> None:
+        if self.routing not in ROUTINGS:
+            raise InvalidInputError(f"moe_scheme.routing: {self.routing!r}; accepted: "
+                                    f"{', '.join(ROUTINGS)}")
         for name in ("num_experts", "top_k", "hidden_size", "intermediate_size"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -93,7 +100,8 @@ class MoELayer:
             activation=data.get("activation", "silu"),
             params_dtype=data.get("params_dtype", "bfloat16"),
             format=data.get("format", "pack-quantized"),
-            layer_name=str(data.get("layer_name", "model.layers.0.mlp.experts")))
+            layer_name=str(data.get("layer_name", "model.layers.0.mlp.experts")),
+            routing=data.get("routing", "softmax_topk"))
 
     @property
     def group_size(self) -> int:

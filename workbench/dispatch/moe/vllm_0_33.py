@@ -24,6 +24,7 @@ from workbench.dispatch.moe.trace import BackendStep, MoETrace
 from workbench.dispatch.trace import Outcome, Predicate, Step
 from workbench.dispatch.vllm_0_33.mp_kernels import SIMULATED_TORCH_VERSION
 from workbench.dispatch.vllm_0_33.selector import prioritize_humming
+from workbench.errors import InvalidInputError
 from workbench.platforms import DYN_QUANT_OP, Platform
 
 VLLM_VERSION = "0.33.0"
@@ -145,6 +146,12 @@ class Experts:
             return False, f"kernel does not support {activation_member(cfg.activation)} activation"
         if not self.quant(w, a):
             return False, f"kernel does not support quantization scheme {_key_str(w)}x{_key_str(a)}"
+        if cfg.layer.routing != "softmax_topk":
+            # the generic check's routing-method gate comes next (modular_kernel.py); each
+            # class's `_supports_routing_method` for grouped top-k is not modelled
+            raise RoutingNotTraced(
+                f"{self.name}: the routing-method gate for {cfg.layer.routing} routing is not "
+                "modelled; traced: softmax_topk (vLLM's default router)")
         if self.fmt == BATCHED:  # the layer's format is Standard (no EP): batched is no superset
             return False, "kernel does not support ('standard',) activation format"
         if self.post is not None and (why := self.post(cfg, rules)) is not None:
@@ -305,6 +312,10 @@ def experts_classes(cpu_int4_activations: frozenset[str], zentorch_name: str,
 
 
 # --------------------------------------------------------------------------- the rule set
+
+
+class RoutingNotTraced(InvalidInputError):
+    """A layer's routing reaches an experts class's routing-method gate, which is not modelled."""
 
 
 class VllmRaised(Exception):
@@ -773,7 +784,7 @@ METHOD_TRACERS = {"CompressedTensorsW4A8Int8MoEMethod": trace_w4a8_int8,
                   "CompressedTensorsW4A8Fp8MoEMethod": trace_w4a8_fp8}
 
 
-class MethodNotTraced(Exception):
+class MethodNotTraced(InvalidInputError):
     """get_moe_method chose a method whose oracle the workbench does not model."""
 
 
