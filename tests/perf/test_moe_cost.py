@@ -52,3 +52,14 @@ def test_model_report_totals_or_refuses():
     assert no["total_us"] is None and "only supported on CPU" in no["refused"]
     grouped = moe_model_report("DeepSeek-V3", "arm-kleidiai", "w4a8-int8")
     assert grouped["total_us"] is None and "grouped_topk" in grouped["not_modelled"]
+
+
+def test_model_report_loads_experts_as_vllm_does():
+    from workbench.perf.report import model_report
+    arm = model_report("Mixtral-8x7B", "arm-kleidiai")
+    experts = [r for r in arm.layers if r.layer.startswith("experts.")]
+    assert {r.kernel for r in experts} == {"CPUExpertsInt4"} and arm.totals() is not None
+    x86 = model_report("Mixtral-8x7B", "x86-avx512")  # the experts' Linear twins would load here
+    assert x86.totals() is None
+    assert {r.error for r in x86.refused()} == {
+        "NotImplementedError: No W4A8 Int8 MoE backend supports the deployment configuration."}

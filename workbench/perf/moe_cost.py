@@ -172,3 +172,28 @@ def moe_model_report(model: str, platform: str, scheme: str = "w4a8-int8", token
             "load": load, "tp": tp, "moe_layers": m.moe_layers, "per_layer": cost.to_json(),
             "total_us": total, "total_band_us": band, "basis": cost.basis,
             "refused": cost.refused, "not_modelled": None}
+
+
+def moe_report_row(row, model: str, platform, tp: int, version: str | None):
+    """A Model report row of a preset's expert GEMMs (`experts.w13` / `experts.w2`), decided as
+    vLLM loads the experts: by the MoE trace, not as Linear layers. Where vLLM refuses the MoE
+    layer the row is refused (no kernel, vLLM's error: the model has no total); where it loads,
+    the row names the experts class vLLM runs and keeps its cost. A preset without MoE rules
+    for its routing is refused by name too (no figure the trace cannot back)."""
+    from dataclasses import replace
+
+    from workbench.dispatch.moe import trace_moe
+    from workbench.moe_models import MOE_MODELS, moe_layer
+    if model not in MOE_MODELS:
+        return row
+    try:
+        t = trace_moe(moe_layer(model, "w4a8-int8", tp), platform, version=version)
+    except InvalidInputError as exc:
+        return replace(row, kernel=None, scheme=None, computes="none",
+                       error=f"MoE layer not modelled: {exc}")
+    if not t.ok:
+        return replace(row, kernel=None, scheme=t.method, computes="none",
+                       error=f"{t.error_type}: {t.error}", decode_us=None, decode_low_us=None,
+                       decode_high_us=None, prefill_us=None, prefill_low_us=None,
+                       prefill_high_us=None)
+    return replace(row, scheme=t.method, kernel=t.experts, runtime=t.runs or row.runtime)
