@@ -11,7 +11,7 @@ from workbench.dispatch.moe import (MOE_VERSIONS, MoELayer, moe_rules, trace_moe
                                     UnknownMoEVersionError)
 from workbench.errors import InvalidInputError
 from workbench.platforms import resolve_platform
-from workbench.recorder.moe import PLATFORMS, SCHEMES, VARIANTS, draw, fixture_name
+from workbench.recorder.moe import EXTRA, PLATFORMS, SCHEMES, VARIANTS, draw, fixture_name
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -24,7 +24,7 @@ def _cases(version: str) -> list[dict]:
 @pytest.mark.parametrize("version", MOE_VERSIONS)
 def test_moe_rules_agree_with_recorded_vllm(version):
     cases = _cases(version)
-    assert len(cases) == len(SCHEMES) * len(PLATFORMS) * len(VARIANTS) == 1210
+    assert len(cases) == len(SCHEMES) * len(PLATFORMS) * len(VARIANTS) + len(EXTRA) == 1229
     bad = []
     for c in cases:
         t = trace_moe(c["input"], resolve_platform(c["platform"]),

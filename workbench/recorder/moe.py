@@ -211,8 +211,48 @@ VARIANTS = {
 }
 
 
+# Targeted cases beyond the grid: (id, scheme, platform, input changes, env). Each reaches a
+# gate the grid does not: a W4A8 group size outside CPUExpertsInt4's keys, the AMX experts'
+# activations, WNA16's emulation / FlashInfer / RDNA3 backends, Triton's expert-count limit,
+# the W4A8-FP8 CUTLASS reorder's intermediate-size assert.
+EXTRA = (
+    ("w4a8-int8-g48", {"weights": _w(48), "input_activations": _TOKEN_INT8}, "arm-kleidiai",
+     {"hidden_size": 1536, "intermediate_size": 768}, {}),
+    ("w4a8-int8-g64", {"weights": _w(64), "input_activations": _TOKEN_INT8}, "arm-kleidiai", {}, {}),
+    ("w4a8-int8-g256", {"weights": _w(256), "input_activations": _TOKEN_INT8}, "arm-kleidiai", {},
+     {}),
+    ("w4a8-int8-top1", {"weights": _w(128), "input_activations": _TOKEN_INT8}, "arm-kleidiai",
+     {"top_k": 1, "num_experts": 2}, {}),
+    ("w4a16-g128-gelu_tanh", {"weights": _w(128)}, "x86-spr-amx", {"activation": "gelu_tanh"}, {}),
+    ("w4a16-g128-swigluoai", {"weights": _w(128)}, "x86-spr-amx", {"activation": "swigluoai"}, {}),
+    ("w4a16-g32-amx", {"weights": _w(32)}, "x86-spr-amx", {}, {}),
+    ("w4a16-g128-emulation-h200", {"weights": _w(128)}, "sm90-h200", {},
+     {"moe_backend": "emulation"}),
+    ("w4a16-g128-emulation-mi300x", {"weights": _w(128)}, "rocm-mi300x", {},
+     {"moe_backend": "emulation"}),
+    ("w4a16-g32-trtllm-b200", {"weights": _w(32)}, "sm100-b200", {},
+     {"moe_backend": "flashinfer_trtllm"}),
+    ("w4a16-g128-asym-trtllm-b200", {"weights": _w(128, False)}, "sm100-b200", {},
+     {"moe_backend": "flashinfer_trtllm"}),
+    ("w4a16-g128-rdna3", {"weights": _w(128)}, "rocm-rdna3", {}, {}),
+    ("w4a16-channel-rdna3", {"weights": _w(None)}, "rocm-rdna3", {}, {"moe_backend": "rdna3"}),
+    ("w4a16-g128-1024-experts-mi300x", {"weights": _w(128)}, "rocm-mi300x",
+     {"num_experts": 1024, "hidden_size": 256, "intermediate_size": 128}, {}),
+    ("w4a16-channel-mi300x-odd", {"weights": _w(None)}, "rocm-mi300x",
+     {"hidden_size": 1000, "intermediate_size": 480}, {}),
+    ("w4a16-channel-a100-odd", {"weights": _w(None)}, "sm80-a100",
+     {"hidden_size": 1000, "intermediate_size": 480}, {}),
+    ("w8a16-channel-xpu", {"weights": _w(None, bits=8)}, "xpu", {}, {}),
+    ("w4a8-fp8-g128-i384", {"weights": _w(128), "input_activations": _TOKEN_FP8}, "sm90-h200",
+     {"intermediate_size": 384}, {}),
+    ("w4a8-fp8-g128-top1-h100", {"weights": _w(128), "input_activations": _TOKEN_FP8},
+     "sm90-h100", {"top_k": 1}, {"moe_backend": "humming"}),
+)
+
+
 def draw() -> list[dict]:
-    """Every (scheme, platform, variant) of the grid, as a case with an empty `expected`."""
+    """Every (scheme, platform, variant) of the grid, then the targeted cases, as cases with
+    an empty `expected`."""
     from workbench.platforms import get_preset
     cases = []
     for sname, scheme in SCHEMES.items():
@@ -223,6 +263,10 @@ def draw() -> list[dict]:
                                         "scheme": {"format": "pack-quantized", **scheme}},
                               "platform": get_preset(pname).to_json(), "env": dict(env),
                               "expected": None})
+    for cid, scheme, pname, inp, env in EXTRA:
+        cases.append({"id": f"moe-extra-{cid}", "level": "moe",
+                      "input": {**BASE, **inp, "scheme": {"format": "pack-quantized", **scheme}},
+                      "platform": get_preset(pname).to_json(), "env": dict(env), "expected": None})
     return cases
 
 

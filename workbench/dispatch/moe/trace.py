@@ -7,7 +7,7 @@ class the oracle asked is a `Step` (selected, or rejected with vLLM's reason).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from workbench.dispatch.trace import Outcome, Predicate, Step
@@ -52,7 +52,6 @@ class MoETrace:
     sources: tuple[str, ...] = ()  # the vLLM file:line of each rule applied, in order
     vllm_version: str | None = None
     runs: str | None = None  # what the selected experts compute, in words (faces render it)
-    extra: dict = field(default_factory=dict, compare=False)
 
     @property
     def ok(self) -> bool:

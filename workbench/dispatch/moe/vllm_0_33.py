@@ -15,7 +15,7 @@ shows the ones that decide (device, activation, quantization scheme, activation 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from types import SimpleNamespace
 from typing import Callable, Mapping
 
@@ -340,8 +340,6 @@ class MoERules:
     # WNA16's refusal of a backend: the text its explicit path raises.
     wna16_unsupported: Callable[[str, str | None], str]
     zen_reasons: Callable[[MoELayer], str | None]
-    notes: tuple[str, ...] = ()  # what a face says about this release's MoE rules
-    extra: Mapping[str, object] = field(default_factory=dict)
 
     def src(self, key: str) -> str:
         return f"vllm/{self.sources[key]}"
