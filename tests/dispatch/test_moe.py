@@ -24,7 +24,7 @@ def _cases(version: str) -> list[dict]:
 @pytest.mark.parametrize("version", MOE_VERSIONS)
 def test_moe_rules_agree_with_recorded_vllm(version):
     cases = _cases(version)
-    assert len(cases) == len(SCHEMES) * len(PLATFORMS) * len(VARIANTS) + len(EXTRA) == 1229
+    assert len(cases) == len(SCHEMES) * len(PLATFORMS) * len(VARIANTS) + len(EXTRA) == 1232
     bad = []
     for c in cases:
         t = trace_moe(c["input"], resolve_platform(c["platform"]),

@@ -245,6 +245,11 @@ EXTRA = (
     ("w8a16-channel-xpu", {"weights": _w(None, bits=8)}, "xpu", {}, {}),
     ("w4a8-fp8-g128-i384", {"weights": _w(128), "input_activations": _TOKEN_FP8}, "sm90-h200",
      {"intermediate_size": 384}, {}),
+    ("w4-tensor-no-input", {"weights": {**_w(None), "strategy": "tensor"}}, "arm-kleidiai", {},
+     {}),
+    ("w4a16-int-quantized", {"weights": _w(128), "format": "int-quantized"}, "sm80-a100", {}, {}),
+    ("w4a8-int8-int-quantized", {"weights": _w(128), "input_activations": _TOKEN_INT8,
+                                 "format": "int-quantized"}, "arm-kleidiai", {}, {}),
     ("w4a8-fp8-g128-top1-h100", {"weights": _w(128), "input_activations": _TOKEN_FP8},
      "sm90-h100", {"top_k": 1}, {"moe_backend": "humming"}),
 )

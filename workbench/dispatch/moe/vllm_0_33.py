@@ -466,6 +466,10 @@ def resolve_method(layer: MoELayer, p: Platform, rules: MoERules) -> tuple[list[
     tried and the method class; raises VllmRaised where vLLM does."""
     from workbench.dispatch.vllm_0_33 import compressed_tensors as ct  # the linear predicates
     w, i = layer.weights, layer.input_activations
+    if layer.format in ct.ACT_QUANT_FORMATS and i is None and w.type != "float":
+        # the config's scheme map, before any layer: an activation-quantizing format without
+        # input_activations is asserted to be W8A16-FP8 (compressed_tensors.py:359-368)
+        raise VllmRaised("AssertionError", "", "resolve")
     preds: list[Predicate] = []
 
     def test(name: str, check: tuple[bool, str], result: str) -> bool:
@@ -489,8 +493,11 @@ def resolve_method(layer: MoELayer, p: Platform, rules: MoERules) -> tuple[list[
     fp8 = ct._fp8_w8a8(w, i)
     if test("_is_fp8_w8a8 (sm90 / sm100 / any)", fp8, "CompressedTensorsW8A8Fp8MoEMethod"):
         return preds, "CompressedTensorsW8A8Fp8MoEMethod"
-    if i is not None and test("_is_dynamic_token_w8a8", ct._dynamic_token_w8a8(w, i),
-                              "CompressedTensorsW8A8Int8MoEMethod"):
+    if i is None:  # _is_dynamic_token_w8a8 reads input_quant.num_bits without a None check
+        raise VllmRaised("AttributeError", "'NoneType' object has no attribute 'num_bits'",
+                         "resolve")
+    if test("_is_dynamic_token_w8a8", ct._dynamic_token_w8a8(w, i),
+            "CompressedTensorsW8A8Int8MoEMethod"):
         return preds, "CompressedTensorsW8A8Int8MoEMethod"
     if test("_is_fp8_w4a8", ct._is_fp8_w4a8(w, i), "CompressedTensorsW4A8Fp8MoEMethod"):
         return preds, "CompressedTensorsW4A8Fp8MoEMethod"

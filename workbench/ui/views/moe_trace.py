@@ -7,7 +7,7 @@ import streamlit as st
 from workbench.ui import widgets
 from workbench.ui.plain import plain
 
-_VERSIONS_KEY, _MODEL_KEY, _SCHEME_KEY = "moe.version", "moe.model", "moe.scheme"
+_MODEL_KEY, _SCHEME_KEY = "moe.model", "moe.scheme"
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -29,11 +29,14 @@ def section(platform) -> None:
     from workbench.perf.moe_cost import LOADS
 
     st.subheader("MoE layers (fused experts)")
-    c1, c2, c3, c4 = st.columns(4)
+    version = st.session_state.get("vllm.version")  # the sidebar's release, as every trace
+    if version not in MOE_VERSIONS:
+        st.caption(plain(f"No MoE rules for vLLM {version}: its experts are not traced."))
+        return
+    c1, c2, c3 = st.columns(3)
     model = c1.selectbox("MoE model", list(MOE_MODELS), key=_MODEL_KEY)
     scheme = c2.selectbox("Experts' scheme", list(SCHEMES), key=_SCHEME_KEY)
     backend = c3.selectbox("--moe-backend", list(MOE_BACKENDS), key="moe.backend")
-    version = c4.selectbox("vLLM", list(MOE_VERSIONS), key=_VERSIONS_KEY)
     try:
         t = _trace(model, scheme, json.dumps(platform.to_json(), sort_keys=True), backend, version)
     except Exception as exc:  # noqa: BLE001 - named errors shown once, the page goes on
