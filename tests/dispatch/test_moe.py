@@ -11,7 +11,8 @@ from workbench.dispatch.moe import (MOE_VERSIONS, MoELayer, moe_rules, trace_moe
                                     UnknownMoEVersionError)
 from workbench.errors import InvalidInputError
 from workbench.platforms import resolve_platform
-from workbench.recorder.moe import EXTRA, PLATFORMS, SCHEMES, VARIANTS, draw, fixture_name
+from workbench.recorder.moe import (EXTRA, PLATFORMS, SCHEMES, VARIANTS, W4AFP8_CASES, draw,
+                                    fixture_name)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -24,7 +25,8 @@ def _cases(version: str) -> list[dict]:
 @pytest.mark.parametrize("version", MOE_VERSIONS)
 def test_moe_rules_agree_with_recorded_vllm(version):
     cases = _cases(version)
-    assert len(cases) == len(SCHEMES) * len(PLATFORMS) * len(VARIANTS) + len(EXTRA) == 1232
+    w4afp8 = 0 if version == "0.33.0" else len(W4AFP8_CASES)
+    assert len(cases) == len(SCHEMES) * len(PLATFORMS) * len(VARIANTS) + len(EXTRA) + w4afp8
     bad = []
     for c in cases:
         t = trace_moe(c["input"], resolve_platform(c["platform"]),
@@ -38,7 +40,7 @@ def test_moe_rules_agree_with_recorded_vllm(version):
 def test_fixture_inputs_are_the_grid(version):
     """The committed inputs are the grid `draw()` makes: nothing was dropped or edited."""
     assert [(c["id"], c["input"], c["env"]) for c in _cases(version)] == \
-        [(c["id"], c["input"], c["env"]) for c in draw()]
+        [(c["id"], c["input"], c["env"]) for c in draw(version)]
 
 
 def test_fixtures_cover_every_outcome_the_issue_names():
@@ -119,3 +121,19 @@ def test_trace_renders_from_its_values():
     md = t.to_markdown()
     assert "MarlinExperts" in md and "vllm/model_executor/layers/fused_moe/oracle/int_wna16.py" in md
     assert json.loads(json.dumps(t.to_json()))["experts"] == "MarlinExperts"
+
+
+def test_w4afp8_is_a_0_34_method_onto_the_w4a8_fp8_oracle():
+    from workbench.dispatch.moe import MethodNotTraced
+    layer = {"quantization": "w4afp8", "num_experts": 8, "top_k": 2, "hidden_size": 1024,
+             "intermediate_size": 512}
+    t = trace_moe(layer, "sm90-h200", version="0.34.0")
+    assert (t.method, t.experts, t.predicates) == ("CompressedTensorsW4A8Fp8MoEMethod",
+                                                   "CutlassExpertsW4A8Fp8", ())
+    assert trace_moe({**layer, "group_size": 64}, "sm90-h200", version="0.34.0").error == \
+        "Only group size 128 supported for W4A8 MoE"
+    with pytest.raises(MethodNotTraced, match="new in 0.34.0"):
+        trace_moe(layer, "sm90-h200", version="0.33.0")
+    with pytest.raises(InvalidInputError, match="group_size: only with quantization w4afp8"):
+        MoELayer.from_json({**layer, "quantization": "compressed-tensors", "group_size": 128,
+                            "weights": {"num_bits": 4}})

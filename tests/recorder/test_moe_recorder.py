@@ -17,8 +17,10 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_draw_is_the_committed_grid_and_ids_are_unique():
-    ids = [c["id"] for c in draw()]
-    assert len(ids) == len(set(ids))
+    for version in ("0.33.0", "0.34.0"):
+        ids = [c["id"] for c in draw(version)]
+        assert len(ids) == len(set(ids))
+    assert len(draw("0.34.0")) > len(draw("0.33.0"))  # w4afp8 exists from 0.34.0 on
 
 
 @pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
@@ -26,7 +28,8 @@ def test_rerecording_a_sample_reproduces_the_fixture():
     version = sdist_version(Path(SRC))
     committed = {json.loads(line)["id"]: json.loads(line)
                  for line in (FIXTURES / fixture_name(version)).read_text().splitlines()}
-    cases = draw()[::97] + [c for c in draw() if c["id"].startswith("moe-extra-")][:4]
+    cases = draw(version)[::97] + [c for c in draw(version) if c["id"].startswith(
+        ("moe-extra-", "moe-w4afp8-"))][:6]
     prov = record(SRC, cases)
     assert prov["vllm_version"] == version
     for c in cases:

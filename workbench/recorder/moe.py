@@ -28,6 +28,7 @@ from workbench.recorder.sdist import sdist_version
 FACTORY = "vllm.model_executor.layers.fused_moe.layer"
 CT = "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors"
 WNA16_ORACLE = "vllm.model_executor.layers.fused_moe.oracle.int_wna16"
+W4AFP8 = "vllm.model_executor.layers.quantization.w4afp8"
 # the oracles' entry points: what they return is the selection, even when create_weights
 # refuses the layer afterwards
 SELECTORS = ("select_w4a8_int8_moe_backend", "select_wna16_moe_backend",
@@ -134,7 +135,10 @@ def record_moe(v: Any, case: dict) -> dict:
     try:
         with v.on(case["platform"], {}, i["params_dtype"]), \
                 _moe_config(v, case["env"].get("moe_backend", "auto"), i["params_dtype"]):
-            qc = v.mod(CT).CompressedTensorsConfig.from_config(ct_config(i["scheme"]))
+            if i.get("quantization") == "w4afp8":  # 0.34.0's method: its own config class
+                qc = v.mod(W4AFP8).W4AFP8Config.from_config({"group_size": i["group_size"]})
+            else:
+                qc = v.mod(CT).CompressedTensorsConfig.from_config(ct_config(i["scheme"]))
             with probes.watching():
                 try:
                     runner = v.mod(FACTORY).FusedMoEFactory(
@@ -255,9 +259,20 @@ EXTRA = (
 )
 
 
-def draw() -> list[dict]:
+# `--quantization w4afp8` layers (0.34.0 on): (id, group size, platform, input changes, env)
+W4AFP8_CASES = (
+    ("g128-h200", 128, "sm90-h200", {}, {}), ("g128-a100", 128, "sm80-a100", {}, {}),
+    ("g128-b200", 128, "sm100-b200", {}, {}), ("g128-arm", 128, "arm-kleidiai", {}, {}),
+    ("g64-h200", 64, "sm90-h200", {}, {}), ("g128-h200-fp16", 128, "sm90-h200",
+                                            {"params_dtype": "float16"}, {}),
+    ("g128-h200-humming", 128, "sm90-h200", {}, {"moe_backend": "humming"}),
+    ("g128-h200-i384", 128, "sm90-h200", {"intermediate_size": 384}, {}),
+)
+
+
+def draw(version: str | None = None) -> list[dict]:
     """Every (scheme, platform, variant) of the grid, then the targeted cases, as cases with
-    an empty `expected`."""
+    an empty `expected`; from 0.34.0 on, the w4afp8 cases too."""
     from workbench.platforms import get_preset
     cases = []
     for sname, scheme in SCHEMES.items():
@@ -272,6 +287,13 @@ def draw() -> list[dict]:
         cases.append({"id": f"moe-extra-{cid}", "level": "moe",
                       "input": {**BASE, **inp, "scheme": {"format": "pack-quantized", **scheme}},
                       "platform": get_preset(pname).to_json(), "env": dict(env), "expected": None})
+    if version is not None and version != "0.33.0":
+        for cid, g, pname, inp, env in W4AFP8_CASES:
+            layer = {k: v for k, v in BASE.items()}
+            cases.append({"id": f"moe-w4afp8-{cid}", "level": "moe",
+                          "input": {**layer, **inp, "quantization": "w4afp8", "group_size": g},
+                          "platform": get_preset(pname).to_json(), "env": dict(env),
+                          "expected": None})
     return cases
 
 
@@ -283,10 +305,21 @@ def _record_group(src: str, cases: list[dict]) -> tuple[list[dict], dict]:
     for c in cases:
         with _group_gemm_query():
             out.append(record_moe(v, c))
-    prov = v.provenance()
-    prov["stand_ins"] = prov["stand_ins"] + STAND_INS
+    prov = moe_provenance(v.provenance())
     prov["stub_calls"] = sorted(set(sandbox.Stub.CALLS))
     return out, prov
+
+
+def moe_provenance(linear: dict) -> dict:
+    """The linear recorder's provenance, less what only its levels install (the scheme level's
+    kernel-init stubs, Humming's weight-processing stand-ins), plus this recorder's own."""
+    keep = ("vllm_version", "vllm_src", "stubbed_compiled", "stubbed_optional_packages",
+            "real_optional_packages", "stubbed_hardware_queries")
+    prov = {k: linear[k] for k in keep if k in linear}
+    prov["stand_ins"] = ["VllmConfig.model_config: only `dtype` (no checkpoint is loaded)",
+                         "a one-process gloo tensor-parallel group (TP=1)",
+                         "humming.device.current_device: only sm_version"] + STAND_INS
+    return prov
 
 
 @contextmanager
@@ -342,7 +375,7 @@ def regenerate(src: str | Path, out: str | Path) -> int:
     from workbench.recorder import write_cases
     out = Path(out)
     version = sdist_version(Path(src))
-    cases = draw()
+    cases = draw(version)
     prov = record(src, cases)
     write_cases(out / fixture_name(version), cases)
     path = out / PROVENANCE_FILE

@@ -20,6 +20,9 @@ from workbench.quant_args import QuantArgs
 GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh", "relu2", "swigluoai", "situ",
                      "swigluoai_uninterleave", "swiglustep")
 ACTIVATION_ALIASES = {"gelu_pytorch_tanh": "gelu_tanh"}
+# The quantization method a layer's checkpoint names: compressed-tensors' MoE schemes, or
+# 0.34.0's `--quantization w4afp8` (INT4 g128 experts, FP8 per-token activations).
+QUANTIZATIONS = ("compressed-tensors", "w4afp8")
 ROUTINGS = ("softmax_topk", "grouped_topk")  # vLLM's default router; DeepSeek-V3's grouped one
 # compressed-tensors formats an integer MoE checkpoint's experts are written in (WNA16 MoE
 # takes pack-quantized only: get_moe_method refuses the others)
@@ -27,7 +30,8 @@ FORMATS = ("pack-quantized", "int-quantized", "naive-quantized", "float-quantize
 MOE_DTYPES = ("bfloat16", "float16", "float32")
 
 _FIELDS = {"weights", "input_activations", "format", "num_experts", "top_k", "hidden_size",
-           "intermediate_size", "activation", "params_dtype", "layer_name", "routing"}
+           "intermediate_size", "activation", "params_dtype", "layer_name", "routing",
+           "quantization", "group_size"}
 
 
 @dataclass(frozen=True)
@@ -45,8 +49,12 @@ class MoELayer:
     format: str = "pack-quantized"
     layer_name: str = "model.layers.0.mlp.experts"
     routing: str = "softmax_topk"
+    quantization: str = "compressed-tensors"
 
     def __post_init__(self) -> None:
+        if self.quantization not in QUANTIZATIONS:
+            raise InvalidInputError(f"moe_scheme.quantization: {self.quantization!r}; accepted: "
+                                    f"{', '.join(QUANTIZATIONS)}")
         if self.routing not in ROUTINGS:
             raise InvalidInputError(f"moe_scheme.routing: {self.routing!r}; accepted: "
                                     f"{', '.join(ROUTINGS)}")
@@ -87,6 +95,11 @@ class MoELayer:
         if unknown:
             raise InvalidInputError(f"moe_scheme: unknown field(s) {unknown}; accepted: "
                                     f"{sorted(_FIELDS)}")
+        if data.get("quantization") == "w4afp8":
+            data = {**data, **w4afp8_args(data.get("group_size", 128))}
+        elif "group_size" in data:
+            raise InvalidInputError("moe_scheme.group_size: only with quantization w4afp8 (a "
+                                    "compressed-tensors layer's group is in its weights)")
         for key in ("weights", "num_experts", "top_k", "hidden_size", "intermediate_size"):
             if key not in data:
                 raise InvalidInputError(f"moe_scheme.{key}: missing (required)")
@@ -101,7 +114,8 @@ class MoELayer:
             params_dtype=data.get("params_dtype", "bfloat16"),
             format=data.get("format", "pack-quantized"),
             layer_name=str(data.get("layer_name", "model.layers.0.mlp.experts")),
-            routing=data.get("routing", "softmax_topk"))
+            routing=data.get("routing", "softmax_topk"),
+            quantization=data.get("quantization", "compressed-tensors"))
 
     @property
     def group_size(self) -> int:
@@ -109,6 +123,12 @@ class MoELayer:
         return -1 if self.weights.group_size is None else self.weights.group_size
 
     def to_json(self) -> dict:
+        if self.quantization == "w4afp8":
+            return {"quantization": "w4afp8", "group_size": self.group_size,
+                    "num_experts": self.num_experts, "top_k": self.top_k,
+                    "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
+                    "activation": self.activation, "params_dtype": self.params_dtype,
+                    "layer_name": self.layer_name}
         return {"scheme": {"format": self.format, "weights": self.weights.to_json(),
                            "input_activations": None if self.input_activations is None
                            else self.input_activations.to_json()},
@@ -116,3 +136,16 @@ class MoELayer:
                 "hidden_size": self.hidden_size, "intermediate_size": self.intermediate_size,
                 "activation": self.activation, "params_dtype": self.params_dtype,
                 "layer_name": self.layer_name}
+
+
+def w4afp8_args(group_size) -> dict:
+    """W4AFP8Config's experts args (quantization/w4afp8.py:50-63 of 0.34.0): symmetric int4 in
+    groups of `group_size`, fp8 dynamic per-token activations."""
+    if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
+        raise InvalidInputError(f"moe_scheme.group_size: {group_size!r}; accepted: a positive "
+                                "integer (w4afp8's config default is 128)")
+    return {"weights": {"num_bits": 4, "type": "int", "symmetric": True, "strategy": "group",
+                        "group_size": group_size},
+            "input_activations": {"num_bits": 8, "type": "float", "symmetric": True,
+                                  "strategy": "token", "dynamic": True},
+            "format": "pack-quantized"}

@@ -340,6 +340,7 @@ class MoERules:
     # WNA16's refusal of a backend: the text its explicit path raises.
     wna16_unsupported: Callable[[str, str | None], str]
     zen_reasons: Callable[[MoELayer], str | None]
+    has_w4afp8: bool = False  # `--quantization w4afp8` exists (0.34.0)
 
     def src(self, key: str) -> str:
         return f"vllm/{self.sources[key]}"
@@ -800,10 +801,20 @@ def trace_moe(layer: MoELayer, p: Platform, moe_backend: str, rules: MoERules,
     t = MoETrace(layer=layer, platform=platform_name, moe_backend=moe_backend,
                  vllm_version=rules.version, sources=(rules.src("factory"),
                                                       rules.src("get_moe_method")))
-    try:
-        preds, method = resolve_method(layer, p, rules)
-    except VllmRaised as r:
-        return t.failed(r.error_type, r.message, r.stage)
+    if layer.quantization == "w4afp8":
+        if not rules.has_w4afp8:
+            raise MethodNotTraced(f"quantization w4afp8: vLLM {rules.version} has no such method "
+                                  "(it is new in 0.34.0)")
+        # W4AFP8Config.get_quant_method: every routed-experts layer not ignored gets the
+        # compressed-tensors W4A8-FP8 MoE method with the config's args, no scheme tests
+        method = "CompressedTensorsW4A8Fp8MoEMethod"
+        t = replace(t, method=method, sources=(rules.src("factory"), rules.src("w4afp8_method")))
+        preds = []
+    else:
+        try:
+            preds, method = resolve_method(layer, p, rules)
+        except VllmRaised as r:
+            return t.failed(r.error_type, r.message, r.stage)
     keys = {"_is_mxfp4_w4a8_fp8": "pred_mxfp4_w4a8", "_is_mxfp4": "pred_mxfp4",
             "_is_mxfp8": "pred_mxfp8", "_is_wNa16_group_channel": "pred_wna16",
             "_is_nvfp4_format": "pred_nvfp4", "_is_fp8_w8a8 (sm90 / sm100 / any)": "pred_fp8_w8a8",

@@ -11,8 +11,9 @@
 - WNA16's Zen CPU backend is `ZentorchExpertsWNA16` (it also takes 8-bit weights) and its
   backend-level reasons name the "dynamic-activation" path and check the weight width
   (oracle/int_wna16.py:197-221).
-- `--quantization w4afp8` (INT4 experts, FP8 activations) is a new quantization method, not a
-  compressed-tensors scheme: it is not traced by this module.
+- `--quantization w4afp8` (INT4 g128 experts, FP8 per-token activations) is a new method
+  (quantization/w4afp8.py): its routed experts get `CompressedTensorsW4A8Fp8MoEMethod` with
+  the config's group size (:78-86), so the W4A8-FP8 oracle and asserts decide.
 """
 from __future__ import annotations
 
@@ -102,7 +103,8 @@ SOURCES = {**base.SOURCES,  # only the rules whose lines moved
     'factory': 'model_executor/layers/fused_moe/layer.py:93',
 }
 
-del SOURCES["w4a8i_local_unsupported_msg"]  # 0.34.0 formats it in MoEKernelOracle (base.py)
+del SOURCES["w4a8i_local_unsupported_msg"]
+SOURCES["w4afp8_method"] = "model_executor/layers/quantization/w4afp8.py:78"  # 0.34.0 formats it in MoEKernelOracle (base.py)
 
 RULES = replace(
     base.RULES, version=VLLM_VERSION, sources=SOURCES,
@@ -111,4 +113,4 @@ RULES = replace(
                                  ((base.kInt4Static, None), (base.kInt4Static32, None),
                                   (base.kInt8Static, None))),
     w4a8_int8_unsupported=_unsupported("W4A8 Int8"), wna16_unsupported=_unsupported("WNA16"),
-    zen_reasons=_zen_reasons)
+    zen_reasons=_zen_reasons, has_w4afp8=True)
