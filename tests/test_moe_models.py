@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from workbench.dispatch.moe import trace_moe
-from workbench.dispatch.moe.vllm_0_33 import RoutingNotTraced
+from workbench.dispatch.moe import RoutingNotTraced, trace_moe
 from workbench.errors import InvalidInputError, UnknownPresetError
 from workbench.moe_models import MOE_MODELS, get_moe_model, moe_layer
 

@@ -78,3 +78,13 @@ def test_bad_sizes_are_named():
         synthetic_moe(2, 100, 64, 32)
     with pytest.raises(InvalidInputError, match="top_k"):
         sweep(synthetic_moe(2, 64, 32, 32), tokens=(1,), top_ks=(3,))
+
+
+def test_timing_reports_ratios_to_the_fallback_not_a_speed_claim():
+    from workbench.moe_run import time_paths
+    t = time_paths(synthetic_moe(2, 64, 32, 32, seed=3), tokens=4, top_k=2, rounds=2)
+    assert t.ratio_to_w4a16["w4a16_fallback"] == (1.0, 1.0, 1.0)
+    assert set(t.median_ms) == set(t.ratio_to_w4a16) and all(v > 0 for v in t.median_ms.values())
+    assert isinstance(t.loaded, bool) and "others_cores" in t.load
+    with pytest.raises(InvalidInputError, match="reference"):
+        time_paths(synthetic_moe(2, 64, 32, 32), 4, 2, paths=("w4a8_native",))

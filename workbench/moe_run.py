@@ -1,7 +1,7 @@
 """A fused-MoE layer run on this CPU: routing, one GEMM pair per expert, the gated activation.
 
 What vLLM's W4A8-INT8 MoE path computes (`torch.ops._C.dynamic_4bit_int_moe`,
-csrc/cpu/dynamic_4bit_int_moe_cpu.cpp of 0.33.0 / 0.34.0): each token's top-k experts from a
+csrc/cpu/dynamic_4bit_int_moe_cpu.cpp, the same in both releases the workbench holds): each token's top-k experts from a
 softmax over the router logits, renormalized (fused_moe/router/cpu_router.py); per expert,
 `aten._dyn_quant_matmul_4bit` on the expert's tokens for w13 ([2I, H]: gate rows then up rows),
 act = silu(gate) * up (or gelu_tanh(gate) * up), the same op for w2 ([H, I]); the outputs
@@ -124,7 +124,7 @@ def _combine(x: torch.Tensor, w: torch.Tensor, ids: torch.Tensor, num_experts: i
 
 
 def kleidi_pack(w_q: torch.Tensor, scales: torch.Tensor, group_size: int) -> torch.Tensor:
-    """vLLM's `pack_int4_weights_for_kleidi` (oracle/w4a8_int8.py:189-232 of 0.33.0): nibbles
+    """vLLM's `pack_int4_weights_for_kleidi` (oracle/w4a8_int8.py:189-232 of the pinned release): nibbles
     shifted to [0, 15], pairs along K, bf16 group scales or fp32 channel scales."""
     out_f, in_f = w_q.shape
     tmp = w_q.to(torch.int16).add(8)
@@ -265,3 +265,58 @@ def sweep(weights: MoEWeights, tokens: tuple[int, ...] = (1, 4, 16, 64),
                                                                               weights.num_experts)),
                                   errs))
     return rows
+
+
+@dataclass(frozen=True)
+class MoETiming:
+    """Each path's time for one MoE layer call on this CPU, interleaved in one process, and
+    its ratio to the W4A16 fallback's: median over rounds, with the 20-80% spread of the
+    per-round ratios; `loaded` when other processes took the cores the run needed."""
+
+    tokens: int
+    top_k: int
+    median_ms: dict  # path -> ms
+    ratio_to_w4a16: dict  # path -> (median, p20, p80) of per-round ratios
+    rounds: int
+    loaded: bool
+    load: dict
+
+
+def time_paths(weights: MoEWeights, tokens: int, top_k: int, activation: str = "silu",
+               rounds: int = 7, paths: tuple[str, ...] | None = None,
+               seed: int = 0) -> MoETiming:
+    """Round-robin timing of the paths on one routed batch (weights prepared once, a warm-up
+    call each): ratios within one process, as the machine is shared."""
+    import statistics
+    import time
+
+    from workbench.bench import quantile
+    from workbench.noise import cpu_sample, load_check
+
+    if paths is None:
+        paths = PATHS if dyn_quant_available()[0] else PATHS[1:]
+    if "w4a16_fallback" not in paths:
+        raise InvalidInputError("paths: the W4A16 fallback is the ratios' reference; include it")
+    prep = prepare(weights, paths)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(tokens, weights.hidden_size, generator=gen)
+    w, ids = route(torch.randn(tokens, weights.num_experts, generator=gen), top_k)
+    for p in paths:  # warm-up: the W4A16 fallback tunes its path per M bucket on first calls
+        for _ in range(2):
+            run_path(p, prep, x, w, ids, activation)
+    samples: dict[str, list[float]] = {p: [] for p in paths}
+    start = cpu_sample()
+    for r in range(rounds):
+        order = paths[r % len(paths):] + paths[:r % len(paths)]
+        for p in order:
+            t0 = time.perf_counter()
+            run_path(p, prep, x, w, ids, activation)
+            samples[p].append((time.perf_counter() - t0) * 1e3)
+    check = load_check(start, cpu_sample(), torch.get_num_threads())
+    ref = samples["w4a16_fallback"]
+    ratios = {}
+    for p in paths:
+        rs = sorted(a / b for a, b in zip(samples[p], ref))
+        ratios[p] = (statistics.median(rs), quantile(rs, 0.2), quantile(rs, 0.8))
+    return MoETiming(tokens, top_k, {p: statistics.median(v) for p, v in samples.items()},
+                     ratios, rounds, check.loaded, check.to_dict())

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from workbench.__main__ import main
+from workbench.dispatch.moe import MOE_VERSIONS
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "moe_w4a8_int8.json"
 
@@ -20,7 +21,7 @@ def run_cli(*argv: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
-@pytest.mark.parametrize("version", ["0.33.0", "0.34.0"])
+@pytest.mark.parametrize("version", MOE_VERSIONS)
 def test_w4a8_int8_moe_on_arm_x86_and_h200(version):
     rc, out, _ = run_cli("trace", "--moe-scheme", f"@{EXAMPLE}", "--platform", "arm-kleidiai",
                          "--vllm-version", version, "--json")

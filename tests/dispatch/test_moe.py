@@ -15,6 +15,7 @@ from workbench.recorder.moe import (EXTRA, PLATFORMS, SCHEMES, VARIANTS, W4AFP8_
                                     fixture_name)
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
+OLD, NEW = MOE_VERSIONS  # the pinned release, whose rules are shared, and the later one
 
 
 def _cases(version: str) -> list[dict]:
@@ -25,7 +26,7 @@ def _cases(version: str) -> list[dict]:
 @pytest.mark.parametrize("version", MOE_VERSIONS)
 def test_moe_rules_agree_with_recorded_vllm(version):
     cases = _cases(version)
-    w4afp8 = 0 if version == "0.33.0" else len(W4AFP8_CASES)
+    w4afp8 = len(W4AFP8_CASES) if moe_rules(version).has_w4afp8 else 0
     assert len(cases) == len(SCHEMES) * len(PLATFORMS) * len(VARIANTS) + len(EXTRA) + w4afp8
     bad = []
     for c in cases:
@@ -44,7 +45,7 @@ def test_fixture_inputs_are_the_grid(version):
 
 
 def test_fixtures_cover_every_outcome_the_issue_names():
-    by_id = {c["id"]: c["expected"] for c in _cases("0.34.0")}
+    by_id = {c["id"]: c["expected"] for c in _cases(NEW)}
     assert by_id["moe-w4a8-int8-g128-arm-kleidiai-base"]["experts"] == "CPUExpertsInt4"
     assert by_id["moe-w4a8-int8-g128-x86-avx512-base"]["error"] == \
         "No W4A8 Int8 MoE backend supports the deployment configuration."
@@ -52,21 +53,21 @@ def test_fixtures_cover_every_outcome_the_issue_names():
         "W4A8 Int8 MoE is only supported on CPU platforms"
 
 
-def test_gelu_tanh_is_the_0_34_change_on_arm():
+def test_gelu_tanh_is_the_later_releases_change_on_arm():
     gelu = {"weights": {"num_bits": 4, "type": "int", "strategy": "group", "group_size": 128},
             "input_activations": {"num_bits": 8, "type": "int", "strategy": "token",
                                   "dynamic": True},
             "num_experts": 8, "top_k": 2, "hidden_size": 1024, "intermediate_size": 512,
             "activation": "gelu_pytorch_tanh"}
-    old = trace_moe(gelu, "arm-kleidiai", version="0.33.0")
-    new = trace_moe(gelu, "arm-kleidiai", version="0.34.0")
+    old = trace_moe(gelu, "arm-kleidiai", version=OLD)
+    new = trace_moe(gelu, "arm-kleidiai", version=NEW)
     assert old.probes[0].reason == "kernel does not support MoEActivation.GELU_TANH activation"
     assert old.error == "No W4A8 Int8 MoE backend supports the deployment configuration."
     assert new.ok and new.experts == "CPUExpertsInt4"
 
 
 def test_oracle_refusal_texts_differ_by_release():
-    r33, r34 = moe_rules("0.33.0"), moe_rules("0.34.0")
+    r33, r34 = moe_rules(OLD), moe_rules(NEW)
     assert r33.w4a8_int8_unsupported("CPU_INT4", "x") == (
         "W4A8 Int8 MoE backend CPU_INT4 does not support the deployment configuration since x.")
     assert r34.w4a8_int8_unsupported("CPU_INT4", "x") == (
@@ -84,8 +85,8 @@ def test_every_rule_cites_a_line_of_its_release():
 
 
 @pytest.mark.skipif(not os.environ.get("WORKBENCH_VLLM_SDISTS"),
-                    reason="set WORKBENCH_VLLM_SDISTS to a folder holding vllm-0.33.0/ and "
-                           "vllm-0.34.0/ to check the cited lines against the sources")
+                    reason="set WORKBENCH_VLLM_SDISTS to a folder holding vllm-<version>/ of "
+                           "each MoE release to check the cited lines against the sources")
 def test_cited_lines_exist_in_the_sdists():
     root = Path(os.environ["WORKBENCH_VLLM_SDISTS"])
     for v in MOE_VERSIONS:
@@ -116,24 +117,24 @@ def test_trace_renders_from_its_values():
     t = trace_moe({"weights": {"num_bits": 4, "type": "int", "strategy": "group",
                                "group_size": 128},
                    "num_experts": 8, "top_k": 2, "hidden_size": 1024,
-                   "intermediate_size": 512}, "sm80-a100", version="0.34.0")
+                   "intermediate_size": 512}, "sm80-a100", version=NEW)
     assert t.experts == "MarlinExperts" and t.backend == "MARLIN"
     md = t.to_markdown()
     assert "MarlinExperts" in md and "vllm/model_executor/layers/fused_moe/oracle/int_wna16.py" in md
     assert json.loads(json.dumps(t.to_json()))["experts"] == "MarlinExperts"
 
 
-def test_w4afp8_is_a_0_34_method_onto_the_w4a8_fp8_oracle():
+def test_w4afp8_is_a_later_method_onto_the_w4a8_fp8_oracle():
     from workbench.dispatch.moe import MethodNotTraced
     layer = {"quantization": "w4afp8", "num_experts": 8, "top_k": 2, "hidden_size": 1024,
              "intermediate_size": 512}
-    t = trace_moe(layer, "sm90-h200", version="0.34.0")
+    t = trace_moe(layer, "sm90-h200", version=NEW)
     assert (t.method, t.experts, t.predicates) == ("CompressedTensorsW4A8Fp8MoEMethod",
                                                    "CutlassExpertsW4A8Fp8", ())
-    assert trace_moe({**layer, "group_size": 64}, "sm90-h200", version="0.34.0").error == \
+    assert trace_moe({**layer, "group_size": 64}, "sm90-h200", version=NEW).error == \
         "Only group size 128 supported for W4A8 MoE"
-    with pytest.raises(MethodNotTraced, match="new in 0.34.0"):
-        trace_moe(layer, "sm90-h200", version="0.33.0")
+    with pytest.raises(MethodNotTraced, match="has no such method"):
+        trace_moe(layer, "sm90-h200", version=OLD)
     with pytest.raises(InvalidInputError, match="group_size: only with quantization w4afp8"):
         MoELayer.from_json({**layer, "quantization": "compressed-tensors", "group_size": 128,
                             "weights": {"num_bits": 4}})

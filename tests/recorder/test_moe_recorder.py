@@ -1,6 +1,6 @@
 """The MoE recorder re-run against an sdist: a sample of the committed cases re-recorded from
-vLLM's own code must give what the fixture holds (WORKBENCH_VLLM_SRC: an unpacked sdist,
-0.33.0 or 0.34.0)."""
+vLLM's own code must give what the fixture holds (WORKBENCH_VLLM_SRC: an unpacked sdist of a
+release with MoE rules)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from workbench.dispatch.moe import MOE_VERSIONS
 from workbench.recorder.moe import draw, fixture_name, record
 from workbench.recorder.sdist import sdist_version
 
@@ -17,10 +18,11 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 def test_draw_is_the_committed_grid_and_ids_are_unique():
-    for version in ("0.33.0", "0.34.0"):
+    for version in MOE_VERSIONS:
         ids = [c["id"] for c in draw(version)]
         assert len(ids) == len(set(ids))
-    assert len(draw("0.34.0")) > len(draw("0.33.0"))  # w4afp8 exists from 0.34.0 on
+    old, new = MOE_VERSIONS
+    assert len(draw(new)) > len(draw(old))  # w4afp8 exists in the later release only
 
 
 @pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")

@@ -32,6 +32,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tokens", default="1,4,16,64", help="comma-separated token counts")
     p.add_argument("--top-k", default="1,2,4", help="comma-separated top-k values")
     p.add_argument("--activation", default="silu", choices=("silu", "gelu_tanh"))
+    p.add_argument("--time", action="store_true",
+                   help="also time the paths, interleaved in this process: each one's median "
+                        "and its ratio to the W4A16 fallback (20-80%% spread), load flagged")
     p.add_argument("--json", action="store_true", help="one JSON object per row")
     p.set_defaults(func=run)
 
@@ -57,4 +60,18 @@ def run(args: argparse.Namespace) -> int:
         cells = "  ".join(f"{p} {r.errors[p][OWN_REFERENCE[p]]['rel_frobenius']:.1e}/"
                           f"{r.errors[p]['w4a16']['rel_frobenius']:.2e}" for p in paths)
         print(f"T={r.tokens:<4d} k={r.top_k}  per-expert {list(r.tokens_per_expert)}  {cells}")
+    if args.time:
+        from workbench.moe_run import time_paths
+        for r in rows:
+            t = time_paths(mw, r.tokens, r.top_k, args.activation)
+            if args.json:
+                print(json.dumps({"tokens": t.tokens, "top_k": t.top_k, "median_ms": t.median_ms,
+                                  "ratio_to_w4a16": t.ratio_to_w4a16, "rounds": t.rounds,
+                                  "loaded": t.loaded, "load": t.load}))
+                continue
+            cells = "  ".join(f"{p} {t.median_ms[p]:.2f} ms x{t.ratio_to_w4a16[p][0]:.2f} "
+                              f"({t.ratio_to_w4a16[p][1]:.2f}-{t.ratio_to_w4a16[p][2]:.2f})"
+                              for p in t.median_ms)
+            flag = "  [loaded: other processes took the cores]" if t.loaded else ""
+            print(f"time T={t.tokens:<4d} k={t.top_k}  {cells}{flag}")
     return 0

@@ -12,7 +12,7 @@ MOE_SCHEME_HELP = ("a compressed-tensors MoE layer as JSON (or @file): \"weights
                    "\"num_experts\", \"top_k\", \"hidden_size\", \"intermediate_size\", "
                    "optional \"activation\" (default silu), \"params_dtype\" (bfloat16), "
                    "\"format\" (pack-quantized), \"layer_name\"; or \"quantization\": "
-                   "\"w4afp8\" (vLLM 0.34.0) with \"group_size\" instead of the args")
+                   "\"w4afp8\" (vLLM releases that have it) with \"group_size\" instead of the args")
 
 
 def register_options(p: argparse.ArgumentParser, src: argparse._MutuallyExclusiveGroup) -> None:

@@ -4,7 +4,7 @@ The layer is built as a model builds it: `FusedMoEFactory` (fused_moe/layer.py) 
 `VllmConfig` whose `KernelConfig` holds the case's `moe_backend`, with the checkpoint's
 `CompressedTensorsConfig`; that runs `CompressedTensorsMoEMethod.get_moe_method`, the method's
 constructor (its MoE kernel oracle) and `create_weights`, unchanged. The platform is simulated
-as for the linear levels (`workbench.dispatch.vllm_0_33.recorder.Vllm.on`); what is recorded
+as for the linear levels (the pinned rule set's recorder, `Vllm.on`); what is recorded
 beside the outcome is read from vLLM's calls as they return (a profile hook, no code changed):
 every experts class's `is_supported_config` answer and every WNA16
 `_backend_incompatibility_reason`, in order.
@@ -37,17 +37,28 @@ SELECTORS = ("select_w4a8_int8_moe_backend", "select_wna16_moe_backend",
 
 # What this recorder stands in for beyond the linear recorder's stubs (the provenance says so).
 STAND_INS = ["vllm.triton_utils.HAS_TRITON = True: a vLLM install has Triton on every simulated "
-             "platform (triton-cpu on x86, platforms/cpu.py of 0.34.0 refuses x86 without it); "
+             "platform (triton-cpu on x86, the later release's platforms/cpu.py refuses x86 without it); "
              "here no Triton driver is active, so vLLM's import-time probe would say False",
              "torch.ops._C.cutlass_group_gemm_supported: SM 9.x-11.x, as "
              "csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu:179-198 answers for a CUDA 12.8 "
              "build with every SM compiled in"]
 
 
+def _linear_recorder():
+    """The pinned rule set's recorder module: its `Vllm`, error handling and C queries."""
+    from workbench.dispatch.versions import pinned
+    return pinned().module("recorder")
+
+
+def _has_w4afp8(version: str) -> bool:
+    from workbench.dispatch.moe import moe_rules
+    return moe_rules(version).has_w4afp8
+
+
 def open_vllm(src: str | Path) -> Any:
-    """vLLM imported from an unpacked sdist (0.33.0 or 0.34.0), with the linear recorder's
-    simulated platforms. The MoE path imports nothing the 0.33.0 recorder does not stub."""
-    from workbench.dispatch.vllm_0_33.recorder import Vllm
+    """vLLM imported from an unpacked sdist (a release with MoE rules), with the pinned linear
+    recorder's simulated platforms: the MoE path imports nothing that recorder does not stub."""
+    Vllm = _linear_recorder().Vllm
 
     class MoeVllm(Vllm):
         def _init_parallel(self) -> None:
@@ -55,7 +66,7 @@ def open_vllm(src: str | Path) -> Any:
             super()._init_parallel()
 
     v = MoeVllm(Path(src), (), expect=sdist_version(Path(src)))
-    # imported once, under the CPU platform Vllm starts on: 0.34.0's attention package (which
+    # imported once, under the CPU platform Vllm starts on: the later release's attention package (which
     # compressed_tensors imports) binds flash-attn when first imported on a CUDA platform
     for name in (CT, FACTORY, WNA16_ORACLE):
         v.mod(name)
@@ -127,7 +138,7 @@ def _moe_config(v: Any, moe_backend: str, dtype: str) -> Iterator[None]:
 
 def record_moe(v: Any, case: dict) -> dict:
     """Build the case's MoE layer with vLLM's factory; what vLLM chose or raised."""
-    from workbench.dispatch.vllm_0_33.recorder import error_fields
+    error_fields = _linear_recorder().error_fields
     i = case["input"]
     out: dict[str, Any] = {"method": None, "backend": None, "experts": None, "probes": [],
                            "backend_reasons": [], "error": None, "error_type": None}
@@ -135,7 +146,7 @@ def record_moe(v: Any, case: dict) -> dict:
     try:
         with v.on(case["platform"], {}, i["params_dtype"]), \
                 _moe_config(v, case["env"].get("moe_backend", "auto"), i["params_dtype"]):
-            if i.get("quantization") == "w4afp8":  # 0.34.0's method: its own config class
+            if i.get("quantization") == "w4afp8":  # the later release's method: its own config
                 qc = v.mod(W4AFP8).W4AFP8Config.from_config({"group_size": i["group_size"]})
             else:
                 qc = v.mod(CT).CompressedTensorsConfig.from_config(ct_config(i["scheme"]))
@@ -259,7 +270,7 @@ EXTRA = (
 )
 
 
-# `--quantization w4afp8` layers (0.34.0 on): (id, group size, platform, input changes, env)
+# `--quantization w4afp8` layers (the releases whose MoE rules have it): (id, group size, platform, input changes, env)
 W4AFP8_CASES = (
     ("g128-h200", 128, "sm90-h200", {}, {}), ("g128-a100", 128, "sm80-a100", {}, {}),
     ("g128-b200", 128, "sm100-b200", {}, {}), ("g128-arm", 128, "arm-kleidiai", {}, {}),
@@ -272,7 +283,7 @@ W4AFP8_CASES = (
 
 def draw(version: str | None = None) -> list[dict]:
     """Every (scheme, platform, variant) of the grid, then the targeted cases, as cases with
-    an empty `expected`; from 0.34.0 on, the w4afp8 cases too."""
+    an empty `expected`; for a release with w4afp8, its cases too."""
     from workbench.platforms import get_preset
     cases = []
     for sname, scheme in SCHEMES.items():
@@ -287,7 +298,7 @@ def draw(version: str | None = None) -> list[dict]:
         cases.append({"id": f"moe-extra-{cid}", "level": "moe",
                       "input": {**BASE, **inp, "scheme": {"format": "pack-quantized", **scheme}},
                       "platform": get_preset(pname).to_json(), "env": dict(env), "expected": None})
-    if version is not None and version != "0.33.0":
+    if version is not None and _has_w4afp8(version):
         for cid, g, pname, inp, env in W4AFP8_CASES:
             layer = {k: v for k, v in BASE.items()}
             cases.append({"id": f"moe-w4afp8-{cid}", "level": "moe",
@@ -328,7 +339,7 @@ def _group_gemm_query() -> Iterator[None]:
     12.8 build with every SM compiled in (csrc/quantization/w8a8/cutlass/scaled_mm_entry.cu
     :179-198 of both releases): SM 9.x and 10.x-11.x. Set on the `_C` namespace each case's
     platform installs, by wrapping `Vllm.on`'s C queries."""
-    from workbench.dispatch.vllm_0_33 import recorder as rec
+    rec = _linear_recorder()
     saved = dict(rec.C_QUERIES)
     rec.C_QUERIES["cutlass_group_gemm_supported"] = lambda cc: 90 <= cc < 120
     try:

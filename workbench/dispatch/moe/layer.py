@@ -21,7 +21,7 @@ GATED_ACTIVATIONS = ("silu", "gelu", "gelu_tanh", "relu2", "swigluoai", "situ",
                      "swigluoai_uninterleave", "swiglustep")
 ACTIVATION_ALIASES = {"gelu_pytorch_tanh": "gelu_tanh"}
 # The quantization method a layer's checkpoint names: compressed-tensors' MoE schemes, or
-# 0.34.0's `--quantization w4afp8` (INT4 g128 experts, FP8 per-token activations).
+# the later release's `--quantization w4afp8` (INT4 g128 experts, FP8 per-token activations).
 QUANTIZATIONS = ("compressed-tensors", "w4afp8")
 ROUTINGS = ("softmax_topk", "grouped_topk")  # vLLM's default router; DeepSeek-V3's grouped one
 # compressed-tensors formats an integer MoE checkpoint's experts are written in (WNA16 MoE
@@ -139,7 +139,7 @@ class MoELayer:
 
 
 def w4afp8_args(group_size) -> dict:
-    """W4AFP8Config's experts args (quantization/w4afp8.py:50-63 of 0.34.0): symmetric int4 in
+    """W4AFP8Config's experts args (quantization/w4afp8.py:50-63, the release that added it): symmetric int4 in
     groups of `group_size`, fp8 dynamic per-token activations."""
     if isinstance(group_size, bool) or not isinstance(group_size, int) or group_size < 1:
         raise InvalidInputError(f"moe_scheme.group_size: {group_size!r}; accepted: a positive "
