@@ -138,3 +138,27 @@ def test_w4afp8_is_a_later_method_onto_the_w4a8_fp8_oracle():
     with pytest.raises(InvalidInputError, match="group_size: only with quantization w4afp8"):
         MoELayer.from_json({**layer, "quantization": "compressed-tensors", "group_size": 128,
                             "weights": {"num_bits": 4}})
+
+
+@pytest.mark.parametrize("version", MOE_VERSIONS)
+def test_moe_rules_agree_on_seeded_random_layers(version):
+    """300 random layers per release (workbench.recorder.moe.draw_random), recorded like the
+    grid: every one the rules trace agrees; the ones they refuse as not modelled are exactly
+    those vLLM resolved to a method whose oracle is not modelled."""
+    from workbench.dispatch.moe import TRACED_METHODS, MethodNotTraced
+    path = FIXTURES / fixture_name(version, random_cases=True)
+    cases = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    assert len(cases) == 300
+    bad, untraced = [], 0
+    for c in cases:
+        try:
+            got = trace_moe(c["input"], resolve_platform(c["platform"]),
+                            c["env"].get("moe_backend", "auto"), version).oracle_json()
+        except MethodNotTraced:
+            untraced += 1
+            assert c["expected"]["method"] not in TRACED_METHODS, c["id"]
+            continue
+        if got != c["expected"]:
+            bad.append((c["id"], got, c["expected"]))
+    assert not bad, f"{len(bad)} of {len(cases)} disagree; first: {bad[0]}"
+    assert untraced < len(cases) // 3

@@ -308,6 +308,40 @@ def draw(version: str | None = None) -> list[dict]:
     return cases
 
 
+def draw_random(n: int, seed: int, version: str | None = None) -> list[dict]:
+    """`n` seeded random MoE layers over every preset: scheme fields, sizes, activation, dtype
+    and backend drawn independently, so combinations the grid never wrote down are recorded
+    too (the rules were written from the source, not fitted to these)."""
+    import random
+    from workbench.platforms import PRESETS
+    rng = random.Random(seed)
+    inputs = [None, _TOKEN_INT8, _TOKEN_FP8, {**_TOKEN_INT8, "symmetric": False}]
+    backends = ["auto"] * 6 + ["triton", "marlin", "humming", "cutlass", "emulation",
+                               "flashinfer_trtllm", "rdna3", "deep_gemm"]
+    cases = []
+    for j in range(n):
+        group = rng.choice([32, 64, 128, 128, None, 48, 256])
+        w = _w(group, rng.random() < 0.8, rng.choice([4, 4, 4, 8]))
+        scheme = {"weights": w}
+        inp = rng.choice(inputs)
+        if inp is not None:
+            scheme["input_activations"] = inp
+        layer = {"num_experts": rng.choice([8, 16, 64, 128]), "top_k": rng.choice([1, 2, 8]),
+                 "hidden_size": rng.choice([512, 1000, 1024, 1536, 2048]),
+                 "intermediate_size": rng.choice([256, 384, 480, 512, 768]),
+                 "activation": rng.choice(["silu", "silu", "gelu_tanh", "gelu", "swigluoai",
+                                           "swiglustep", "relu2"]),
+                 "params_dtype": rng.choice(["bfloat16", "bfloat16", "float16", "float32"]),
+                 "layer_name": BASE["layer_name"]}
+        layer["top_k"] = min(layer["top_k"], layer["num_experts"])
+        env = {} if (b := rng.choice(backends)) == "auto" else {"moe_backend": b}
+        pname = rng.choice(list(PRESETS))
+        cases.append({"id": f"moe-random-{seed}-{j}", "level": "moe",
+                      "input": {**layer, "scheme": {"format": "pack-quantized", **scheme}},
+                      "platform": PRESETS[pname].to_json(), "env": env, "expected": None})
+    return cases
+
+
 def _record_group(src: str, cases: list[dict]) -> tuple[list[dict], dict]:
     """In a fresh interpreter: one package set's cases, and what was stubbed."""
     from workbench.recorder import sandbox
@@ -373,8 +407,12 @@ def record(src: str | Path, cases: list[dict]) -> dict:
     return provenance
 
 
-def fixture_name(version: str) -> str:
-    return f"vllm_oracle_moe_{version.replace('.', '_')}.jsonl"
+def fixture_name(version: str, random_cases: bool = False) -> str:
+    kind = "moe_random" if random_cases else "moe"
+    return f"vllm_oracle_{kind}_{version.replace('.', '_')}.jsonl"
+
+
+RANDOM_CASES, RANDOM_SEED = 300, 0
 
 
 PROVENANCE_FILE = "vllm_oracle_moe_provenance.json"
@@ -387,11 +425,15 @@ def regenerate(src: str | Path, out: str | Path) -> int:
     out = Path(out)
     version = sdist_version(Path(src))
     cases = draw(version)
-    prov = record(src, cases)
+    drawn = draw_random(RANDOM_CASES, RANDOM_SEED, version)
+    prov = record(src, cases + drawn)
     write_cases(out / fixture_name(version), cases)
+    write_cases(out / fixture_name(version, random_cases=True), drawn)
     path = out / PROVENANCE_FILE
     old = json.loads(path.read_text()) if path.is_file() else {}
-    old[version] = {**prov, "file": fixture_name(version), "cases": len(cases)}
+    old[version] = {**prov, "file": fixture_name(version), "cases": len(cases),
+                    "random_file": fixture_name(version, random_cases=True),
+                    "random_cases": len(drawn), "random_seed": RANDOM_SEED}
     path.write_text(json.dumps(old, indent=1, sort_keys=True) + "\n")
     return len(cases)
 

@@ -21,13 +21,14 @@ from workbench.platforms import resolve_platform
 
 __all__ = ["trace_moe", "moe_rules", "MoELayer", "MoETrace", "BackendStep", "MoERules",
            "MOE_VERSIONS", "DEFAULT_MOE_VERSION", "MOE_BACKENDS", "MethodNotTraced",
-           "RoutingNotTraced", "UnknownMoEVersionError"]
+           "RoutingNotTraced", "UnknownMoEVersionError", "TRACED_METHODS"]
 
 _shared = shared()
 MoERules = _shared.MoERules
 MOE_BACKENDS = _shared.MOE_BACKENDS
 MethodNotTraced = _shared.MethodNotTraced
 RoutingNotTraced = _shared.RoutingNotTraced
+TRACED_METHODS = tuple(_shared.METHOD_TRACERS)  # the MoE methods whose oracle is modelled
 
 
 def moe_rules(version: "str | MoERules | None" = None) -> "MoERules":
