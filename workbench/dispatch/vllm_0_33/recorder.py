@@ -122,13 +122,15 @@ def _fake_amdsmi(arch: str) -> types.ModuleType:
 class Vllm:
     """The imported vLLM tree, and the switches that put it on one simulated platform."""
 
-    def __init__(self, src: Path, packages: tuple[str, ...] = ()) -> None:
+    def __init__(self, src: Path, packages: tuple[str, ...] = (),
+                 expect: str = VLLM_VERSION) -> None:
         """Import vLLM from `src` with the optional `packages` importable: some vLLM modules
-        decide at import what an optional package provides (`if has_humming(): ...`)."""
+        decide at import what an optional package provides (`if has_humming(): ...`).
+        `expect`: the release the tree must be (the MoE recorder opens 0.34.0's with it too)."""
         src = Path(src).resolve()
         version = sdist_version(src)
-        if version != VLLM_VERSION:
-            raise SdistError(f"--vllm-src {src}: expected an unpacked vLLM {VLLM_VERSION} sdist "
+        if version != expect:
+            raise SdistError(f"--vllm-src {src}: expected an unpacked vLLM {expect} sdist "
                              f"(PKG-INFO Version), found version {version!r}")
         if not (src / "vllm" / "__init__.py").is_file():
             raise SdistIncomplete(f"vLLM sdist {src}: incomplete: no vllm/__init__.py beside its "
