@@ -280,3 +280,15 @@ def test_first_call_prepares_a_path_and_makes_one_call_at_m_1():
                    or native.run(inputs, state))
     took = first_call_s(w, seen)
     assert shapes == [(1, 256)] and 0 < took < 60
+
+
+def test_a_record_is_unreliable_by_its_spread_or_by_others_load():
+    from workbench.noise import SPREAD_LIMIT, record_unreliable
+
+    quiet = {"p20_ms": 1.0, "p80_ms": 1.2, "others_cores": 0.1, "threads": 1}
+    assert record_unreliable(quiet, cores=2) is None
+    wide = {**quiet, "p80_ms": SPREAD_LIMIT * 1.0 + 0.5}
+    assert record_unreliable(wide, cores=2) == "p80/p20 2.00x"
+    crowded = {**quiet, "others_cores": 1.8, "threads": 2}
+    assert record_unreliable(crowded, cores=2) == "other processes kept 1.8 cores busy"
+    assert record_unreliable({"p20_ms": None, "p80_ms": None}, cores=2) is None  # nothing measured: no claim

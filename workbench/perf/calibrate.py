@@ -84,13 +84,21 @@ def key_for(path: str, m: int, n: int, k: int, g: int, config: dict | None = Non
     tile config (block_k aside: it follows K and g, and the fit takes K per program as a
     variable). config: what a record says ran; None: what the kernel's table picks now."""
     if path in TRITON_PATHS:
-        cfg = config if config is not None else asdict(triton_config(TRITON_PATHS[path], m, n, k, g))
+        if config is None:
+            return _key_now(path, m, n, k, g)
+        cfg = config
         ident = tuple((f, v) for f, v in sorted(cfg.items()) if f != "block_k")
         return (path, "channel" if g in (-1, k) else "group", ident)
     if path in ENGINE_PATHS:  # their heuristics change kernel past decode sizes (Humming M 64: 1.6x M 1)
         size = "decode" if m <= 16 else "small" if m <= 128 else "large"
         return (path, ("channel-" if g in (-1, k) else "group-") + size)
     return (path, "small" if m <= 128 else "large")
+
+
+@lru_cache(maxsize=65536)
+def _key_now(path: str, m: int, n: int, k: int, g: int) -> tuple:
+    """key_for a Triton path with the config its table picks now."""
+    return key_for(path, m, n, k, g, asdict(triton_config(TRITON_PATHS[path], m, n, k, g)))
 
 
 def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None, config=None) -> Launch:

@@ -36,7 +36,8 @@ __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_li
            "measure_host", "plan_for", "fit_host", "FLOOR_SHAPE", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
            "CPU_PATHS", "CalibrationSpreadWarning", "CalibrationLoadWarning", "loaded_calibration",
            "load_sentence", "spread_of", "calibrated_with_retries", "WIDE_SPREAD",
-           "SLOW_PATHS", "bench_paths", "host_key", "measure_throughputs"]
+           "SLOW_PATHS", "bench_paths", "host_key", "measure_throughputs", "runs_here", "host_threads",
+           "CalibrationRefusedWarning"]
 
 # Shapes and token counts the host calibration times (small: seconds in all). Predictions
 # elsewhere are extrapolations of the fitted terms, checked by benchmarks/validate_perf.py.
@@ -233,10 +234,40 @@ def host_key() -> str:
                 break
     except OSError:
         cpu = _platform.processor()
-    threads = os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())
-    ident = json.dumps([cpu, _platform.machine(), torch_version, threads, _FIT_VERSION,
-                        CALIBRATION_SHAPES, CALIBRATION_MS, _kernels_digest()])
+    ident = json.dumps([cpu, _platform.machine(), torch_version, _FIT_VERSION, CALIBRATION_SHAPES,
+                        CALIBRATION_MS, _kernels_digest(), *runs_here()])
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def host_threads() -> int:
+    """The compute threads a calibration here runs with: torch's count where torch is loaded
+    (a set_num_threads counts), else what it will read ($OMP_NUM_THREADS, else the CPUs this
+    process may run on)."""
+    import sys
+
+    if "torch" in sys.modules:
+        return int(sys.modules["torch"].get_num_threads())
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def runs_here() -> tuple:
+    """What changes which engines run and how fast, beyond the CPU: the ISA cap
+    ($W4A8_KERNELS_MAX_ISA), each C engine's verdict (admitted after its self-test, or why
+    not) and the thread count. Part of a calibration's key: a capped run, an engine refused
+    or another thread count is another calibration, never one overwriting the other."""
+    try:
+        from w4a8_kernels.native import isa_cap, verdicts
+
+        cap, verdict = isa_cap(), sorted(verdicts().items())
+    except ImportError:  # an install without the C engines: nothing of theirs runs
+        cap, verdict = os.environ.get("W4A8_KERNELS_MAX_ISA") or None, []
+    return (f"isa_cap={cap}", verdict, f"threads={host_threads()}")
 
 
 @dataclass(frozen=True)
@@ -374,13 +405,32 @@ def _from_json(d: dict) -> HostCalibration:
     return HostCalibration(**{**d, "fits": fits, "engine_steps": steps})
 
 
-def _write(cal: HostCalibration) -> None:
+class CalibrationRefusedWarning(UserWarning):
+    """A calibration measured under load was not kept: a quiet one of this machine stands."""
+
+
+def _write(cal: HostCalibration) -> bool:
+    """Cache a calibration; False where it was refused: one measured under load never
+    replaces a quiet one of the same key (it would turn a measured figure into noise)."""
+    import warnings
+
     path = _cache_file(cal.key)
-    if path is not None:
+    if path is None:
+        return False
+    if loaded_calibration(cal) is not None and path.is_file():
         try:
-            path.write_text(json.dumps(cal.to_json()))
-        except OSError:
-            pass  # read-only cache: measured again next process
+            old = _from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            old = None
+        if old is not None and loaded_calibration(old) is None:
+            warnings.warn(f"this machine's new calibration was {load_sentence(loaded_calibration(cal))}: "
+                          "refused, the quiet one cached before stands", CalibrationRefusedWarning, stacklevel=3)
+            return False
+    try:
+        path.write_text(json.dumps(cal.to_json()))
+    except OSError:
+        return False  # read-only cache: measured again next process
+    return True
 
 
 def save_host_calibration(cal: HostCalibration) -> None:
@@ -488,7 +538,11 @@ def host_calibration(refresh: bool = False) -> HostCalibration:
         except (ValueError, KeyError, TypeError):
             pass
     cal = calibrated_with_retries()
-    _write(cal)
+    if not _write(cal) and loaded_calibration(cal) is not None and path is not None and path.is_file():
+        try:  # refused: the quiet calibration stands
+            return _from_json(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):
+            pass
     return cal
 
 

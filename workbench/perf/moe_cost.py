@@ -174,7 +174,11 @@ def moe_model_report(model: str, platform: str, scheme: str = "w4a8-int8", token
             "refused": cost.refused, "not_modelled": None}
 
 
-def moe_report_row(row, model: str, platform, tp: int, version: str | None):
+# the Model report's scheme names -> the MoE layer's (workbench.moe_models.SCHEMES)
+_REPORT_SCHEME = {"w4a8-int": "w4a8-int8", "w4a16": "w4a16", "w4a8-fp8": "w4a8-fp8"}
+
+
+def moe_report_row(row, model: str, platform, tp: int, version: str | None, scheme: str = "w4a8-int"):
     """A Model report row of a preset's expert GEMMs (`experts.w13` / `experts.w2`), decided as
     vLLM loads the experts: by the MoE trace, not as Linear layers. Where vLLM refuses the MoE
     layer the row is refused (no kernel, vLLM's error: the model has no total); where it loads,
@@ -187,7 +191,7 @@ def moe_report_row(row, model: str, platform, tp: int, version: str | None):
     if model not in MOE_MODELS:
         return row
     try:
-        t = trace_moe(moe_layer(model, "w4a8-int8", tp), platform, version=version)
+        t = trace_moe(moe_layer(model, _REPORT_SCHEME.get(scheme, scheme), tp), platform, version=version)
     except InvalidInputError as exc:
         return replace(row, kernel=None, scheme=None, computes="none",
                        error=f"MoE layer not modelled: {exc}")
