@@ -16,9 +16,9 @@ from workbench.dispatch.trace import Level, Trace
 from workbench.dispatch.types import dtype
 from workbench.dispatch.vllm_0_33.config_gate import CONFIG_GATES, config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
-from workbench.dispatch.vllm_0_33.gptq_awq import (awq_from_config, gptq_from_config,
-                                                   trace_awq_layer, trace_gptq_layer)
-from workbench.dispatch.vllm_0_33.inc import inc_from_config, trace_inc_layer
+from workbench.dispatch.versions import takes_rules
+from workbench.dispatch.vllm_0_33.gptq_awq import awq_from_config, gptq_from_config
+from workbench.dispatch.vllm_0_33.inc import inc_from_config
 from workbench.errors import InvalidInputError
 from workbench.platforms import Platform
 
@@ -36,7 +36,8 @@ FAMILY = {"auto_gptq": "gptq", "gptq": "gptq", "gptq_marlin": "gptq", "awq": "aw
           "compressed-tensors": "compressed-tensors"}
 _FROM_CONFIG = {"gptq": gptq_from_config, "awq": awq_from_config, "inc": inc_from_config,
                 "compressed-tensors": lambda qc: None}  # CT's refusals are per layer here
-_LAYER = {"gptq": trace_gptq_layer, "awq": trace_awq_layer, "inc": trace_inc_layer}
+# each family's layer trace, by its name in the rule set
+_LAYER = {"gptq": "trace_gptq_layer", "awq": "trace_awq_layer", "inc": "trace_inc_layer"}
 
 
 def resolve_quantization(qc: dict, p: Platform) -> str:
@@ -63,7 +64,8 @@ def resolve_quantization(qc: dict, p: Platform) -> str:
     return name
 
 
-def trace_config_gate(data: Any, p: Platform) -> Trace:
+@takes_rules
+def trace_config_gate(R, data: Any, p: Platform) -> Trace:
     """Input: `quantization_config` (the checkpoint's, with `quant_method`) and `dtype` (the
     model dtype, resolved as ModelConfig resolves it; bfloat16 when absent is the workbench's
     stand-in, not a vLLM default); `quantization` may name the method instead. The trace holds
@@ -88,12 +90,13 @@ def trace_config_gate(data: Any, p: Platform) -> Trace:
         return t.failed(exc.error_type, exc.message)
 
 
-def trace_quant_layer(level: str, data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
+@takes_rules
+def trace_quant_layer(R, level: str, data: Any, p: Platform, env: Env, gate: bool = True) -> Trace:
     """A GPTQ / AWQ / INC layer. With a `quantization_config` that names its `quant_method`,
     the method is resolved as vLLM resolves it (which may be another family than `level`)."""
     qc = data.get("quantization_config") if isinstance(data, dict) else None
     if not isinstance(qc, dict) or "quant_method" not in qc:
-        return _LAYER[level](data, p, env, gate)
+        return getattr(R, _LAYER[level])(data, p, env, gate)
     try:
         name = resolve_quantization(qc, p)
     except VllmError as exc:
@@ -102,4 +105,5 @@ def trace_quant_layer(level: str, data: Any, p: Platform, env: Env, gate: bool =
         raise InvalidInputError(f"{level}.quantization_config: {name!r} is a compressed-tensors "
                                 "checkpoint: trace its layers with trace_scheme")
     # the family's trace, under the level that was asked for
-    return replace(_LAYER[FAMILY[name]](data, p, env, gate, name), level=level, quantization=name)
+    return replace(getattr(R, _LAYER[FAMILY[name]])(data, p, env, gate, name), level=level,
+                   quantization=name)
