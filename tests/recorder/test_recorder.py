@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from workbench import dispatch
+from workbench.dispatch.versions import available
 from workbench.recorder import (CASE_KEYS, FIXED_FILES, GENERATED_LEVELS, PROVENANCE_FILE,
-                                read_cases)
+                                fixture_dir, read_cases)
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ROOT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = fixture_dir(ROOT_FIXTURES, dispatch.DEFAULT_VERSION)
+VERSIONS = available()
 PLATFORM_KEYS = {"device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages", "torch_ops"}
 LAYER_KEYS = {"quantization", "method", "inner", "error", "error_type", "kernel"}
 EXPECTED_KEYS = {"gptq": LAYER_KEYS, "awq": LAYER_KEYS, "inc": LAYER_KEYS,
@@ -24,13 +27,14 @@ EXPECTED_KEYS = {"gptq": LAYER_KEYS, "awq": LAYER_KEYS, "inc": LAYER_KEYS,
 KERNEL_KEYS = {"mp_config", "selected", "reasons", "error", "error_type"}
 
 
-def _level_cases(level: str) -> list[dict]:
-    return read_cases(FIXTURES / GENERATED_LEVELS[level][0])
+def _level_cases(level: str, version: str = dispatch.DEFAULT_VERSION) -> list[dict]:
+    return read_cases(fixture_dir(ROOT_FIXTURES, version) / GENERATED_LEVELS[level][0])
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("level", sorted(GENERATED_LEVELS))
-def test_generated_fixture_rows_are_in_the_oracle_format(level):
-    cases = _level_cases(level)
+def test_generated_fixture_rows_are_in_the_oracle_format(level, version):
+    cases = _level_cases(level, version)
     from workbench.recorder.cases import FIXED
     assert len(cases) == GENERATED_LEVELS[level][1] + len(FIXED.get(level, []))
     assert len({c["id"] for c in cases}) == len(cases)
@@ -53,9 +57,10 @@ def test_new_levels_hold_over_1200_cases_and_every_outcome():
     assert {None, "ValueError", "NotImplementedError"} <= types
 
 
-def test_provenance_names_every_stub():
-    prov = json.loads((FIXTURES / PROVENANCE_FILE).read_text())
-    assert prov["vllm_version"] == dispatch.DEFAULT_VERSION
+@pytest.mark.parametrize("version", VERSIONS)
+def test_provenance_names_every_stub(version):
+    prov = json.loads((fixture_dir(ROOT_FIXTURES, version) / PROVENANCE_FILE).read_text())
+    assert prov["vllm_version"] == version
     assert "vllm._C" in prov["stubbed_compiled"] and "conch" in prov["stubbed_optional_packages"]
     # humming runs for real (its schemas decide the activation), at the version vLLM pins
     assert prov["real_optional_packages"] == {"humming": "0.1.19"}
@@ -75,7 +80,9 @@ SRC = os.environ.get("WORKBENCH_VLLM_SRC")
 def test_re_recording_reproduces_a_sample_of_every_fixture_file():
     from workbench.recorder import record_all
     files = list(FIXED_FILES) + [name for name, _ in GENERATED_LEVELS.values()]
-    sample = [c for name in files for c in read_cases(FIXTURES / name)[::97]]
+    from workbench.recorder.sdist import sdist_version
+    folder = fixture_dir(ROOT_FIXTURES, sdist_version(Path(SRC)))  # that release's fixtures
+    sample = [c for name in files for c in read_cases(folder / name)[::97]]
     committed = [c["expected"] for c in sample]
     record_all(SRC, sample)
     assert [c["expected"] for c in sample] == committed

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping
 from workbench.errors import InvalidInputError
 
 # version -> the package holding its rules (each has a `rules` module with the entry points).
-RULE_SETS = {"0.33.0": "workbench.dispatch.vllm_0_33"}
+RULE_SETS = {"0.33.0": "workbench.dispatch.vllm_0_33", "0.34.0": "workbench.dispatch.vllm_0_34"}
 DEFAULT_VERSION = "0.33.0"
 VERSIONS = tuple(RULE_SETS)  # the versions shipped; `available()` also sees one added later
 
@@ -64,9 +64,10 @@ def takes_rules(fn: Callable) -> Callable:
 class Change:
     """One thing a release changed against the release it derives from, where its code says so."""
 
-    rule: str  # the rule set's name for what changed
+    rule: str  # the rule set's name for what changed (a kernel class's name for its rules)
     what: str  # one sentence
     source: str  # the file:line in this release's sdist (under vllm/)
+    was: str | None = None  # the file:line it replaces in the base release's sdist
 
 
 @dataclass(frozen=True, eq=False)  # one value per release: compared and hashed by identity
@@ -115,6 +116,21 @@ class RuleSet:
     def lineage(self) -> tuple["RuleSet", ...]:
         """This release and the ones it derives from, newest first."""
         return (self,) + (self.base.lineage() if self.base is not None else ())
+
+    def cite(self, citation: str) -> str:
+        """A `file:line` an inherited rule wrote, in this release's lines (unchanged for the
+        release that wrote it); a line this release changed is cited as the base's, so marked."""
+        own = self.own()
+        if self.base is None or citation in own.get("OWN_CITATIONS", ()):
+            return citation
+        from workbench.dispatch.citations import CITATION, relocate
+        carried = self.base.cite(citation)
+        m = CITATION.fullmatch(carried)
+        moved_to = own.get("CITES_MOVED", {}).get((m["path"], int(m["a"])) if m else None)
+        if moved_to is not None:  # a line that moved to another file
+            return moved_to
+        moved = relocate(carried, self.entries.get("LINES_MOVED", {}))
+        return moved if moved is not None else f"{carried} (vLLM {self.base.version})"
 
     @property
     def VLLM_VERSION(self) -> str:  # noqa: N802 - the rules module's name for `version`

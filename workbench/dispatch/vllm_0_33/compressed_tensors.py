@@ -491,7 +491,8 @@ def _select_wna16(R, s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
                         else None)
     except (EnvChoiceError, MarlinInputError) as exc:  # env_with_choices validates on first read
         return t.failed("ValueError", str(exc))
-    # wNa16.py:156-159: the config, already selected with, now carries the input dtype.
+    # compressed_tensors_wNa16.py:156-159: the config, already selected with, now carries the
+    # input dtype.
     run_with = t.mp_config if marlin_input is None else replace(t.mp_config, act_type=marlin_input)
     return replace(t, runtime_detail=R.kernel_runtime(t.selected, run_with, p, env,
                                                       model_dtype=dtype(s.params_dtype)))

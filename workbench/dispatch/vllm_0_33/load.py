@@ -22,7 +22,7 @@ from workbench.dispatch.vllm_0_33.inc import inc_from_config
 from workbench.errors import InvalidInputError
 from workbench.platforms import Platform
 
-# `QUANTIZATION_METHODS` (model_executor/layers/quantization/__init__.py:13-48), in order.
+# `QUANTIZATION_METHODS` (model_executor/layers/quantization/__init__.py:15-49), in order.
 QUANTIZATION_METHODS = [
     "awq", "auto_awq", "fp8", "fbgemm_fp8", "fp_quant", "modelopt", "modelopt_fp4",
     "modelopt_mxfp8", "modelopt_mixed", "auto_gptq", "gptq", "gptq_marlin", "awq_marlin",
@@ -40,7 +40,7 @@ _FROM_CONFIG = {"gptq": gptq_from_config, "awq": awq_from_config, "inc": inc_fro
 _LAYER = {"gptq": "trace_gptq_layer", "awq": "trace_awq_layer", "inc": "trace_inc_layer"}
 
 
-def resolve_quantization(qc: dict, p: Platform) -> str:
+def resolve_quantization(R, qc: dict, p: Platform) -> str:
     """The method name `_verify_quantization` settles on for a checkpoint's config."""
     if "quant_method" not in qc:  # quant_cfg["quant_method"]
         raise VllmError("KeyError", "'quant_method'")
@@ -50,13 +50,13 @@ def resolve_quantization(qc: dict, p: Platform) -> str:
         name = "auto_gptq"
     elif low == "awq" and not p.is_cpu():  # AutoAWQConfig's, off CPU (auto_awq.py:263-286)
         name = "auto_awq"
-    elif quant_method == "auto-round":  # INCConfig's (inc/inc.py:372-379)
+    elif quant_method == "auto-round":  # INCConfig's (inc/inc.py:361-368)
         name = "inc"
     else:
         name = quant_method if quant_method != "" else None
-    if name is not None and name not in QUANTIZATION_METHODS:
+    if name is not None and name not in R.QUANTIZATION_METHODS:
         raise VllmError("ValueError", f"Unknown quantization method: {name}. Must be one of "
-                        f"{QUANTIZATION_METHODS}.")
+                        f"{R.QUANTIZATION_METHODS}.")
     if name not in FAMILY:
         raise InvalidInputError(f"quantization_config.quant_method: {quant_method!r} loads as "
                                 f"{name!r}, which is not modelled; modelled: "
@@ -78,7 +78,7 @@ def trace_config_gate(R, data: Any, p: Platform) -> Trace:
     model_dtype = dtype(data.get("dtype", "bfloat16"), "config-gate.dtype").name
     t = Trace(level=Level.CONFIG_GATE)
     try:
-        name = data.get("quantization") or resolve_quantization(qc, p)
+        name = data.get("quantization") or resolve_quantization(R, qc, p)
         if name not in CONFIG_GATES:
             raise InvalidInputError(f"config-gate.quantization: {name!r} is not modelled; "
                                     f"accepted: {', '.join(CONFIG_GATES)}")
@@ -98,7 +98,7 @@ def trace_quant_layer(R, level: str, data: Any, p: Platform, env: Env, gate: boo
     if not isinstance(qc, dict) or "quant_method" not in qc:
         return getattr(R, _LAYER[level])(data, p, env, gate)
     try:
-        name = resolve_quantization(qc, p)
+        name = resolve_quantization(R, qc, p)
     except VllmError as exc:
         return Trace(level=level, error=exc.message, error_type=exc.error_type)
     if FAMILY[name] not in _LAYER:

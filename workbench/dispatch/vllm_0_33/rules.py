@@ -9,6 +9,7 @@ method) are named here too: the modules call them through the rule set they are 
 """
 from workbench.dispatch.versions import RuleSet
 from workbench.dispatch.vllm_0_33 import VLLM_VERSION
+from workbench.dispatch.vllm_0_33.config_gate import engine_start
 from workbench.dispatch.vllm_0_33.compressed_tensors import (ACT_QUANT_FORMATS, FORMATS,
                                                             SchemeError, SchemeInput,
                                                             trace_compressed_tensors)
@@ -22,7 +23,8 @@ from workbench.dispatch.vllm_0_33.inc import (DEFAULT_INT_PACKING_FORMAT, DIM_AL
                                               INC_INT_PACKING_FORMATS, INC_PACKING_FORMATS,
                                               INC_SUPPORTED_BITS, MIN_TOKENS_FOR_INT8,
                                               trace_inc_layer)
-from workbench.dispatch.vllm_0_33.load import trace_config_gate, trace_quant_layer
+from workbench.dispatch.vllm_0_33.load import (QUANTIZATION_METHODS, trace_config_gate,
+                                               trace_quant_layer)
 from workbench.dispatch.vllm_0_33.marlin_input import marlin_input_act_type
 from workbench.dispatch.vllm_0_33.mp_kernels import (ALL_KERNELS, KERNELS_BY_NAME,
                                                      MARLIN_INT8_SCALE_LEVELS, marlin_padded_nk)
@@ -49,13 +51,13 @@ RULES = RuleSet.root(VLLM_VERSION, __package__, dict(
     choose_mp_linear_kernel=choose_mp_linear_kernel,
     trace_compressed_tensors=trace_compressed_tensors, trace_quant_layer=trace_quant_layer,
     trace_config_gate=trace_config_gate, kernel_runtime=kernel_runtime,
-    marlin_padded_nk=marlin_padded_nk, ambiguity_notes=ambiguity_notes,
+    marlin_padded_nk=marlin_padded_nk, ambiguity_notes=ambiguity_notes, engine_start=engine_start,
     SchemeInput=SchemeInput, SchemeError=SchemeError,
     # seams the modules call through the rule set
     trace_gptq_layer=trace_gptq_layer, trace_awq_layer=trace_awq_layer,
     trace_inc_layer=trace_inc_layer, gptq_linear=gptq_linear,
     marlin_input_act_type=marlin_input_act_type,
-    LINEAR_BACKEND_MP_KERNELS=LINEAR_BACKEND_MP_KERNELS,
+    LINEAR_BACKEND_MP_KERNELS=LINEAR_BACKEND_MP_KERNELS, QUANTIZATION_METHODS=QUANTIZATION_METHODS,
     # pinned values
     ENV=ENV, ACT_QUANT_FORMATS=ACT_QUANT_FORMATS, FORMATS=FORMATS, INC_BACKENDS=INC_BACKENDS,
     INC_PACKING_FORMATS=INC_PACKING_FORMATS, INC_INT_PACKING_FORMATS=INC_INT_PACKING_FORMATS,
