@@ -17,7 +17,7 @@ from workbench.errors import InvalidInputError
 
 # version -> the package holding its rules (each has a `rules` module with the entry points).
 RULE_SETS = {"0.33.0": "workbench.dispatch.vllm_0_33", "0.34.0": "workbench.dispatch.vllm_0_34"}
-DEFAULT_VERSION = "0.33.0"
+DEFAULT_VERSION = "0.34.0"  # the newest release; every other is one choice away
 VERSIONS = tuple(RULE_SETS)  # the versions shipped; `available()` also sees one added later
 
 
