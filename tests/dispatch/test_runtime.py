@@ -1,9 +1,7 @@
 """The one Runtime value: produced for every selected kernel, rendered, carried in the JSON."""
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +18,6 @@ CONFIGS = [{"weight_type": w, "act_type": a, "group_size": g, "zero_points": zp,
            for w, zp in (("int4", False), ("uint4b8", False), ("uint4", True))
            for a in ("bfloat16", "float16", "int8", "float8_e4m3fn") for g in (128, -1)]
 SOURCE = re.compile(r"^[\w/]+\.py(:\d+)?$")
-SDIST = Path(os.environ.get("WORKBENCH_VLLM_SRC", "/nonexistent")) / "vllm"
 
 
 def _runtimes():
@@ -45,11 +42,17 @@ def test_every_selection_has_a_runtime_that_renders_and_cites_vllm():
     assert len(seen) >= 8  # Humming, Machete, Marlin, Cutlass, XPU x2, Dynamic4bit, CPUWNA16, ...
 
 
-@pytest.mark.skipif(not SDIST.is_dir(), reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
 def test_cited_lines_exist_in_the_sdist():
+    """The traced release's own sdist (find_sdist): a citation is of that release's lines."""
+    from workbench.recorder.sdist import find_sdist
+
+    src = find_sdist(DEFAULT_VERSION)
+    if src is None:
+        pytest.skip(f"no unpacked vLLM {DEFAULT_VERSION} sdist at hand (WORKBENCH_VLLM_SRC or "
+                    "WORKBENCH_VLLM_SDISTS)")
     for _, _, t in _runtimes():
         path, _, line = t.runtime_detail.source.partition(":")
-        lines = (SDIST / path).read_text().splitlines()
+        lines = (src / "vllm" / path).read_text().splitlines()
         assert not line or int(line) <= len(lines), t.runtime_detail.source
 
 

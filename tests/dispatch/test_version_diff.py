@@ -117,3 +117,15 @@ def test_matrix_is_computed_for_the_release_asked_for(capsys):
     for version in (OLD, NEW):
         assert main(["matrix", "--vllm-version", version, "--json"]) == 0
         assert json.loads(capsys.readouterr().out)["rows"]
+
+
+def test_an_engine_refusal_is_one_error_row_not_every_step():
+    """An x86 CPU without triton-cpu: the newer release stops at config time, so the diff says
+    that (with the change's file:line in both releases), not each step it never walked."""
+    d = _diff(BF16, {"preset": "x86-avx512", "triton": False})
+    assert [r.aspect for r in d.rows] == ["selected", "error"]
+    error = d.rows[1]
+    assert error.new == "RuntimeError: vLLM on x86 CPUs requires Triton (triton-cpu)."
+    change = _change("engine_start")
+    assert change.source in error.new_source and change.was in error.old_source
+    assert not _diff(BF16, "x86-avx512").changed  # a standard install brings triton-cpu

@@ -104,26 +104,42 @@ def version_diff(old: Trace, new: Trace, env: Mapping[str, Any] | None = None) -
     add("scheme", "scheme", old.scheme, new.scheme)
     old_steps = {s.kernel: s for s in old.steps}
     new_steps = {s.kernel: s for s in new.steps}
-    for kernel in list(dict.fromkeys([*old_steps, *new_steps])):
+    # a release that stops before the loop (engine start, method resolution) walked nothing
+    # to compare step by step: its selection and error rows say it
+    walked = bool(old_steps) and bool(new_steps)
+    for kernel in list(dict.fromkeys([*old_steps, *new_steps])) if walked else []:
         cited = _cited(changes, kernel)
         if cited == (None, None):  # its rule is unchanged: the loop stops elsewhere now
             cited = ("not reached" if kernel not in old_steps else "unchanged rule",
                      "not reached" if kernel not in new_steps else "unchanged rule")
         add("step", kernel, _step(old_steps.get(kernel)), _step(new_steps.get(kernel)), cited)
-    kernel_sources = _cited(changes, old.selected or "", new.selected or "")
+    error_sources = _error_sources(new, changes, env or {})
+    kernel_sources = (_cited(changes, old.selected or "", new.selected or "") if walked
+                      else error_sources)  # nothing selected: what stopped the load says why
     add("selected", "selected", old.selected, new.selected, kernel_sources)
     a, b = _runtime_fields(old), _runtime_fields(new)
     rt_sources = (old.runtime_detail.source if old.runtime_detail else None,
                   new.runtime_detail.source if new.runtime_detail else None)
-    for key in dict.fromkeys([*a, *b]):
+    for key in dict.fromkeys([*a, *b]) if a and b else []:  # a runtime on both sides
         add("runtime", key, a.get(key), b.get(key), rt_sources)
     old_error = f"{old.error_type}: {old.error}" if old.error else None
     new_error = f"{new.error_type}: {new.error}" if new.error else None
-    error_sources = _cited(changes, "engine_start", "ENV", "gptq_linear",
-                           *(s.kernel for s in new.steps))
     add("error", "error", old_error, new_error, error_sources)
     rows += _env_rows(old, new, changes, env or {})
     return VersionDiff(old.vllm_version or "?", new.vllm_version or "?", tuple(rows))
+
+
+def _error_sources(new: Trace, changes: list[Change],
+                   env: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The changes behind the newer trace's error, by where the load stopped."""
+    if new.steps:  # the loop ran: its candidates' changes
+        return _cited(changes, *(s.kernel for s in new.steps))
+    removed = dict(new.rules.ENV.removed) if new.rules is not None else {}
+    if any(key in removed for key in env):  # engine start refused a removed variable
+        return _cited(changes, "ENV")
+    if new.quantization is None and new.method is None:  # engine start or method resolution
+        return _cited(changes, "engine_start", "QUANTIZATION_METHODS")
+    return _cited(changes, "gptq_linear")
 
 
 def _env_rows(old: Trace, new: Trace, changes: list[Change],

@@ -2,8 +2,10 @@
 
 Everything pinned to a release (candidate lists, reason texts, env keys and accepted values,
 runtime facts, the docs table, the notes a face adds to a trace) lives in its package; its
-`rules` module names them, and `rule_set(version)` hands them out as one `RuleSet` value.
-A face is given a `RuleSet` (or reads `trace.rules`): nothing looks one up when imported.
+`rules` module builds them into one `RuleSet` value (`RULES`), and `rule_set(version)` hands
+it out. A later release derives its set from the one before (`RuleSet.derive`) and states only
+what it changed, each change cited (`Change`). A face is given a `RuleSet` (or reads
+`trace.rules`): nothing looks one up when imported.
 """
 from __future__ import annotations
 

@@ -1,7 +1,9 @@
 """Run vLLM 0.33.0's own selection code from an unpacked sdist, on a simulated platform.
 
 `workbench.recorder` drives this module; everything here that names a vLLM module, function or
-stub belongs to 0.33.0. The simulated platform is vLLM's real platform class (CudaPlatform,
+stub belongs to 0.33.0, and still to 0.34.0, whose rule set keeps this recorder (the release
+recorded is the sdist's own; a later tree that moves what it drives gets its own module,
+`RuleSet.module("recorder")` finds the newest). The simulated platform is vLLM's real platform class (CudaPlatform,
 RocmPlatform, XPUPlatform, CpuPlatform, ZenCpuPlatform) with only its hardware queries
 answered from the case: `get_device_capability`, `get_device_name`, `get_cpu_architecture`,
 the ROCm GCN arch (through a fake `amdsmi`), AMX support, and the torch ops present.
