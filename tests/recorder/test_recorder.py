@@ -76,6 +76,20 @@ def test_provenance_names_every_stub(version):
 SRC = os.environ.get("WORKBENCH_VLLM_SRC")
 
 
+def _src_version() -> str | None:
+    from workbench.recorder.sdist import RecorderError, sdist_version
+    try:
+        return sdist_version(Path(SRC)) if SRC else None
+    except RecorderError:
+        return None
+
+
+# The --against-vllm checks trace with the default rule set: they need that release's sdist.
+needs_default_sdist = pytest.mark.skipif(
+    _src_version() != dispatch.DEFAULT_VERSION,
+    reason=f"WORKBENCH_VLLM_SRC is not an unpacked vLLM {dispatch.DEFAULT_VERSION} sdist")
+
+
 @pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
 def test_re_recording_reproduces_a_sample_of_every_fixture_file():
     from workbench.recorder import record_all
@@ -114,7 +128,7 @@ def test_against_vllm_refuses_an_sdist_of_another_version(tmp_path, capsys):
             in capsys.readouterr().err)
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_exits_0_when_the_workbench_says_what_vllm_says(capsys):
     from workbench.__main__ import main
     assert main(["trace", "--platform", "x86-avx512", "--mp-config", MP,
@@ -126,7 +140,7 @@ def test_against_vllm_exits_0_when_the_workbench_says_what_vllm_says(capsys):
                  "--against-vllm", SRC]) == 0
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_names_the_fields_that_differ():
     """The x86 trace held against vLLM on an H200: the kernel and the reasons differ."""
     from workbench.platforms import resolve_platform
@@ -192,7 +206,7 @@ def test_against_vllm_names_an_import_dependency_this_python_lacks():
 GPTQ = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True}
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_compares_the_linear_method():
     """A trace that selects a kernel, held against a layer vLLM leaves unquantized (a GPTQ
     `dynamic` exclusion): the linear method differs, though no error and no MP config do."""
@@ -245,7 +259,7 @@ print(json.dumps([trace.runtime_detail.activation, expected["runtime"]["activati
     return mine, vllms, diffs
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_compares_hummings_activation():
     """Humming's input schema runs int8 activations on SM 9.0 and falls back to bf16 on SM
     10.0 (the recorded runtime cases): the SM 9.0 trace held against SM 10.0 differs there."""
@@ -273,5 +287,5 @@ def test_mxfp8_loop_selects_what_vllms_init_mxfp8_linear_kernel_selects():
                     weight_shape=(i["out_features"], i["in_features"]))).__name__
             except ValueError as exc:
                 got = str(exc)
-        t = dispatch.trace_inc(i, c["platform"], c["env"])
+        t = dispatch.trace_inc(i, c["platform"], c["env"], rules=_src_version())  # its rules
         assert (t.selected or t.error) == got, c["id"]
