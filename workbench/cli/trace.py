@@ -161,6 +161,8 @@ def format_text(trace) -> str:
         lines.append(f"runtime: {trace.runtime}")
     if trace.error:
         lines.append(f"{trace.error_type}: {trace.error}")
+    if trace.vllm_version:
+        lines.append(f"(vLLM {trace.vllm_version} rules)")  # every trace names its release
     return "\n".join(lines)
 
 
