@@ -65,7 +65,7 @@ def open_vllm(src: str | Path) -> Any:
             self.mod("vllm.triton_utils").HAS_TRITON = True
             super()._init_parallel()
 
-    v = MoeVllm(Path(src), (), expect=sdist_version(Path(src)))
+    v = MoeVllm(Path(src), (), expected=sdist_version(Path(src)))
     # imported once, under the CPU platform Vllm starts on: the later release's attention package (which
     # compressed_tensors imports) binds flash-attn when first imported on a CUDA platform
     for name in (CT, FACTORY, WNA16_ORACLE):
