@@ -14,7 +14,7 @@ mkdir -p "$D"
 python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -2
 export PYTHONPATH=/tmp/site:$PWD:$PWD/kernels W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache
 mkdir -p /tmp/src && for t in .carry/vllm-*.tar.gz; do tar -xzf "$t" -C /tmp/src; done
-export W4A8_VLLM_SDIST=/tmp/src/vllm-0.33.0
+export W4A8_VLLM_SDIST=$(ls -d /tmp/src/vllm-*/ | head -1)  # the one sdist carried
 ( THREADS=2 QUICK=1 PYTHON=python3 timeout 270 taskset -c 8-15 bash benchmarks/cpu_vllm_kernels.sh \
     > "$D/vllm_cpu_log.txt" 2>&1; cp benchmarks/results/cpu_ratios_vllm_cpu_*.json "$D/" 2>/dev/null
   timeout 60 taskset -c 8-15 python3 -m pytest tests/kernels/test_registry_and_bad_input.py -q -rs \
