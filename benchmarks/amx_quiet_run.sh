@@ -39,7 +39,7 @@ cpu timeout 120 python3 -m workbench predict --platform host-cpu --m 1,16,128 --
 echo "64 x 64: $((SECONDS - t0)) s"; cat "$D/predict_64.txt" | head -8
 # -- then the rest at once ---------------------------------------------------------------------
 P=8,9 cpu timeout 200 python3 benchmarks/validate_cpu_classes.py --here --rounds 2 > "$D/validate_log.txt" 2>&1 &
-(W4A8_VLLM_SDIST=/tmp/src/vllm-0.33.0 THREADS=2 QUICK=1 PYTHON=python3 CUDA_VISIBLE_DEVICES= timeout 300 \
+(W4A8_VLLM_SDIST=$(ls -d /tmp/src/vllm-*/ | head -1) THREADS=2 QUICK=1 PYTHON=python3 CUDA_VISIBLE_DEVICES= timeout 300 \
   taskset -c 10-13 bash benchmarks/cpu_vllm_kernels.sh > "$D/vllm_cpu_log.txt" 2>&1; \
   cp benchmarks/results/cpu_ratios_vllm_cpu_*.json "$D/" 2>/dev/null) &
 i=0

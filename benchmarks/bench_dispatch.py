@@ -16,6 +16,7 @@ from pathlib import Path
 
 from workbench.dispatch import MPConfig, trace_mp, trace_scheme
 from workbench.dispatch.docs_matrix import compute_matrix
+from workbench.dispatch.versions import DEFAULT_VERSION
 
 C1 = {"weight_type": "int4", "act_type": "bfloat16", "group_size": 128, "zero_points": False,
       "out_type": None, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}
@@ -47,7 +48,8 @@ def main() -> None:
         "trace_scheme_x86_ms": median_s(lambda: trace_scheme(W4A8, "x86-avx512"), args.repeats) * 1e3,
         "matrix_s": median_s(compute_matrix, max(5, args.repeats // 20)),
     }
-    sample = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "vllm_oracle_sample.json"
+    sample = (Path(__file__).resolve().parents[1] / "tests" / "fixtures" / f"vllm-{DEFAULT_VERSION}"
+              / "vllm_oracle_sample.json")
     cases = json.loads(sample.read_text())
 
     def batch():

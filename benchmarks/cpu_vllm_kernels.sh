@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# vLLM 0.33.0's own CPU int4 ops on this host, run for real: int4_scaled_mm_cpu (the W4A8 route
+# The pinned vLLM's own CPU int4 ops on this host, run for real: int4_scaled_mm_cpu (the W4A8 route
 # CPUWNA16LinearKernel takes on AMX hosts) and cpu_gemm_wna16 (its W4A16 route), built from the
 # sdist as torch extensions (w4a8_kernels.vllm_cpu), each admitted by a child-process self-test,
 # then tested against the float64 reference and this project's emulation, and timed beside
 # w4a8_native (benchmarks/bench_cpu_ratios.py --sections 6).
 #
-#   W4A8_VLLM_SDIST=/path/to/vllm-0.33.0.tar.gz [THREADS=N] [QUICK=1] bash benchmarks/cpu_vllm_kernels.sh
+#   W4A8_VLLM_SDIST=/path/to/vllm-<pinned>.tar.gz [THREADS=N] [QUICK=1] bash benchmarks/cpu_vllm_kernels.sh
 #
 # W4A8_VLLM_SDIST: the sdist (tarball, sha256-checked, or its unpacked folder); without it the
 #   sdist is fetched from PyPI. The builds go to the user cache (W4A8_WORKBENCH_CACHE overrides).
@@ -44,9 +44,10 @@ EOF
 echo "== bench --list (what runs here, and why not)"
 $PY -m workbench bench --list | grep -E "^(vllm_int4|vllm_cpu|w4a8_native|w4a16_fallback)" || true
 
-echo "== tests"
+echo "== tests (a failure is reported and the timing still runs)"
 $PY -m pytest -q -p no:cacheprovider -rs tests/kernels/test_vllm_cpu.py tests/kernels/test_engine_paths.py \
-  tests/kernels/test_quant.py tests/test_execution.py
+  tests/kernels/test_quant.py tests/test_execution.py tests/kernels/test_registry_and_bad_input.py \
+  || echo "== TESTS FAILED (rc=$?)"
 
 echo "== timing beside w4a8_native (N = K = 4096)"
 ARGS=(--sections 6 --tag "vllm_cpu_$HOST")

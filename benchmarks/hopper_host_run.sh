@@ -8,7 +8,7 @@
 #    each W4A8_KERNELS_MAX_ISA cap the CPU allows, `bench` on every default path, and the AMX
 #    measurements (benchmarks/amx_host_checks.sh).
 # Carried, ignored: .whl/ (humming-kernels 0.1.19, compressed-tensors 0.17.0, pydantic and its
-# stack, loguru) and .carry/ (the vLLM 0.33.0 sdist's csrc/ and CMakeLists.txt, CUTLASS's
+# stack, loguru) and .carry/ (the pinned vLLM sdist's csrc/ and CMakeLists.txt, CUTLASS's
 # include/, as tarballs).
 #   OUT=dir [GPU_BUDGET_S=200] [SHAPES=...] [MS=...] bash benchmarks/hopper_host_run.sh
 set -o pipefail
@@ -28,7 +28,7 @@ git rev-parse HEAD > "$R/commit.txt" 2>/dev/null
 cpu_pid=$!
 
 # -- Machete from the sdist, in the background -----------------------------------------------
-( WORKBENCH_VLLM_SRC=/tmp/src/vllm-0.33.0 CUTLASS_DIR=/tmp/src/cutlass-v4.7.0 JOBS=4 \
+( WORKBENCH_VLLM_SRC=$(ls -d /tmp/src/vllm-*/ | head -1) CUTLASS_DIR=/tmp/src/cutlass-v4.7.0 JOBS=4 \
   taskset -c 4-7 bash benchmarks/build_machete.sh ) > "$R/machete_build_log.txt" 2>&1 &
 build_pid=$!
 

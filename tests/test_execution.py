@@ -11,6 +11,7 @@ from w4a8_kernels.reference import w4a8_reference
 from w4a8_kernels.registry import Int4Weight
 from w4a8_kernels.vllm_cpu import admitted
 from workbench.dispatch import trace_mp, trace_scheme
+from workbench.dispatch.versions import available
 from workbench.errors import InvalidInputError
 from workbench.execution import (execution_path, marlin_int8_scales, marlin_w4a8_int8,
                                  plan_execution, plan_from_trace)
@@ -79,18 +80,19 @@ def test_the_zen4_pack_quantized_w4a8_layer_has_one_answer():
 
 
 def test_marlin_int8_route_end_to_end():
-    env = {"VLLM_MARLIN_INPUT_DTYPE": "int8"}
-    t = trace_scheme(WNA16, "sm80-a100", env)
+    env = {"VLLM_MARLIN_INPUT_DTYPE": "int8"}  # the first release's Marlin W4A8 (since removed)
+    first = available()[0]
+    t = trace_scheme(WNA16, "sm80-a100", env, rules=first)
     assert t.selected == "MarlinLinearKernel" and t.mp_config.act_type.name == "bfloat16"
     assert t.runtime_detail.activation == "int8"
     assert _plan(t).path == "marlin_w4a8_int8" and _plan(t).fidelity == "same numerics"
     asym = {**WNA16, "weights": {**WNA16["weights"], "symmetric": False}}
-    rt = trace_scheme(asym, "sm80-a100", env).runtime_detail
+    rt = trace_scheme(asym, "sm80-a100", env, rules=first).runtime_detail
     assert (rt.fails_at, rt.error_type, rt.error) == ("load", "AssertionError",
                                                       "W8A8 is not supported by marlin kernel.")
-    assert _plan(trace_scheme(asym, "sm80-a100", env)).computes == "none"
+    assert _plan(trace_scheme(asym, "sm80-a100", env, rules=first)).computes == "none"
     chan = {**WNA16, "weights": {**WNA16["weights"], "strategy": "channel", "group_size": None}}
-    rt = trace_scheme(chan, "sm80-a100", env).runtime_detail
+    rt = trace_scheme(chan, "sm80-a100", env, rules=first).runtime_detail
     assert (rt.fails_at, rt.error_type) == ("forward", "TypeError")
 
 

@@ -201,8 +201,11 @@ def test_panel_shows_a_user_error_instead_of_raising():
     def render(marlin_input_dtype, **_):
         from workbench.dispatch import parse_env
 
-        # vLLM validates the choice lazily, on first read: so does the workbench's Env.
-        return [parse_env({"VLLM_MARLIN_INPUT_DTYPE": "int4"}).marlin_input_dtype]
+        from workbench.dispatch.versions import available
+
+        # vLLM validates the choice lazily, on first read: so does the workbench's Env (the
+        # first release's, which still reads the variable).
+        return [parse_env({"VLLM_MARLIN_INPUT_DTYPE": "int4"}, available()[0]).marlin_input_dtype]
 
     p = nbw.panel(nbw.dispatch_controls("sm90-h200"), render, display_now=False)
     out = p.refresh()

@@ -50,6 +50,9 @@ class Platform:
     torch_ops: tuple[str, ...] = ()
     # auto_round_kernel, when importable, loaded its cpu_lib or xpu_lib (inc_ark_ops.py:29).
     ark_backend_lib: bool = True
+    # Triton with a backend for the device, as vLLM's HAS_TRITON finds it (triton_utils/
+    # importing.py); a standard install brings it (on x86 CPUs triton-cpu, requirements/cpu.txt).
+    triton: bool = True
     # Runtime-only facts (not used by selection).
     avx2: bool = False
     avx512: bool = False
@@ -215,7 +218,7 @@ def preset_for_host(host: Platform) -> str | None:
 # (vllm/platforms/interface.py:128-134); majors 1-19 cover every CUDA and HIP device so far.
 CAPABILITY_RANGE = (10, 199)
 _JSON_FIELDS = {"device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages",
-                "torch_ops", "ark_backend_lib", "avx2", "avx512", "avx512_bf16", "avx512_vnni",
+                "torch_ops", "ark_backend_lib", "triton", "avx2", "avx512", "avx512_bf16", "avx512_vnni",
                 "vendor", "name", "description"}
 
 
@@ -249,7 +252,7 @@ def platform_from_json(data: dict) -> Platform:
                 raise InvalidInputError(f"platform.{key}: expected a list of strings, got {value!r}")
             values[key] = tuple(value)
         elif key in ("zen", "amx", "avx2", "avx512", "avx512_bf16", "avx512_vnni",
-                     "ark_backend_lib"):
+                     "ark_backend_lib", "triton"):
             if not isinstance(value, bool):
                 raise InvalidInputError(f"platform.{key}: expected true or false, got {value!r}")
             values[key] = value
@@ -435,7 +438,17 @@ def _host_cpu(arch: str | None, amx: bool, packages: tuple[str, ...], ops: tuple
     zen = vendor == "AuthenticAMD" and isa["avx512"] and "zentorch" in packages
     desc = f"this machine: {arch} CPU" + (f" ({vendor})" if vendor else "")
     return Platform("cpu", cpu_arch=arch, zen=zen, amx=amx, packages=packages, torch_ops=ops,
-                    name="host", description=desc, **isa)
+                    triton=_has_triton_cpu(), name="host", description=desc, **isa)
+
+
+def _has_triton_cpu() -> bool:
+    """Triton with its CPU backend installed (triton-cpu), read from disk, nothing imported."""
+    from importlib.util import find_spec
+
+    spec = find_spec("triton")
+    return bool(spec and spec.submodule_search_locations
+                and any((Path(d) / "backends" / "cpu").is_dir()
+                        for d in spec.submodule_search_locations))
 
 
 def _probe_with_torch(arch: str | None, packages: tuple[str, ...], isa: dict[str, Any]) -> Platform:

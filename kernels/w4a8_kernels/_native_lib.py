@@ -246,6 +246,9 @@ def _build(variant: str) -> ctypes.CDLL:
         fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
         fn.restype = c_int
         lib.gemm = fn
+        lib.tiles = lib.w4a8_amx_tiles  # (codes, lda, Mp, K, bt, threads)
+        lib.tiles.argtypes = [ptr, i64, i64, i64, ptr, c_int]
+        lib.tiles.restype = c_int
         lib.sched_test_stall = lib.w4a8_amx_sched_test_stall
         return lib
     if variant == "avx2_u8s8":

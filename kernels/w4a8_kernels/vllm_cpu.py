@@ -29,10 +29,12 @@ What each needs from the CPU, read from the sources:
 - cpu_wna16.cpp: isa "vec" is AVX-512 FP32Vec16 code; isa "amx" AMX-BF16 tiles
   (micro_gemm/cpu_micro_gemm_amx.hpp), compiled in only with -DCPU_CAPABILITY_AMXBF16.
 
-The sdist: $W4A8_VLLM_SDIST (a vllm-0.33.0.tar.gz or its unpacked folder, for hosts without a
-network; $WORKBENCH_VLLM_SRC, the unpacked folder, where that is unset), else a copy unpacked in the build cache, else fetched from PyPI (its simple JSON
-index, sha256-checked against the pinned digest) and unpacked there. A build is admitted only
-after `self_test` ran its first real calls in a child process.
+The sdist: $W4A8_VLLM_SDIST (the pinned release's vllm-*.tar.gz or its unpacked folder, for
+hosts without a network; $WORKBENCH_VLLM_SRC, the unpacked folder, where that is unset), else a
+copy unpacked in the build cache, else fetched from PyPI (its simple JSON index, sha256-checked
+against the pinned digest) and unpacked there. A build is admitted only after `self_test` ran
+its first real calls in a child process (`python -m w4a8_kernels.vllm_cpu build` builds and
+admits both; `status` prints each probe).
 """
 from __future__ import annotations
 
@@ -54,22 +56,23 @@ from pathlib import Path
 
 import torch
 
-from w4a8_kernels._checks import check_activations, check_weight
+from w4a8_kernels._checks import all_finite, check_activations, check_weight
 from w4a8_kernels._native_lib import ISA_CAP_ENV, cache_dir, cpu_flags, isa_cap
 from w4a8_kernels.errors import KernelInputError, KernelUnavailableError
 from w4a8_kernels.packing import pack_int4_gptq, pack_int4_gptq_zeros, signed_to_unsigned
 
-__all__ = ["VLLM_VERSION", "SDIST_ENV", "SDIST_SHA256", "KERNELS", "Verdict", "BuildRecord",
+__all__ = ["SDIST_ENV", "SRC_ENV", "SDIST_SHA256", "SOURCES_SHA256", "KERNELS", "Verdict", "BuildRecord",
            "cpu_requirement", "probe", "admitted", "locate_sdist", "sdist_root", "build", "build_info", "self_test",
            "layer_refused", "op_refused", "Int4ScaledMMHandle", "prepare_int4_scaled_mm", "int4_scaled_mm",
            "WNA16Handle", "prepare_cpu_gemm_wna16", "cpu_gemm_wna16", "isa_hint"]
 
-VLLM_VERSION = "0.33.0"
 SDIST_ENV = "W4A8_VLLM_SDIST"
 SRC_ENV = "WORKBENCH_VLLM_SRC"
-SDIST_NAME = f"vllm-{VLLM_VERSION}.tar.gz"
-# The digest PyPI publishes for the pinned sdist: a carried tarball is held to it too.
+# The pinned release's sdist, by the digest PyPI publishes (a carried tarball is held to it too),
+# and the digest of the sources built from it (`_sources_digest`: an unpacked folder is held to
+# that). The release itself is named only by the dispatch rule set's version seam.
 SDIST_SHA256 = "f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112"
+SOURCES_SHA256 = "5ebb8f81b4d2a0f523363e11d15ab5af1c0b0aacd221a272770c755971700ed5"
 _INDEX = "https://pypi.org/simple/vllm/"
 _CSRC = Path(__file__).parent / "vllm_cpu_csrc"
 KERNELS = ("int4_scaled_mm", "cpu_gemm_wna16")
@@ -149,8 +152,22 @@ def _is_tree(path: Path) -> bool:
     return (path / "csrc" / "cpu" / "sgl-kernels" / "gemm_int4.cpp").is_file()
 
 
+# The files the ops are compiled from: the two kernels' sources and every header under
+# csrc/cpu they can include.
+_DIGESTED = ("csrc/cpu/*.hpp", "csrc/cpu/*.h", "csrc/cpu/utils.cpp", "csrc/cpu/cpu_wna16.cpp",
+             "csrc/cpu/micro_gemm/*.hpp", "csrc/cpu/sgl-kernels/*.h",
+             "csrc/cpu/sgl-kernels/gemm_int4.cpp")
+
+
+def _sources_digest(root: Path) -> str:
+    h = hashlib.sha256()
+    for path in sorted({p for g in _DIGESTED for p in root.glob(g)}):
+        h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
 def _folder_version(root: Path) -> str | None:
-    """The `Version:` of an unpacked sdist's PKG-INFO."""
+    """The `Version:` of an unpacked sdist's PKG-INFO (recorded with a build, not checked)."""
     try:
         for line in (root / "PKG-INFO").read_text(errors="replace").splitlines():
             if line.startswith("Version:"):
@@ -161,7 +178,7 @@ def _folder_version(root: Path) -> str | None:
 
 
 def _unpacked_dir() -> Path:
-    return cache_dir() / f"vllm-{VLLM_VERSION}-sdist"
+    return cache_dir() / f"vllm-sdist-{SDIST_SHA256[:12]}"
 
 
 def locate_sdist() -> tuple[Path | None, str]:
@@ -174,59 +191,64 @@ def locate_sdist() -> tuple[Path | None, str]:
             root = p if _is_tree(p) else next((c for c in p.iterdir() if _is_tree(c)), None)
             if root is None:
                 return None, f"{SDIST_ENV} or {SRC_ENV} = {env} holds no vLLM sources (csrc/cpu/sgl-kernels/gemm_int4.cpp)"
-            version = _folder_version(root)
-            if version != VLLM_VERSION:
-                return None, (f"{SDIST_ENV} or {SRC_ENV} = {env} holds vLLM {version or '(no PKG-INFO)'}, "
-                              f"not the pinned {VLLM_VERSION}")
+            if _sources_digest(root) != SOURCES_SHA256:
+                return None, (f"{SDIST_ENV} or {SRC_ENV} = {env} holds vLLM {_folder_version(root) or '?'} "
+                              "sources that are not the pinned release's (their digest differs)")
             return root, ""
         if p.is_file():
             return p, ""
         return None, f"{SDIST_ENV} or {SRC_ENV} = {env}: no such file or folder"
-    root = _unpacked_dir() / f"vllm-{VLLM_VERSION}"
+    root = _unpacked_dir() / "src"
     if _is_tree(root):
         return root, ""
-    return None, f"no vLLM {VLLM_VERSION} sdist here: {SDIST_ENV} unset and none unpacked in {_unpacked_dir()}"
+    return None, (f"no pinned vLLM sdist here: {SDIST_ENV} unset and none unpacked in "
+                  f"{_unpacked_dir()}")
 
 
 def _unpack(tarball: Path) -> Path:
     digest = _sha256(tarball)
     if digest != SDIST_SHA256:
-        raise KernelUnavailableError(f"{tarball} is not vLLM {VLLM_VERSION}'s sdist: sha256 {digest}, "
+        raise KernelUnavailableError(f"{tarball} is not the pinned vLLM sdist: sha256 {digest}, "
                                      f"PyPI publishes {SDIST_SHA256}")
     dest = _unpacked_dir()
-    root = dest / f"vllm-{VLLM_VERSION}"
+    root = dest / "src"
     if _is_tree(root):
         return root
     dest.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=dest))
     try:
         with tarfile.open(tarball) as tf:
-            # only the C++ sources are needed; the filter refuses links and paths out of tmp
-            members = [m for m in tf.getmembers() if m.isfile() and (
-                "/csrc/" in m.name or m.name == f"vllm-{VLLM_VERSION}/PKG-INFO")]
-            tf.extractall(tmp, members=members, filter="data")
-        os.replace(tmp / f"vllm-{VLLM_VERSION}", root)
+            names = tf.getmembers()
+            top = names[0].name.split("/")[0] + "/"
+            # only the C++ sources (and PKG-INFO) are needed: plain files inside the sdist's folder
+            members = [m for m in names if m.isfile() and m.name.startswith(top)
+                       and ".." not in m.name.split("/") and (
+                           "/csrc/" in m.name or m.name == top + "PKG-INFO")]
+            try:
+                tf.extractall(tmp, members=members, filter="data")
+            except TypeError:  # a Python without extraction filters (before 3.10.12 / 3.11.4)
+                tf.extractall(tmp, members=members)
+        os.replace(tmp / top.rstrip("/"), root)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return root
 
 
 def _fetch() -> Path:
-    """The pinned sdist from PyPI, by the url its simple JSON index gives, sha256-checked."""
+    """The pinned sdist from PyPI, by the url its simple JSON index gives the file of the
+    pinned digest, sha256-checked again once downloaded."""
     req = urllib.request.Request(_INDEX, headers={"Accept": "application/vnd.pypi.simple.v1+json"})
     try:
         with urllib.request.urlopen(req, timeout=30) as r:
             files = json.load(r)["files"]
-        entry = next((f for f in files if f["filename"] == SDIST_NAME), None)
+        entry = next((f for f in files if f.get("hashes", {}).get("sha256") == SDIST_SHA256), None)
         if entry is None:
-            raise KernelUnavailableError(f"PyPI's index lists no {SDIST_NAME}")
-        if entry.get("hashes", {}).get("sha256") != SDIST_SHA256:
-            raise KernelUnavailableError(f"PyPI's sha256 of {SDIST_NAME} is not the pinned {SDIST_SHA256}")
+            raise KernelUnavailableError(f"PyPI's index lists no file of sha256 {SDIST_SHA256}")
         with urllib.request.urlopen(entry["url"], timeout=300) as r:
             data = r.read()
     except OSError as exc:
-        raise KernelUnavailableError(f"the vLLM {VLLM_VERSION} sdist is not reachable ({exc}); "
-                                     f"set {SDIST_ENV} to a carried {SDIST_NAME}") from exc
+        raise KernelUnavailableError(f"the pinned vLLM sdist is not reachable ({exc}); "
+                                     f"set {SDIST_ENV} to a carried copy") from exc
     dest = _unpacked_dir()
     dest.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(suffix=".tar.gz", dir=dest)
@@ -293,7 +315,7 @@ def _tag(kernel: str, cxx: str) -> str:
 
 
 def _build_dir(kernel: str, tag: str) -> Path:
-    return cache_dir() / f"vllm-{VLLM_VERSION}-{kernel}-{tag}"
+    return cache_dir() / f"vllm-cpu-{kernel}-{tag}"
 
 
 _LOADED: dict[str, BuildRecord] = {}
@@ -336,10 +358,20 @@ def build(kernel: str) -> BuildRecord:
         raise KernelUnavailableError(f"vllm {kernel}: building or loading {so} failed: "
                                      f"{str(exc).strip()[-400:]}") from exc
     secs = time.perf_counter() - t0 if fresh else 0.0
+    if "-mamx-tile" in _flags(kernel) and "amx_tile" in cpu_flags():
+        # Linux hands a process the AMX tile state only on request (arch_prctl
+        # ARCH_REQ_XCOMP_PERM); a vLLM process has it from torch's oneDNN, which asks before
+        # its own AMX kernels. Without it the op's first tile instruction is SIGILL (seen on an
+        # AMX host: cpu_gemm_wna16's self-test died so).
+        init = getattr(getattr(torch._C, "_cpu", None), "_init_amx", None)
+        if init is None or not init():
+            raise KernelUnavailableError(f"vllm {kernel}: the kernel refused this process the AMX "
+                                         "tile state (torch._C._cpu._init_amx)")
     record = BuildRecord(kernel, _library(kernel) or "", tag, _flags(kernel), _SOURCES[kernel][0],
                          _compiler_version(cxx), torch.__version__, round(secs, 1))
     if fresh:
-        (out / "BUILD.json").write_text(json.dumps({**asdict(record), "sdist": str(root)}, indent=1))
+        (out / "BUILD.json").write_text(json.dumps({**asdict(record), "sdist": str(root),
+                                                    "vllm_version": _folder_version(root)}, indent=1))
     _LOADED[kernel] = record
     return record
 
@@ -432,24 +464,37 @@ def self_test(kernel: str, timeout_s: float = 1800.0, use_cache: bool = True) ->
     return v
 
 
+def _selected_note(kernel: str) -> str:
+    """What vLLM would run here instead, where it is not this op (cpu.py:170-176, 212-224)."""
+    if kernel == "int4_scaled_mm" and "amx_tile" not in cpu_flags():
+        return " (vLLM selects it only with AMX tiles: this CPU runs cpu_gemm_wna16 under vLLM)"
+    return ""
+
+
 def probe(kernel: str) -> tuple[bool, str]:
-    """(ok, why) for a path's probe: never builds or fetches. A build whose self-test passed
-    is ok; one not yet built is ok where it can be built ('builds at first use'); a refusal
-    names its reason."""
+    """(ok, why) for a path's probe; never builds or fetches. Admitted (built, self-test
+    passed): ok. Not built: ok where the sdist is at hand (it builds at first use, minutes),
+    else not, saying how to get it: a probe that enumerating code (the suite, the app) reads
+    must not start a download and a build. A refusal names its reason."""
     why = cpu_requirement(kernel)
     if why:
         return False, why
     if _compiler() is None:
         return False, "no C++ compiler (c++ or g++) on PATH to build vLLM's sources"
-    found, why = locate_sdist()
     tag = _current_tag(kernel)
     if tag and _verdict_file(kernel, tag).is_file():
         v = json.loads(_verdict_file(kernel, tag).read_text())
-        return (True, "vLLM's own op, built from its sdist, self-test passed") if v["ok"] \
-            else (False, v["why"])
-    where = (f"from {found}" if found is not None
-             else f"from PyPI ({why}; {SDIST_ENV} names a carried one)")
-    return True, f"vLLM's own op: builds at first use {where}, admitted after a self-test"
+        return (True, "vLLM's own op, built from its sdist, self-test passed"
+                + _selected_note(kernel)) if v["ok"] else (False, v["why"])
+    if tag and (_build_dir(kernel, tag) / f"w4a8_vllm_{kernel}_{tag}.so").is_file():
+        return True, ("vLLM's own op, built from its sdist: admitted after a self-test at first use"
+                      + _selected_note(kernel))
+    found, why = locate_sdist()
+    if found is None:
+        return False, (f"not built here: {why}; set {SDIST_ENV} to the pinned vLLM sdist, or "
+                       "`python -m w4a8_kernels.vllm_cpu build` fetches it from PyPI")
+    return True, (f"vLLM's own op: builds at first use from {found}, admitted after a self-test"
+                  + _selected_note(kernel))
 
 
 def admitted(kernel: str) -> bool:
@@ -591,6 +636,8 @@ def int4_scaled_mm(x: torch.Tensor, handle: Int4ScaledMMHandle) -> torch.Tensor:
                                f"(got {x.dtype})")
     if x.shape[0] == 0:
         return x.new_empty(0, handle.n)
+    if not all_finite(x):
+        raise KernelInputError("x holds Inf or NaN; the op's quantizer would turn whole rows to NaN")
     return _ops("int4_scaled_mm").int4_scaled_mm_cpu(x.contiguous(), handle.w, handle.w_zeros,
                                                      handle.w_scales, handle.bias)
 
@@ -628,6 +675,7 @@ def prepare_cpu_gemm_wna16(w_q: torch.Tensor, scales: torch.Tensor, group_size: 
     w = _pack_int32(_unpack_int32(qweight, 0), 1)  # input-dim packed -> output-dim packed
     w = w.view(k, -1, 2).permute(1, 0, 2).reshape(-1, k * 2).contiguous()
     b = None if bias is None else bias.detach().to(dtype).contiguous()
+    # (the AMX tile state an "amx" hint needs is asked for once, when `build` loads the op)
     return WNA16Handle(n, k, g, w, s, qzeros, b, isa_hint(dtype))
 
 
@@ -640,6 +688,8 @@ def cpu_gemm_wna16(x: torch.Tensor, handle: WNA16Handle) -> torch.Tensor:
     out = torch.empty(x.shape[0], handle.n, dtype=x.dtype)
     if x.shape[0] == 0:
         return out
+    if not all_finite(x):
+        raise KernelInputError("x holds Inf or NaN; the op would spread it over whole rows")
     _ops("cpu_gemm_wna16").cpu_gemm_wna16(x.contiguous(), handle.q_weight, out, handle.scales,
                                           handle.zeros, handle.bias, 8, handle.isa_hint)
     return out
@@ -710,11 +760,20 @@ def _main(argv: list[str]) -> int:
             result = {"ok": False, "why": str(exc), "tag": "", "checks": []}
         print(json.dumps(result))
         return 0
+    if argv[:1] == ["build"] and set(argv[1:]) <= set(KERNELS):
+        # fetches the sdist where none is at hand, builds and self-tests each op
+        for kernel in argv[1:] or KERNELS:
+            v = self_test(kernel)
+            info = build_info(kernel) or {}
+            print(f"{kernel}: {'admitted' if v.ok else 'refused: ' + v.why} "
+                  f"(build {info.get('build_s', '-')} s, self-test {v.seconds} s)")
+        return 0
     if len(argv) == 1 and argv[0] == "status":
         for kernel in KERNELS:
             print(kernel, probe(kernel))
         return 0
-    print(f"usage: python -m w4a8_kernels.vllm_cpu self-test {{{','.join(KERNELS)}}} | status",
+    print(f"usage: python -m w4a8_kernels.vllm_cpu build [{' '.join(KERNELS)}] | status | "
+          f"self-test {{{','.join(KERNELS)}}}",
           file=sys.stderr)
     return 2
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 import time
+from functools import partial
 
 from workbench.dispatch import trace_awq, trace_gptq, trace_inc
+from workbench.dispatch.versions import available
 from workbench.errors import InvalidInputError
 
 SURFACE = "dispatch"
@@ -124,7 +126,7 @@ CATALOG = [
                           "layer_name": "a" * 989}, "MacheteLinearKernel", within_s=20.0)),
     ("GPTQ g128 on sm90-h200 with VLLM_MARLIN_INPUT_DTYPE=int8 (Machete gets act_type int8)",
      "ok: Machete selected; RuntimeError at load from machete_prepack_B (no int8 layout)",
-     _load_failure(trace_gptq, GPTQ, "RuntimeError",
+     _load_failure(partial(trace_gptq, rules=available()[0]), GPTQ, "RuntimeError",  # 1st release
                    "NotImplementedError: prepack_B_dispatch(..) is not implemented for atype = "
                    "Char, b_type = uint4b8, with_group_scales_type= Char", INT8)),
     # Round 4: config values as vLLM's from_config hands them on, unconverted (Python decides).

@@ -11,11 +11,12 @@ import types
 import pytest
 
 from workbench import dispatch
-from workbench.dispatch.versions import DEFAULT_VERSION, RULE_SETS
+from workbench.dispatch.versions import rule_set
 
-# The rule set under test, as the version registry names it (no version written here).
-H = importlib.import_module(f"{RULE_SETS[DEFAULT_VERSION]}.humming_input")
-VllmError = importlib.import_module(f"{RULE_SETS[DEFAULT_VERSION]}.errors").VllmError
+# The rule set under test, as the version registry names it (no version written here): its
+# module, or the one of the release it derives that module from.
+H = rule_set().module("humming_input")
+VllmError = rule_set().module("errors").VllmError
 
 W4_G128 = H.weight_schema(4, 128, False)
 W4_CHANNEL = H.weight_schema(4, -1, False)
@@ -163,7 +164,7 @@ def test_g128_pack_quantized_w4a8_on_h200_runs_bf16_activations():
     rt = t.runtime_detail
     assert t.selected == "HummingLinearKernel"
     assert (rt.activation, rt.activation_requested, rt.emulation) == ("bf16", "int8", "w4a16_fallback")
-    assert rt.source == H.VLLM_SCHEMA + ":354"
+    assert rt.source == rule_set().cite(H.VLLM_SCHEMA + ":354")  # in the traced release's lines
     text = dispatch.describe_runtime(rt)
     assert "activations stay bf16" in text and "Real W4A8" not in text
     assert "not the int8 activations the layer's input schema asks for" in text

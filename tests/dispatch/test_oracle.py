@@ -3,18 +3,19 @@ from __future__ import annotations
 
 import pytest
 
-from tests.dispatch.conftest import load_oracle_cases
+from tests.dispatch.conftest import VERSIONS, load_oracle_cases
 from workbench.dispatch import trace_mp, trace_scheme
 
-CASES = load_oracle_cases()
+CASES = load_oracle_cases()  # the default release's
+EVERY = [(v, c) for v in VERSIONS for c in load_oracle_cases(v)]
 
 
-def _diff(case: dict) -> list[str]:
+def _diff(case: dict, version: str | None = None) -> list[str]:
     expected = case["expected"]
     if case["level"] == "mp":
-        got = trace_mp(case["input"], case["platform"], case["env"]).to_json()
+        got = trace_mp(case["input"], case["platform"], case["env"], rules=version).to_json()
         return [k for k in ("selected", "reasons", "error", "error_type") if got[k] != expected[k]]
-    got = trace_scheme(case["input"], case["platform"], case["env"]).to_json()
+    got = trace_scheme(case["input"], case["platform"], case["env"], rules=version).to_json()
     diffs = ["scheme"] if got["scheme"] != expected["scheme"] else []
     if expected.get("kernel") is None:
         diffs += [k for k in ("error", "error_type") if got[k] != expected[k]]
@@ -29,9 +30,10 @@ def _diff(case: dict) -> list[str]:
     return diffs
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
-def test_oracle_case(case):
-    assert _diff(case) == []
+@pytest.mark.parametrize("version,case", EVERY, ids=[f"{v}-{c['id']}" for v, c in EVERY])
+def test_oracle_case(version, case):
+    """Each release's rule set against the cases recorded from that release's code."""
+    assert _diff(case, version) == []
 
 
 def test_sample_covers_every_outcome():

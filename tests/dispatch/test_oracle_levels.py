@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.dispatch.conftest import VERSIONS, fixtures
 from workbench import dispatch
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 LEVELS = {"gptq": ("vllm_oracle_gptq.jsonl", dispatch.trace_gptq),
           "awq": ("vllm_oracle_awq.jsonl", dispatch.trace_awq),
           "inc": ("vllm_oracle_inc.jsonl", dispatch.trace_inc),
@@ -39,12 +39,12 @@ def _same(got, expected) -> bool:
     return canon(got) == canon(expected)
 
 
-def runtime_diff(case: dict) -> list[str]:
+def runtime_diff(case: dict, version: str | None = None) -> list[str]:
     """The runtime level: the route's error, else what processes the weights, the load-time
     failure (vLLM's Python before any compiled op), the activation precision and isa_hint
     where vLLM's Python decides them. Forward-time failures are not recorded there."""
     e, i = case["expected"], case["input"]
-    t = ROUTES[i["route"]](i["layer"], case["platform"], case["env"])
+    t = ROUTES[i["route"]](i["layer"], case["platform"], case["env"], rules=version)
     if e["route_error"] is not None or t.error is not None:
         routed = t.error is not None and e["route_error"] == f"{t.error_type}: {t.error}"
         return [] if routed else ["route_error"]
@@ -64,11 +64,11 @@ def runtime_diff(case: dict) -> list[str]:
     return out
 
 
-def diff(case: dict) -> list[str]:
+def diff(case: dict, version: str | None = None) -> list[str]:
     if case["level"] == "runtime":
-        return runtime_diff(case)
+        return runtime_diff(case, version)
     e, fn = case["expected"], LEVELS[case["level"]][1]
-    got = fn(case["input"], case["platform"], case["env"]).to_json()
+    got = fn(case["input"], case["platform"], case["env"], rules=version).to_json()
     if case["level"] == "config-gate":
         return [k for k in ("quantization", "error", "error_type") if not _same(got[k], e[k])]
     out = [k for k in ("quantization", "method", "inner") if got[k] != e[k]]
@@ -81,19 +81,21 @@ def diff(case: dict) -> list[str]:
     return out
 
 
-def _cases(level: str) -> list[dict]:
-    path = FIXTURES / LEVELS[level][0]
+def _cases(level: str, version: str | None = None) -> list[dict]:
+    path = fixtures(version or dispatch.DEFAULT_VERSION) / LEVELS[level][0]
     if not path.exists():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("level", sorted(LEVELS))
-def test_recorded_level_agrees(level):
-    cases = _cases(level)
+def test_recorded_level_agrees(level, version):
+    """Each release's rule set against the cases recorded from that release's code."""
+    cases = _cases(level, version)
     if not cases:
-        pytest.skip(f"{LEVELS[level][0]} not recorded")
-    bad = [(c["id"], d) for c in cases if (d := diff(c))]
+        pytest.skip(f"{version} {LEVELS[level][0]} not recorded")
+    bad = [(c["id"], d) for c in cases if (d := diff(c, version))]
     share = 1 - len(bad) / len(cases)
-    print(f"{level}: {len(cases) - len(bad)}/{len(cases)} agree")
+    print(f"{version} {level}: {len(cases) - len(bad)}/{len(cases)} agree")
     assert share >= FLOOR[level], bad[:5]

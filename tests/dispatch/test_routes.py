@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.dispatch.conftest import FIRST, NEWEST
 from workbench.dispatch import trace_awq, trace_gptq, trace_inc, trace_scheme
 
 LAYER = {"in_features": 4096, "out_features": 4096, "params_dtype": "bfloat16",
@@ -57,17 +58,20 @@ def test_gptq_config_gate_capability_then_dtype():
 
 
 def test_gptq_puts_the_marlin_input_dtype_into_selection_inc_does_not():
-    t = trace_gptq(GPTQ, "sm80-a100", INT8)
+    t = trace_gptq(GPTQ, "sm80-a100", INT8, rules=FIRST)
     assert t.mp_config.act_type.name == "int8" and t.selected == "MarlinLinearKernel"
     assert t.runtime_detail.activation == "int8" and t.runtime_detail.emulation == "marlin_w4a8_int8"
-    inc = trace_inc(INC, "sm80-a100", INT8)  # INC builds AutoGPTQLinearMethod directly
+    inc = trace_inc(INC, "sm80-a100", INT8, rules=FIRST)  # INC builds AutoGPTQLinearMethod
     assert inc.mp_config.act_type.name == "bfloat16" and inc.runtime_detail.activation == "bf16"
-    fp8 = trace_gptq(GPTQ, "sm90-h200", {"VLLM_MARLIN_INPUT_DTYPE": "fp8"})
+    fp8 = trace_gptq(GPTQ, "sm90-h200", {"VLLM_MARLIN_INPUT_DTYPE": "fp8"}, rules=FIRST)
     assert fp8.error_type == "ValueError" and fp8.error.startswith("Marlin W4A8-FP8 only support SM89")
+    # the newest release removed the variable: engine start refuses it before any layer
+    assert trace_gptq(GPTQ, "sm80-a100", INT8, rules=NEWEST).error.startswith(
+        "VLLM_MARLIN_INPUT_DTYPE has been removed. Marlin no longer supports 8-bit activations.")
 
 
 def test_marlin_8bit_weights_with_int8_activations_fail_at_load():
-    t = trace_gptq({**GPTQ, "bits": 8}, "sm80-a100", INT8)
+    t = trace_gptq({**GPTQ, "bits": 8}, "sm80-a100", INT8, rules=FIRST)
     assert t.selected == "MarlinLinearKernel" and t.error is None
     rt = t.runtime_detail
     assert (rt.fails_at, rt.error_type, rt.error) == ("load", "AssertionError",
@@ -87,7 +91,7 @@ def test_awq_routes():
     assert trace_awq({**AWQ, "params_dtype": "float32"}, "x86-avx512").error.startswith(
         "torch.float32 is not supported for quantization method awq.")
     # asymmetric AWQ with int8 Marlin activations: uint4 is not uint4b8.
-    assert trace_awq(AWQ, "sm80-a100", INT8).runtime_detail.fails_at == "load"
+    assert trace_awq(AWQ, "sm80-a100", INT8, rules=FIRST).runtime_detail.fails_at == "load"
 
 
 def test_compressed_tensors_config_gate():

@@ -1,12 +1,11 @@
 """The one Runtime value: produced for every selected kernel, rendered, carried in the JSON."""
 from __future__ import annotations
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 
+from tests.dispatch.conftest import FIRST
 from workbench.dispatch import (DEFAULT_VERSION, describe_runtime, trace_inc, trace_mp,
                                 trace_scheme)
 from workbench.dispatch.types import ACTIVATIONS
@@ -19,7 +18,6 @@ CONFIGS = [{"weight_type": w, "act_type": a, "group_size": g, "zero_points": zp,
            for w, zp in (("int4", False), ("uint4b8", False), ("uint4", True))
            for a in ("bfloat16", "float16", "int8", "float8_e4m3fn") for g in (128, -1)]
 SOURCE = re.compile(r"^[\w/]+\.py(:\d+)?$")
-SDIST = Path(os.environ.get("WORKBENCH_VLLM_SRC", "/nonexistent")) / "vllm"
 
 
 def _runtimes():
@@ -44,11 +42,17 @@ def test_every_selection_has_a_runtime_that_renders_and_cites_vllm():
     assert len(seen) >= 8  # Humming, Machete, Marlin, Cutlass, XPU x2, Dynamic4bit, CPUWNA16, ...
 
 
-@pytest.mark.skipif(not SDIST.is_dir(), reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
 def test_cited_lines_exist_in_the_sdist():
+    """The traced release's own sdist (find_sdist): a citation is of that release's lines."""
+    from workbench.recorder.sdist import find_sdist
+
+    src = find_sdist(DEFAULT_VERSION)
+    if src is None:
+        pytest.skip(f"no unpacked vLLM {DEFAULT_VERSION} sdist at hand (WORKBENCH_VLLM_SRC or "
+                    "WORKBENCH_VLLM_SDISTS)")
     for _, _, t in _runtimes():
         path, _, line = t.runtime_detail.source.partition(":")
-        lines = (SDIST / path).read_text().splitlines()
+        lines = (src / "vllm" / path).read_text().splitlines()
         assert not line or int(line) <= len(lines), t.runtime_detail.source
 
 
@@ -90,7 +94,7 @@ def test_machete_with_an_int8_act_type_fails_in_its_prepack(zero_point, b_type):
     from workbench.dispatch import trace_awq, trace_gptq
     layer = ({k: v for k, v in GPTQ_LAYER.items() if k not in ("sym", "desc_act")}
              | {"zero_point": True} if zero_point else GPTQ_LAYER)
-    t = (trace_awq if zero_point else trace_gptq)(layer, "sm90-h200", INT8_INPUT)
+    t = (trace_awq if zero_point else trace_gptq)(layer, "sm90-h200", INT8_INPUT, rules=FIRST)
     rt = t.runtime_detail
     assert t.selected == "MacheteLinearKernel" and t.mp_config.act_type.name == "int8"
     assert (rt.fails_at, rt.error_type, rt.failing_op, rt.computes) == (
@@ -100,21 +104,22 @@ def test_machete_with_an_int8_act_type_fails_in_its_prepack(zero_point, b_type):
     assert "<file>:<line>" in rt.caveat and t.to_json()["runtime_detail"]["caveat"] == rt.caveat
     assert "fails at weight loading" in t.runtime
     # without the variable Machete runs weight-only on the model's dtype, nothing uncertain
-    plain = trace_gptq(GPTQ_LAYER, "sm90-h200").runtime_detail
+    plain = trace_gptq(GPTQ_LAYER, "sm90-h200", rules=FIRST).runtime_detail
     assert (plain.activation, plain.fails_at, plain.caveat) == ("fp16", None, None)
 
 
 def test_conch_ignores_a_one_byte_act_type_and_runs_on_the_model_dtype():
     from workbench.dispatch import trace_gptq
     for params_dtype, act in (("float16", "fp16"), ("bfloat16", "bf16")):
-        t = trace_gptq({**GPTQ_LAYER, "params_dtype": params_dtype}, "rocm-mi300x", INT8_INPUT)
+        t = trace_gptq({**GPTQ_LAYER, "params_dtype": params_dtype}, "rocm-mi300x", INT8_INPUT,
+                       rules=FIRST)
         rt = t.runtime_detail
         assert t.selected == "ConchLinearKernel" and t.mp_config.act_type.name == "int8"
         assert (rt.activation, rt.computes, rt.emulation, rt.caveat) == (
             act, "w4a16", "w4a16_fallback", None)
     # an MP config alone does not carry the model dtype: the assumption is stated
     c = {**CONFIGS[0], "weight_type": "uint4b8", "act_type": "int8"}
-    rt = trace_mp(c, "rocm-mi300x").runtime_detail
+    rt = trace_mp(c, "rocm-mi300x", rules=FIRST).runtime_detail
     assert rt.method == "ConchLinearKernel" and rt.activation == "bf16" and "assumed" in rt.caveat
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.dispatch.conftest import FIRST
 from workbench.dispatch import trace_mp
 from workbench.dispatch import parse_env
 from workbench.errors import InvalidInputError
@@ -44,7 +45,8 @@ def test_disabled_comes_before_capability():
 
 
 def test_cuda_without_capability_skips_capability_checks():
-    t = trace_mp({**GPTQ, "weight_type": "int4"}, {"device": "cuda", "packages": []})
+    t = trace_mp({**GPTQ, "weight_type": "int4"}, {"device": "cuda", "packages": []},
+                 rules=FIRST)
     assert not any(s.outcome == "capability" for s in t.steps)
     assert " MarlinLinearKernel cannot implement due to: Quant type (int4) not supported by  Marlin, supported types are: []" in t.reasons
 

@@ -14,7 +14,9 @@ from workbench.dispatch.types import MPConfig
 from workbench.dispatch.versions import rules
 from workbench.platforms import resolve_platform
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+from tests.dispatch.conftest import fixtures
+
+FIXTURES = fixtures()  # the default release's, which the traces below run under
 GPTQ = {"weight_type": "uint4b8", "act_type": "bfloat16", "group_size": 128, "zero_points": False,
         "out_type": None, "full_weight_shape": [4096, 4096], "partition_weight_shape": [4096, 4096]}
 W4A16 = {"format": "pack-quantized", "in_features": 4096, "out_features": 4096,

@@ -14,6 +14,8 @@ from workbench.dispatch.versions import RULE_SETS
 ROOT = Path(__file__).resolve().parents[2]
 # Where a version may be written out: its package, the registry, the docs, recorded data.
 ALLOWED = ("workbench/dispatch/vllm_", "workbench/dispatch/versions.py", "README.md", "docs/",
+           # the MoE rule sets, one module per release, and their registry
+           "workbench/dispatch/moe/vllm_", "workbench/dispatch/moe/versions.py",
            "notebooks/README.md", "tests/fixtures/", "benchmarks/results/",
            "tests/dispatch/test_version_seam.py")
 SOURCES = (".py", ".ipynb", ".toml", ".cfg", ".c", ".h", ".sh", ".yml", ".yaml", ".txt")
@@ -59,3 +61,26 @@ def test_the_env_is_read_with_the_rule_set_of_the_version_traced():
     t = trace_mp(c, "sm90-h200", {"linear_backend": "nope"}, rules=DEFAULT_VERSION)
     assert t.error_type == "ValidationError" and t.vllm_version == DEFAULT_VERSION
     assert t.rules is rule_set(DEFAULT_VERSION)
+
+
+def _lines(package: str) -> int:
+    import importlib
+    folder = Path(importlib.import_module(package).__file__).parent
+    return sum(len(f.read_text().splitlines()) for f in folder.glob("*.py"))
+
+
+@pytest.mark.parametrize("version", [v for v in RULE_SETS])
+def test_a_derived_release_states_only_what_it_changed(version):
+    """A release derived from another holds a tenth of its base's code at most, and every
+    change it records names a rule it set itself (an entry, or a kernel class it replaced)."""
+    from workbench.dispatch.versions import rule_set
+
+    r = rule_set(version)
+    if r.base is None:
+        pytest.skip(f"{version} is modelled whole")
+    assert _lines(r.package) * 10 <= _lines(r.base.package)
+    own = r.own()
+    replaced = {name for name, k in r.KERNELS_BY_NAME.items() if r.base.KERNELS_BY_NAME[name] is not k}
+    assert r.changes and all(c.rule in own or c.rule in replaced for c in r.changes)
+    assert {k for k in own if k not in ("LINES_MOVED", "OWN_CITATIONS", "CITES_MOVED")} <= (
+        {c.rule for c in r.changes} | {"ALL_KERNELS", "KERNELS_BY_NAME", "POSSIBLE_KERNELS"})

@@ -1,6 +1,7 @@
 """The worked traces of the facts document, §9, byte for byte."""
 from __future__ import annotations
 
+from tests.dispatch.conftest import FIRST
 from workbench.dispatch import trace_mp, trace_scheme
 from workbench.dispatch.versions import rules
 
@@ -35,7 +36,7 @@ def test_9_1_h200_with_humming_selects_humming_weight_only():
 
 
 def test_9_1_h200_without_humming_raises_vllms_exact_error():
-    t = trace_mp(C1, H200_NO_HUMMING)
+    t = trace_mp(C1, H200_NO_HUMMING, rules=FIRST)  # its Marlin text
     reasons = [CUTLASS_ACT, MACHETE_INT4,
                " HummingLinearKernel cannot implement due to: Humming is not installed",
                MARLIN_INT4, CONCH_INT4, EXLLAMA_ACT, TRITON_INT4]

@@ -131,3 +131,19 @@ def test_the_real_engines_pass_their_self_test():
         ok, _ = _native_lib._cpu_supports(_native_lib.VARIANTS[variant][2])
         if ok:
             assert standing == "admitted (self-test passed)", (variant, standing)
+
+
+@pytest.mark.parametrize("mp, kp", [(32, 64), (128, 4096), (64, 960)])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_amx_b_tiles_are_the_documented_layout(mp, kp, threads):
+    """w4a8_amx_tiles lays the codes out as the GEMM reads them (no AMX instruction runs):
+    [Mp / 16][K / 64][16 k-quads][16 tokens][4 codes], on any CPU that builds the source."""
+    lib = ctypes.CDLL(str(_amx_library()))
+    i64 = ctypes.c_int64
+    lib.w4a8_amx_tiles.argtypes = [ctypes.c_void_p, i64, i64, i64, ctypes.c_void_p, ctypes.c_int]
+    a = torch.randint(-127, 128, (mp, kp), dtype=torch.int8, generator=torch.Generator().manual_seed(mp + kp))
+    want = a.view(torch.int32).view(mp // 16, 16, kp // 64, 16).permute(0, 2, 3, 1).contiguous()
+    bt = torch.empty(mp * kp, dtype=torch.int8)
+    assert lib.w4a8_amx_tiles(a.data_ptr(), a.stride(0), mp, kp, bt.data_ptr(), threads) == 0
+    assert torch.equal(bt, want.view(torch.int8).reshape(-1))
+    assert lib.w4a8_amx_tiles(a.data_ptr(), a.stride(0), mp - 1, kp, bt.data_ptr(), threads) == -2

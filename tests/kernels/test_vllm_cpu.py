@@ -9,6 +9,7 @@ too, and the shapes vLLM's can_implement accepts but the op cannot compute.
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 import tarfile
@@ -66,24 +67,32 @@ def test_a_bad_sdist_is_refused_by_name(monkeypatch, tmp_path):
                                       "no such file or folder")
     monkeypatch.setenv(V.SDIST_ENV, str(tmp_path))
     assert "holds no vLLM sources" in V.locate_sdist()[1]
-    # a folder of another vLLM version
-    src = tmp_path / "vllm-0.34.0"
+    # a folder of other sources (another release, or edited ones)
+    src = tmp_path / "vllm-other"
     (src / "csrc" / "cpu" / "sgl-kernels").mkdir(parents=True)
     (src / "csrc" / "cpu" / "sgl-kernels" / "gemm_int4.cpp").write_text("")
-    (src / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: vllm\nVersion: 0.34.0\n")
-    assert "holds vLLM 0.34.0, not the pinned 0.33.0" in V.locate_sdist()[1]
+    (src / "PKG-INFO").write_text("Metadata-Version: 2.4\nName: vllm\nVersion: 9.9.9\n")
+    assert "holds vLLM 9.9.9 sources that are not the pinned release's" in V.locate_sdist()[1]
     # a tarball that is not the pinned sdist: its digest is named
-    tarball = tmp_path / "vllm-0.33.0.tar.gz"
+    tarball = tmp_path / "vllm-other.tar.gz"
     with tarfile.open(tarball, "w:gz") as tf:
         data = b"not vllm"
-        info = tarfile.TarInfo("vllm-0.33.0/PKG-INFO")
+        info = tarfile.TarInfo("vllm-other/PKG-INFO")
         info.size = len(data)
         tf.addfile(info, io.BytesIO(data))
     monkeypatch.setenv(V.SDIST_ENV, str(tarball))
     monkeypatch.setenv("W4A8_WORKBENCH_CACHE", str(tmp_path / "cache"))
     assert V.locate_sdist() == (tarball, "")
-    with pytest.raises(KernelUnavailableError, match="is not vLLM 0.33.0's sdist: sha256"):
+    with pytest.raises(KernelUnavailableError, match="is not the pinned vLLM sdist: sha256"):
         V.sdist_root()
+
+
+@pytest.mark.skipif(not os.environ.get(V.SDIST_ENV) and not os.environ.get(V.SRC_ENV),
+                    reason="no vLLM sdist at hand ($W4A8_VLLM_SDIST or $WORKBENCH_VLLM_SRC)")
+def test_the_pinned_sources_are_the_ones_at_hand():
+    """The pinned digest of the sources is the one of the pinned release's sdist."""
+    root = V.sdist_root()
+    assert V._sources_digest(root) == V.SOURCES_SHA256
 
 
 def test_can_implement_and_the_ops_own_limits_are_named():
@@ -139,18 +148,10 @@ def test_a_crashing_self_test_is_a_named_verdict_and_the_process_goes_on(monkeyp
 
 # -- the ops themselves ------------------------------------------------------------------
 
-def _can_build(kernel: str) -> tuple[bool, str]:
-    why = V.cpu_requirement(kernel)
-    if why:
-        return False, why
-    if V.admitted(kernel) or V.locate_sdist()[0] is not None:
-        return True, ""
-    return False, (f"vLLM's {kernel} is not built here; set {V.SDIST_ENV} to the vLLM "
-                   f"{V.VLLM_VERSION} sdist (tarball or folder) to build it (minutes)")
-
-
 def _needs(kernel: str):
-    ok, why = _can_build(kernel)
+    """Runs where the op is built, or can be from an sdist at hand (minutes, once); the probe
+    says why not elsewhere (no AVX-512, no sdist: CI on a clean clone fetches nothing)."""
+    ok, why = V.probe(kernel)
     return pytest.mark.skipif(not ok, reason=why)
 
 
@@ -326,4 +327,6 @@ def test_the_registered_paths_say_what_they_are():
         if V.cpu_requirement(kernel):
             assert (ok, why) == (False, V.cpu_requirement(kernel))
         elif V.admitted(kernel):
-            assert (ok, why) == (True, "vLLM's own op, built from its sdist, self-test passed")
+            assert ok and why.startswith("vLLM's own op, built from its sdist, self-test passed")
+            assert ("selects it only with AMX" in why) == (
+                kernel == "int4_scaled_mm" and "amx_tile" not in V.cpu_flags())

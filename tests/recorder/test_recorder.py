@@ -11,10 +11,13 @@ from pathlib import Path
 import pytest
 
 from workbench import dispatch
+from workbench.dispatch.versions import available
 from workbench.recorder import (CASE_KEYS, FIXED_FILES, GENERATED_LEVELS, PROVENANCE_FILE,
-                                read_cases)
+                                fixture_dir, read_cases)
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+ROOT_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = fixture_dir(ROOT_FIXTURES, dispatch.DEFAULT_VERSION)
+VERSIONS = available()
 PLATFORM_KEYS = {"device", "capability", "cpu_arch", "gfx", "zen", "amx", "packages", "torch_ops"}
 LAYER_KEYS = {"quantization", "method", "inner", "error", "error_type", "kernel"}
 EXPECTED_KEYS = {"gptq": LAYER_KEYS, "awq": LAYER_KEYS, "inc": LAYER_KEYS,
@@ -24,19 +27,20 @@ EXPECTED_KEYS = {"gptq": LAYER_KEYS, "awq": LAYER_KEYS, "inc": LAYER_KEYS,
 KERNEL_KEYS = {"mp_config", "selected", "reasons", "error", "error_type"}
 
 
-def _level_cases(level: str) -> list[dict]:
-    return read_cases(FIXTURES / GENERATED_LEVELS[level][0])
+def _level_cases(level: str, version: str = dispatch.DEFAULT_VERSION) -> list[dict]:
+    return read_cases(fixture_dir(ROOT_FIXTURES, version) / GENERATED_LEVELS[level][0])
 
 
+@pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("level", sorted(GENERATED_LEVELS))
-def test_generated_fixture_rows_are_in_the_oracle_format(level):
-    cases = _level_cases(level)
+def test_generated_fixture_rows_are_in_the_oracle_format(level, version):
+    cases = _level_cases(level, version)
     from workbench.recorder.cases import FIXED
     assert len(cases) == GENERATED_LEVELS[level][1] + len(FIXED.get(level, []))
     assert len({c["id"] for c in cases}) == len(cases)
     for c in cases:
         assert tuple(c) == CASE_KEYS and c["level"] == level
-        assert set(c["platform"]) - {"ark_backend_lib"} == PLATFORM_KEYS
+        assert set(c["platform"]) - {"ark_backend_lib", "triton"} == PLATFORM_KEYS
         assert set(c["expected"]) == EXPECTED_KEYS[level]
         kernel = c["expected"].get("kernel")
         if isinstance(kernel, dict):
@@ -53,9 +57,10 @@ def test_new_levels_hold_over_1200_cases_and_every_outcome():
     assert {None, "ValueError", "NotImplementedError"} <= types
 
 
-def test_provenance_names_every_stub():
-    prov = json.loads((FIXTURES / PROVENANCE_FILE).read_text())
-    assert prov["vllm_version"] == dispatch.DEFAULT_VERSION
+@pytest.mark.parametrize("version", VERSIONS)
+def test_provenance_names_every_stub(version):
+    prov = json.loads((fixture_dir(ROOT_FIXTURES, version) / PROVENANCE_FILE).read_text())
+    assert prov["vllm_version"] == version
     assert "vllm._C" in prov["stubbed_compiled"] and "conch" in prov["stubbed_optional_packages"]
     # humming runs for real (its schemas decide the activation), at the version vLLM pins
     assert prov["real_optional_packages"] == {"humming": "0.1.19"}
@@ -71,11 +76,27 @@ def test_provenance_names_every_stub():
 SRC = os.environ.get("WORKBENCH_VLLM_SRC")
 
 
+def _src_version() -> str | None:
+    from workbench.recorder.sdist import RecorderError, sdist_version
+    try:
+        return sdist_version(Path(SRC)) if SRC else None
+    except RecorderError:
+        return None
+
+
+# The --against-vllm checks trace with the default rule set: they need that release's sdist.
+needs_default_sdist = pytest.mark.skipif(
+    _src_version() != dispatch.DEFAULT_VERSION,
+    reason=f"WORKBENCH_VLLM_SRC is not an unpacked vLLM {dispatch.DEFAULT_VERSION} sdist")
+
+
 @pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
 def test_re_recording_reproduces_a_sample_of_every_fixture_file():
     from workbench.recorder import record_all
     files = list(FIXED_FILES) + [name for name, _ in GENERATED_LEVELS.values()]
-    sample = [c for name in files for c in read_cases(FIXTURES / name)[::97]]
+    from workbench.recorder.sdist import sdist_version
+    folder = fixture_dir(ROOT_FIXTURES, sdist_version(Path(SRC)))  # that release's fixtures
+    sample = [c for name in files for c in read_cases(folder / name)[::97]]
     committed = [c["expected"] for c in sample]
     record_all(SRC, sample)
     assert [c["expected"] for c in sample] == committed
@@ -107,7 +128,7 @@ def test_against_vllm_refuses_an_sdist_of_another_version(tmp_path, capsys):
             in capsys.readouterr().err)
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_exits_0_when_the_workbench_says_what_vllm_says(capsys):
     from workbench.__main__ import main
     assert main(["trace", "--platform", "x86-avx512", "--mp-config", MP,
@@ -119,7 +140,7 @@ def test_against_vllm_exits_0_when_the_workbench_says_what_vllm_says(capsys):
                  "--against-vllm", SRC]) == 0
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_names_the_fields_that_differ():
     """The x86 trace held against vLLM on an H200: the kernel and the reasons differ."""
     from workbench.platforms import resolve_platform
@@ -185,7 +206,7 @@ def test_against_vllm_names_an_import_dependency_this_python_lacks():
 GPTQ = {"bits": 4, "group_size": 128, "desc_act": False, "sym": True}
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_compares_the_linear_method():
     """A trace that selects a kernel, held against a layer vLLM leaves unquantized (a GPTQ
     `dynamic` exclusion): the linear method differs, though no error and no MP config do."""
@@ -238,7 +259,7 @@ print(json.dumps([trace.runtime_detail.activation, expected["runtime"]["activati
     return mine, vllms, diffs
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_compares_hummings_activation():
     """Humming's input schema runs int8 activations on SM 9.0 and falls back to bf16 on SM
     10.0 (the recorded runtime cases): the SM 9.0 trace held against SM 10.0 differs there."""
@@ -266,5 +287,5 @@ def test_mxfp8_loop_selects_what_vllms_init_mxfp8_linear_kernel_selects():
                     weight_shape=(i["out_features"], i["in_features"]))).__name__
             except ValueError as exc:
                 got = str(exc)
-        t = dispatch.trace_inc(i, c["platform"], c["env"])
+        t = dispatch.trace_inc(i, c["platform"], c["env"], rules=_src_version())  # its rules
         assert (t.selected or t.error) == got, c["id"]

@@ -7,7 +7,12 @@ import json
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("matrix", help="docs hardware table versus what the dispatch code does")
+    from workbench.dispatch.versions import DEFAULT_VERSION, available
+
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
+                   help=f"the release whose docs table and rules are compared (default: "
+                        f"{DEFAULT_VERSION})")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=run)
 
@@ -15,9 +20,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from workbench.cli.trace import env_mapping
     from workbench.dispatch.docs_matrix import compute_matrix
-    from workbench.dispatch.versions import pinned
+    from workbench.dispatch.versions import rule_set
 
-    rules = pinned()
+    rules = rule_set(args.vllm_version)
     rows = compute_matrix(env_mapping(args.env), rules)
     if args.json:
         print(json.dumps({"hardware": list(rules.DOCS_HARDWARE), "rows": rows}, indent=1))

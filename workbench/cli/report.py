@@ -25,6 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prefill-m", type=int_in(1, MAX_M), default=2048, help="prefill tokens per call (default 2048)")
     p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
                    help=f"the vLLM rule set every layer is traced with (default: {DEFAULT_VERSION})")
+    p.add_argument("--versions", metavar="OLD,NEW",
+                   help="what changes on upgrade: each layer's kernel, what it computes, its error "
+                        "and predicted times under both rule sets ('no change' where equal; "
+                        "`trace --versions` gives each difference's vLLM file:line)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--csv", action="store_true", help="print the layer rows as CSV")
     p.add_argument("--total-loaded", action="store_true",
@@ -42,6 +46,8 @@ def _us(v, basis: str | None = None) -> str:
 def run(args: argparse.Namespace) -> int:
     from workbench.perf.report import model_report
 
+    if args.versions is not None:
+        return _run_versions(args)
     if args.schemes is not None or "," in args.platform:
         return _compare(args)
 
@@ -130,3 +136,28 @@ def _compare(args: argparse.Namespace) -> int:
     for v in cmp.verdicts:
         print(f"  {printable(v.sentence())}")
     return status
+
+def _run_versions(args: argparse.Namespace) -> int:
+    """Both releases' reports, layer by layer: the fields that differ, or "no change"."""
+    from workbench.cli.trace import version_pair
+    from workbench.perf.report import model_report
+
+    old, new = version_pair(args.versions)
+    reps = [model_report(args.source, args.platform, args.tp, decode_m=args.decode_m,
+                         prefill_m=args.prefill_m, version=v) for v in (old, new)]
+    fields = ("kernel", "computes", "runtime", "error", "fails_at", "decode_us", "prefill_us")
+    rows = []
+    for a, b in zip(*(r.layers for r in reps)):
+        changed = {f: [getattr(a, f), getattr(b, f)] for f in fields
+                   if getattr(a, f) != getattr(b, f)}
+        rows.append({"layer": a.layer, "changed": changed})
+    if args.json:
+        print(json.dumps({"source": reps[1].source, "platform": reps[1].platform,
+                          "old_version": old, "new_version": new, "layers": rows}, indent=1))
+        return 0
+    print(f"{printable(reps[1].source)} on {reps[1].platform}, TP {args.tp}: vLLM {old} -> {new}")
+    for row in rows:
+        print(f"{printable(row['layer'])}:" + ("" if row["changed"] else " no change"))
+        for f, (x, y) in row["changed"].items():
+            print(f"  {f}: {printable(str(x))}  ->  {printable(str(y))}")
+    return 0

@@ -6,9 +6,11 @@ import json
 import sys
 from typing import Any
 
+from workbench.cli import trace_moe
 from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, check_path, checkpoint_path,
                                   int_in, json_arg, json_object, open_input, open_stdin, parse_json,
                                   platform_arg, shown)
+from workbench.dispatch.moe import MOE_VERSIONS
 from workbench.dispatch.versions import DEFAULT_VERSION, available, rule_set
 from workbench.errors import USER_ERRORS, InvalidInputError
 from workbench.text import printable
@@ -34,7 +36,7 @@ and optionally
 Output: one JSON trace per input line, in order. A line that cannot be traced prints
 {{"input_error": "line N: ...", "line": N}} instead and the batch goes on; the command then
 ends with exit code 2 and one error line naming the bad lines. Example: examples/trace_batch.jsonl.
-(tests/fixtures/vllm_oracle_*.json* are test oracles with inputs and expected outputs, not
+(tests/fixtures/vllm-*/vllm_oracle_*.json* are test oracles with inputs and expected outputs, not
 --batch input.)
 """
 
@@ -55,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help='{"quantization", "quantization_config", "dtype"}: the model-wide '
                           "config check and capability/dtype gate (or @file)")
     src.add_argument("--checkpoint", metavar="PATH", help="a checkpoint directory (with --layer)")
+    trace_moe.register_options(p, src)
     src.add_argument("--batch", metavar="FILE",
                      help="JSON Lines cases, one object per line ('-' for stdin; format below)")
     p.add_argument("--layer", help="layer name inside --checkpoint")
@@ -68,8 +71,16 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "'host-cpu', or platform JSON (default: sm90-h200)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="VLLM_* variable or linear_backend / linear_backend_per_quant (repeatable)")
-    p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
+    p.add_argument("--vllm-version", choices=sorted({*available(), *MOE_VERSIONS}),
+                   default=DEFAULT_VERSION,
                    help=f"the vLLM rule set to trace with (default: {DEFAULT_VERSION})")
+    p.add_argument("--versions", metavar="OLD,NEW",
+                   help="what changes on upgrade: trace with both rule sets and print, per layer "
+                        "and platform, the steps, reasons, selection, runtime and env handling "
+                        "that differ, each with both releases' vLLM file:line ('no change' where "
+                        "none does); with --checkpoint and no --layer, every layer")
+    p.add_argument("--platforms", metavar="P1,P2",
+                   help="with --versions: several platform presets instead of --platform")
     p.add_argument("--against-vllm", metavar="DIR",
                    help="also run the case through vLLM's own code from an unpacked sdist DIR "
                         "and print the fields that differ (exit 1 if any, 0 if none)")
@@ -154,6 +165,8 @@ def format_text(trace) -> str:
         lines.append(f"runtime: {trace.runtime}")
     if trace.error:
         lines.append(f"{trace.error_type}: {trace.error}")
+    if trace.vllm_version:
+        lines.append(f"(vLLM {trace.vllm_version} rules)")  # every trace names its release
     return "\n".join(lines)
 
 
@@ -170,6 +183,19 @@ def run(args: argparse.Namespace) -> int:
         if given:
             raise InvalidInputError(f"{', '.join(given)}: given without --checkpoint, the only "
                                     "source they apply to")
+    moe_checkpoint = bool(args.checkpoint) and trace_moe.is_moe_layer_name(args.layer)
+    if args.moe_backend is not None and not (args.moe_scheme or moe_checkpoint):
+        raise InvalidInputError("--moe-backend: given without --moe-scheme or --checkpoint's "
+                                "--layer ...experts, the sources it applies to")
+    if args.moe_scheme or moe_checkpoint:
+        if args.against_vllm is not None or env:
+            raise InvalidInputError("--against-vllm / --env: not taken with --moe-scheme (the MoE "
+                                    "rules are held to vLLM's recorded answers by the tests)")
+        return trace_moe.run_moe(args, platform)
+    if args.versions is not None:
+        return _run_versions(args, platform, env)
+    if args.platforms is not None:
+        raise InvalidInputError("--platforms: applies to --versions only")
     if args.batch:
         if args.markdown:
             raise InvalidInputError("--markdown: --batch prints one JSON trace per line")
@@ -197,6 +223,59 @@ def run(args: argparse.Namespace) -> int:
                                        platform, env, tp_size=args.tp or 1, parallel=args.parallel,
                                        version=args.vllm_version)
     _print(trace, args)
+    return 0
+
+
+def version_pair(text: str) -> tuple[str, str]:
+    """`--versions OLD,NEW`: two releases with rule sets, older first as given."""
+    parts = [v.strip() for v in text.split(",")]
+    if len(parts) != 2 or parts[0] == parts[1]:
+        raise InvalidInputError(f"--versions: expected two different versions as OLD,NEW, got "
+                                f"{shown(text)}; available: {', '.join(available())}")
+    for v in parts:
+        if v not in available():
+            raise InvalidInputError(f"--versions: no rule set for {shown(v)}; available: "
+                                    f"{', '.join(available())}")
+    return parts[0], parts[1]
+
+
+def _run_versions(args: argparse.Namespace, platform: Any, env: dict) -> int:
+    """Trace each layer on each platform with both rule sets and print what differs."""
+    from workbench.dispatch import TRACERS
+    from workbench.dispatch.version_diff import version_diff
+
+    old, new = version_pair(args.versions)
+    if args.batch or args.against_vllm is not None or args.markdown:
+        raise InvalidInputError("--versions: takes --mp-config, --scheme, --inc, --gptq, --awq, "
+                                "--config-gate or --checkpoint, printed as text or --json")
+    platforms = ([platform_arg(p.strip(), "--platforms") for p in args.platforms.split(",")]
+                 if args.platforms else [platform])
+    given = [k for k in CASE_KINDS if getattr(args, k) is not None]
+    if given:
+        data = _object_arg(getattr(args, given[0]), "--" + given[0].replace("_", "-"))
+        layers = [(None, lambda p, v: TRACERS[given[0]](data, p, env, rules=rule_set(v)))]
+    else:
+        from workbench.checkpoints import list_layers, trace_checkpoint_layer
+
+        path = checkpoint_path(args.checkpoint, "--checkpoint")
+        names = [args.layer] if args.layer else [s.name for s in list_layers(path)]
+        layers = [(name, lambda p, v, name=name: trace_checkpoint_layer(
+            path, name, p, env, tp_size=args.tp or 1, parallel=args.parallel, version=v))
+            for name in names]
+    out = []
+    for name, trace in layers:
+        for p in platforms:
+            diff = version_diff(trace(p, old), trace(p, new), env)
+            label = p if isinstance(p, str) else p.get("name") or json.dumps(p)
+            out.append((name, label, diff))
+    if args.json:
+        for name, label, diff in out:
+            print(json.dumps({"layer": name, "platform": label, **diff.to_json()}))
+        return 0
+    print(f"vLLM {old} -> {new}")
+    for name, label, diff in out:
+        print((f"{name} on {label}:" if name else f"on {label}:"))
+        print(printable(diff.to_text(), keep_newlines=True))
     return 0
 
 

@@ -56,9 +56,17 @@ def _run(level: Level, platform: Any, env: Any, rules: Rules,
     except KernelConfigValidationError as exc:
         return Trace(level=level, error=str(exc), error_type=exc.error_type,
                      vllm_version=r.version, rules=r)
+    refused = r.engine_start(p, e)  # the environment and platform checks of engine start
+    if refused is not None:
+        return Trace(level=level, error=refused[1], error_type=refused[0], vllm_version=r.version,
+                     rules=r)
     # The rule set's body builds the whole trace; only the caller knows which rule set it
     # resolved, so the trace's provenance is stamped here, once.
-    return replace(body(r, p, e), vllm_version=r.version, rules=r)
+    t = body(r, p, e)
+    rt = t.runtime_detail
+    if rt is not None and r.base is not None:  # inherited rules cite their release's lines
+        rt = replace(rt, source=rt.source and r.cite(rt.source))
+    return replace(t, vllm_version=r.version, rules=r, runtime_detail=rt)
 
 
 def trace_mp(config: MPConfig | Mapping[str, Any], platform: Any = "sm90-h200",

@@ -27,6 +27,8 @@ class EnvRules:
     # pairs, so that an Env holding these rules stays hashable
     unset_pairs: tuple[tuple[str, str], ...]
     pydantic_url: str  # the error links of the pydantic release vLLM's errors were recorded with
+    # (variable, the hint vLLM's engine start raises with) for variables the release removed
+    removed: tuple[tuple[str, str], ...] = ()
 
     @property
     def unset_values(self) -> dict[str, str]:
@@ -179,6 +181,16 @@ def parse_env(env: Mapping[str, Any] | None, rules: EnvRules) -> Env:
     _validate_kernel_config(values, rules)
     raw = tuple((k, v if isinstance(v, str) else json.dumps(v)) for k, v in env.items())
     return Env(raw=raw, **values, rules=rules)
+
+
+def removed_variable(env: Env) -> str | None:
+    """`Platform.validate_environ`'s refusal of a removed variable the env sets (vLLM's text),
+    in the order the user set them; None when none is set."""
+    removed = dict(env.rules.removed) if env.rules is not None else {}
+    for key, _ in env.raw:
+        if key in removed:
+            return f"{key} has been removed. {removed[key]}"
+    return None
 
 
 def _validate_kernel_config(values: dict, rules: EnvRules) -> None:

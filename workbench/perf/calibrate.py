@@ -276,7 +276,9 @@ _FIT_VERSION = "8"  # bump when the fit changes: cached calibrations of older fi
 COMMITTED_CALIBRATION = H200_RESULTS.with_name("perf_calibration.json")
 COMMITTED_CALIBRATIONS = {H200_RESULTS.name: COMMITTED_CALIBRATION,
                           ENGINE_RESULTS.name: ENGINE_RESULTS.with_name("perf_calibration_engines.json"),
-                          MACHETE_RESULTS.name: MACHETE_RESULTS.with_name("perf_calibration_machete.json")}
+                          MACHETE_RESULTS.name: MACHETE_RESULTS.with_name("perf_calibration_machete.json"),
+                          H100_RESULTS.name: H100_RESULTS.with_name("perf_calibration_h100.json"),
+                          H100_MACHETE_RESULTS.name: H100_RESULTS.with_name("perf_calibration_h100_machete.json")}
 
 
 def calibration_name(digest: str, sms: int) -> str:

@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_linear", "features",
-           "measure_host", "plan_for", "fit_host", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
+           "measure_host", "plan_for", "fit_host", "FLOOR_SHAPE", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
            "CPU_PATHS", "CalibrationSpreadWarning", "CalibrationLoadWarning", "loaded_calibration",
            "load_sentence", "spread_of", "calibrated_with_retries", "WIDE_SPREAD",
            "SLOW_PATHS", "bench_paths", "host_key", "measure_throughputs", "runs_here", "host_threads",
@@ -47,6 +47,11 @@ CALIBRATION_SHAPES = ((2048, 2048), (4096, 2048), (3072, 6144))
 # 1-16 and 32-128 on each side of the W4A8 engine switch (LARGE_M = 24 today): each engine
 # gets three token counts per shape.
 CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
+# A layer so small that a call is its fixed cost: each path's (and each W4A8 engine's) fastest
+# call on it is that path's per-call floor, held as the fit's fixed term instead of fitted
+# from the large shapes, which cannot tell it apart (an AMX host's W4A8 fit put 44 us on a
+# 64 x 64 call that took 9).
+FLOOR_SHAPE = (64, 64)
 CALIBRATION_GROUP = 128
 # Prediction path -> the bench paths whose fits predict it (the fastest of them wins, as
 # the fallback's own per-M chooser keeps the fastest variant).
@@ -58,7 +63,7 @@ CPU_PATHS = {"w4a8_native": ("w4a8_native",),
 # timed at small M only, where its per-token cost is already clear.
 SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
 _ENGINE_SCAN = 4096  # engine_for is read for M = 1.._ENGINE_SCAN; beyond, the last engine runs
-_FIT_VERSION = "3"
+_FIT_VERSION = "4"  # 4: the fixed term is the floor measured on FLOOR_SHAPE
 _MIN_POINTS = 5  # one per feature
 
 
@@ -304,7 +309,9 @@ def measure_host(plan: dict, *, rounds: int = 1, steps: tuple = (), repeats: int
 
     from workbench.bench import bench_weight, int4_weight_of, synthetic_bench_layer
 
-    weights = {s: int4_weight_of(synthetic_bench_layer(s[0], s[1], CALIBRATION_GROUP)) for s in plan}
+    # group 128 where it divides K (the floor's 64 x 64 layer is per-channel)
+    weights = {s: int4_weight_of(synthetic_bench_layer(s[0], s[1], CALIBRATION_GROUP if s[1] % CALIBRATION_GROUP == 0
+                                                       else -1)) for s in plan}
     live = {s: [p for p in plan[s][0] if get_path(p).availability(w)[0]] for s, w in weights.items()}
     order = list(plan)
     best: dict = {}
@@ -341,17 +348,22 @@ def fit_host(samples: Iterable[Sample], key: str, throughputs: dict, threads: in
     """A calibration from samples: one fit per bench path (W4A8: per engine, and pooled
     for callers that know no engine)."""
     pts: dict[str, list] = {}
+    floors: dict[str, float] = {}
     for s in samples:
-        pts.setdefault(s.path, []).append((s.m, s.n, s.k, s.us))
-        if s.path.startswith("w4a8_native@"):
-            pts.setdefault("w4a8_native", []).append((s.m, s.n, s.k, s.us))
-    fits = {p: _with_held_out_band(fit_linear(v), v) for p, v in pts.items() if len(v) >= _MIN_POINTS}
+        keys = (s.path, "w4a8_native") if s.path.startswith("w4a8_native@") else (s.path,)
+        for key in keys:
+            if (s.n, s.k) == FLOOR_SHAPE:
+                floors[key] = min(floors.get(key, s.us), s.us)
+            else:
+                pts.setdefault(key, []).append((s.m, s.n, s.k, s.us))
+    fits = {p: _with_held_out_band(fit_linear(v, c0=floors.get(p)), v, floors.get(p))
+            for p, v in pts.items() if len(v) >= _MIN_POINTS}
     return HostCalibration(key, throughputs["stream_gbs"], throughputs["fp32_tflops"],
                            throughputs["bf16_tflops"], throughputs["int8_tops"], threads, seconds,
                            fits, provenance, tuple(tuple(s) for s in steps))
 
 
-def _with_held_out_band(fit: LinearFit, points: list) -> LinearFit:
+def _with_held_out_band(fit: LinearFit, points: list, c0: float | None = None) -> LinearFit:
     """The fit, its band widened to the 5th-95th percentiles of leave-one-shape-out error
     (predictions are for shapes the calibration did not time)."""
     shapes = {(n, k) for _, n, k, _ in points}
@@ -360,7 +372,7 @@ def _with_held_out_band(fit: LinearFit, points: list) -> LinearFit:
         rest = [p for p in points if (p[1], p[2]) != held]
         if len(rest) < _MIN_POINTS:
             continue
-        f = fit_linear(rest)
+        f = fit_linear(rest, c0=c0)
         resid += [float(np.log(us / max(f.predict(m, n, k), 1e-9))) for m, n, k, us in points
                   if (n, k) == held]
     if not resid:
@@ -427,7 +439,7 @@ def _live_calibration() -> HostCalibration:
     start = cpu_sample()
     thr = measure_throughputs()
     steps = engine_steps()
-    samples = measure_host(plan_for(CALIBRATION_SHAPES, CALIBRATION_MS), steps=steps)
+    samples = measure_host(plan_for((*CALIBRATION_SHAPES, FLOOR_SHAPE), CALIBRATION_MS), steps=steps)
     threads = torch.get_num_threads()
     check = load_check(start, cpu_sample(), threads)
     return fit_host(samples, host_key(), thr, threads, time.perf_counter() - t0,

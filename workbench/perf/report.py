@@ -221,7 +221,11 @@ def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int,
     for part, trace_fn in model_shard_traces(name, tp, scheme_of, tplat, version=version):
         gg = g if full_k[part.layer] % g == 0 else -1
         count = model.layers * (model.experts if part.layer.startswith("experts.") else 1)
-        rows.append(_row(part.layer, count, part.k, part.n, gg, part.parallel, trace_fn(), plat, dm, pm))
+        row = _row(part.layer, count, part.k, part.n, gg, part.parallel, trace_fn(), plat, dm, pm)
+        if part.layer.startswith("experts."):  # vLLM loads experts as one MoE layer
+            from workbench.perf.moe_cost import moe_report_row
+            row = moe_report_row(row, name, tplat, tp, version, scheme)
+        rows.append(row)
     notes = (f"{name} as {_SCHEME_WORDS[scheme].format(g=g)}; "
              f"{model.layers} decoder layers; per rank at TP {tp}",)
     if model.experts:

@@ -1,6 +1,6 @@
 """Record what a vLLM release's own code decides, as the fixtures the tests compare against.
 
-    python -m workbench.recorder --vllm-src DIR --out tests/fixtures
+    python -m workbench.recorder --vllm-src DIR [--out tests/fixtures/vllm-<version>]
 
 `DIR` is an unpacked vLLM sdist. Its version (PKG-INFO) picks the rule set's `recorder` module
 from `workbench.dispatch.versions.RULE_SETS`; that module imports vLLM from `DIR` and runs its
@@ -35,6 +35,11 @@ CASE_KEYS = ("id", "level", "input", "platform", "env", "expected")
 LEVELS = ("mp", "scheme", *GENERATED_LEVELS)
 
 
+def fixture_dir(root: str | Path, version: str) -> Path:
+    """Where one release's recorded cases live under a fixtures folder."""
+    return Path(root) / f"vllm-{version}"
+
+
 def recorder_module(version: str) -> ModuleType:
     """The rule set's recorder for `version` (`<package>.recorder`)."""
     if version not in RULE_SETS:
@@ -47,8 +52,9 @@ def open_vllm(src: str | Path, packages: tuple[str, ...] = ()) -> tuple[ModuleTy
     """(the version's recorder module, its loaded vLLM) for an unpacked sdist, imported with
     the optional `packages` present."""
     src = Path(src)
-    rec = recorder_module(sdist_version(src))
-    return rec, rec.Vllm(src, tuple(packages))
+    version = sdist_version(src)
+    rec = recorder_module(version)
+    return rec, rec.Vllm(src, tuple(packages), version)
 
 
 def record_case(rec: ModuleType, vllm: Any, case: dict) -> dict:

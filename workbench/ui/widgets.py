@@ -142,8 +142,9 @@ def env_editor(*, columns: int = 3) -> None:
         bind(st.selectbox, "VLLM_XPU_INC_WNA16_BACKEND", "env.VLLM_XPU_INC_WNA16_BACKEND",
              options=["", *accepted.xpu_inc_backends], format_func=lambda v: v or "(unset: auto)")
     with cols[2 % columns]:
-        bind(st.selectbox, "VLLM_MARLIN_INPUT_DTYPE", "env.VLLM_MARLIN_INPUT_DTYPE",
-             options=["", *accepted.marlin_input_dtypes], format_func=lambda v: v or "(unset)")
+        if "VLLM_MARLIN_INPUT_DTYPE" in accepted.known_keys:  # a release that still reads it
+            bind(st.selectbox, "VLLM_MARLIN_INPUT_DTYPE", "env.VLLM_MARLIN_INPUT_DTYPE",
+                 options=["", *accepted.marlin_input_dtypes], format_func=lambda v: v or "(unset)")
         bind(st.selectbox, "VLLM_BATCH_INVARIANT", "env.VLLM_BATCH_INVARIANT", options=["0", "1"])
     bind(st.text_input, "linear_backend_per_quant (JSON)", "env.linear_backend_per_quant",
          placeholder='{"mixed_precision": "marlin"}')

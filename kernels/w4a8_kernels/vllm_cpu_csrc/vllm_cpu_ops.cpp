@@ -32,7 +32,7 @@ void cpu_gemm_wna16(const at::Tensor& input, const at::Tensor& q_weight,
 
 TORCH_LIBRARY(W4A8_VLLM_NS, ops) {
 #if defined(W4A8_WITH_INT4_SCALED_MM)
-  // the schemas of torch_bindings.cpp (vLLM 0.33.0)
+  // the schemas of the pinned release's csrc/cpu/torch_bindings.cpp
   ops.def("convert_weight_packed_scale_zp(Tensor weight, Tensor qzeros, Tensor scales, "
           "int quant_method_4bit) -> (Tensor, Tensor, Tensor)");
   ops.impl("convert_weight_packed_scale_zp", c10::kCPU, &convert_weight_packed_scale_zp);

@@ -20,9 +20,8 @@ from workbench.dispatch.types import FP8_E4M3, ST, MPConfig, dtype
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.humming_input import InputConfig
-from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
-from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
-from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
+from workbench.dispatch.versions import takes_rules
+from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError
 from workbench.errors import InvalidInputError
 from workbench.layer import CTScheme
 from workbench.platforms import Platform
@@ -306,7 +305,7 @@ def _dynamic_token_w4a8_int(w, i) -> Check:
 class Resolved:
     scheme: str
     # create_weights: the trace so far -> the trace with the kernel it builds, or its error
-    build: Callable[["SchemeInput", Platform, Env, Trace], Trace] | None = None
+    build: Callable[[Any, "SchemeInput", Platform, Env, Trace], Trace] | None = None  # (R, ...)
 
 
 def _not_found(s: SchemeInput) -> SchemeError:
@@ -429,22 +428,22 @@ def _row_parallel(s: SchemeInput) -> bool:
     return s.in_features != s.input_size_per_partition
 
 
-def _build_w4a8_int(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
+def _build_w4a8_int(R, s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_w4a8_int.py: effective group, verify, then select."""
     group = _group(s.weights)
     if group == -1:
         group = s.input_size_per_partition if _row_parallel(s) else s.in_features
     _verify_groups(s.input_size_per_partition, group, None)
-    t = choose_mp_linear_kernel(_mp_config(s, "int4", dtype(s.params_dtype), group, False), p,
-                                env, t)
+    t = R.choose_mp_linear_kernel(_mp_config(s, "int4", dtype(s.params_dtype), group, False), p,
+                                  env, t)
     return t.noted(f"Using {t.selected} for CompressedTensorsW4A8Int") if t.ok else t
 
 
-def _build_w4a8_fp8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
+def _build_w4a8_fp8(R, s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_w4a8_fp8.py: select, then verify (the group is 128)."""
     group = _group(s.weights)
-    t = choose_mp_linear_kernel(_mp_config(s, "int4", FP8_E4M3, group, not s.weights.symmetric,
-                                           dtype(s.params_dtype)), p, env, t)
+    t = R.choose_mp_linear_kernel(_mp_config(s, "int4", FP8_E4M3, group, not s.weights.symmetric,
+                                             dtype(s.params_dtype)), p, env, t)
     if not t.ok:
         return t
     return _verified(t.noted(f"Using {t.selected} for CompressedTensorsW4A8Fp8"),
@@ -462,7 +461,7 @@ def _quant_type(a: QuantArgs) -> str:
     return WNA16_ZP_TYPES[a.num_bits] if not a.symmetric else WNA16_TYPES[a.num_bits]
 
 
-def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
+def _build_wna16(R, s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_wNa16.py: select (unless batch-invariant), then verify."""
     w = s.weights
     group = _group(w)
@@ -472,7 +471,7 @@ def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
         t = t.noted("Using dequantize + batch-invariant matmul for CompressedTensorsWNA16 "
                     "(VLLM_BATCH_INVARIANT=1 skips choose_mp_linear_kernel)")
     else:
-        t = _select_wna16(s, p, env, t)
+        t = _select_wna16(R, s, p, env, t)
         if not t.ok:
             return t
     if group == -1 and _row_parallel(s):
@@ -481,39 +480,40 @@ def _build_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
                      s.layer_name)
 
 
-def _select_wna16(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
+def _select_wna16(R, s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """The wNa16 scheme's kernel, and what it computes with the input dtype Marlin is given."""
-    t = choose_mp_linear_kernel(t.mp_config, p, env, t)
+    t = R.choose_mp_linear_kernel(t.mp_config, p, env, t)
     if not t.ok:
         return t
     t = t.noted(f"Using {t.selected} for CompressedTensorsWNA16")
     try:
-        marlin_input = (marlin_input_act_type(env, p) if t.selected == "MarlinLinearKernel"
+        marlin_input = (R.marlin_input_act_type(env, p) if t.selected == "MarlinLinearKernel"
                         else None)
     except (EnvChoiceError, MarlinInputError) as exc:  # env_with_choices validates on first read
         return t.failed("ValueError", str(exc))
-    # wNa16.py:156-159: the config, already selected with, now carries the input dtype.
+    # compressed_tensors_wNa16.py:156-159: the config, already selected with, now carries the
+    # input dtype.
     run_with = t.mp_config if marlin_input is None else replace(t.mp_config, act_type=marlin_input)
-    return replace(t, runtime_detail=kernel_runtime(t.selected, run_with, p, env,
-                                                    model_dtype=dtype(s.params_dtype)))
+    return replace(t, runtime_detail=R.kernel_runtime(t.selected, run_with, p, env,
+                                                      model_dtype=dtype(s.params_dtype)))
 
 
 def _build_wnam(short: str) -> Callable:
     """schemes/compressed_tensors_wNa8.py and wNa4.py: select, then assert whole groups."""
-    def build(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
+    def build(R, s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
         w, i = s.weights, s.input_activations
         group = _group(w)
-        t = choose_mp_linear_kernel(_mp_config(s, _quant_type(w), dtype(s.params_dtype), group,
-                                               not w.symmetric), p, env, t)
+        t = R.choose_mp_linear_kernel(_mp_config(s, _quant_type(w), dtype(s.params_dtype), group,
+                                                 not w.symmetric), p, env, t)
         if not t.ok:
             return t
         t = t.noted(f"Using {t.selected} for CompressedTensors{short}")
         # Only Humming reads the `_humming_input_quant_config` the scheme attaches
         # (compressed_tensors_wNa8.py:114-132, 168-170; wNa4.py the same).
         config = InputConfig(i.num_bits, i.type, i.group_size or 0, i.dynamic, i.symmetric)
-        t = replace(t, runtime_detail=kernel_runtime(t.selected, t.mp_config, p, env,
-                                                     input_schema=config,
-                                                     model_dtype=dtype(s.params_dtype)))
+        t = replace(t, runtime_detail=R.kernel_runtime(t.selected, t.mp_config, p, env,
+                                                       input_schema=config,
+                                                       model_dtype=dtype(s.params_dtype)))
         g = group if group != -1 else s.in_features
         if not (group == -1 and _row_parallel(s)) and s.input_size_per_partition % g:
             return t.failed("AssertionError", "")
@@ -521,12 +521,12 @@ def _build_wnam(short: str) -> Callable:
     return build
 
 
-def _build_wna8o8(s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
+def _build_wna8o8(R, s: SchemeInput, p: Platform, env: Env, t: Trace) -> Trace:
     """schemes/compressed_tensors_wNa8o8.py: select, then register weights (verify)."""
     w = s.weights
     group = _group(w)
-    t = choose_mp_linear_kernel(_mp_config(s, WNA8O8_TYPES[w.num_bits], dtype(s.params_dtype),
-                                           group, False), p, env, t)
+    t = R.choose_mp_linear_kernel(_mp_config(s, WNA8O8_TYPES[w.num_bits], dtype(s.params_dtype),
+                                             group, False), p, env, t)
     if not t.ok or (group == -1 and _row_parallel(s)):
         return t
     return _verified(t, s.input_size_per_partition, group if group != -1 else s.in_features,
@@ -559,7 +559,8 @@ def _constructor_checks(r: Resolved, s: SchemeInput) -> None:
                           "Supported num_bits = dict_keys([4])")
 
 
-def trace_compressed_tensors(s: SchemeInput, p: Platform, env: Env) -> Trace:
+@takes_rules
+def trace_compressed_tensors(R, s: SchemeInput, p: Platform, env: Env) -> Trace:
     """Resolve the scheme, apply its gate, then run the kernel selection its weights need."""
     t = Trace(level=Level.SCHEME)
     predicates: list[Predicate] = []  # the predicates vLLM tried, up to where it stopped
@@ -586,6 +587,6 @@ def trace_compressed_tensors(s: SchemeInput, p: Platform, env: Env) -> Trace:
                        "(it selects from the scaled-mm / FP8 / NVFP4 / MX lists)")
     t = replace(t, reached=Stage.CREATE_WEIGHTS)
     try:
-        return resolved.build(s, p, env, t)
+        return resolved.build(R, s, p, env, t)
     except SchemeError as exc:  # refused before it built anything on the trace
         return t.failed(exc.error_type, exc.message)

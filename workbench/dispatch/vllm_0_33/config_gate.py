@@ -1,6 +1,7 @@
 """The VllmConfig gate every quantization method passes before any layer is built."""
 from __future__ import annotations
 
+from workbench.dispatch.env import Env, removed_variable
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.platforms import Platform
 
@@ -15,6 +16,15 @@ CONFIG_GATES = {
     "awq": (75, ("float16", "bfloat16")),
     "awq_marlin": (75, ("float16", "bfloat16")),
 }
+
+
+def engine_start(p: Platform, env: Env) -> tuple[str, str] | None:
+    """What refuses the engine before any layer: (error type, vLLM's text), or None.
+
+    `validate_environ` (platforms/interface.py:1458-1470) only warns about unknown variables
+    here; a release that removes a variable refuses it (`EnvRules.removed`)."""
+    removed = removed_variable(env)
+    return None if removed is None else ("ValueError", removed)
 
 
 def config_gate(method: str, p: Platform, params_dtype: str) -> None:

@@ -18,11 +18,10 @@ from workbench.dispatch.types import (ST, DType, MPConfig, Runtime, ScalarType, 
                                       dtype)
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
-from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError, marlin_input_act_type
+from workbench.dispatch.versions import takes_rules
+from workbench.dispatch.vllm_0_33.marlin_input import MarlinInputError
 from workbench.dispatch.vllm_0_33.mp_kernels import (MARLIN_SUPPORTED_GROUP_SIZES, W4A16_PATH,
                                                      marlin_types)
-from workbench.dispatch.vllm_0_33.runtime import kernel_runtime
-from workbench.dispatch.vllm_0_33.selector import choose_mp_linear_kernel
 from workbench.errors import InvalidInputError
 from workbench.platforms import Platform
 
@@ -194,10 +193,10 @@ def quant_config(data: dict, where: str) -> dict:
     return qc
 
 
-def _env_input_dtype(env: Env, p: Platform) -> DType | None:
+def _env_input_dtype(R, env: Env, p: Platform) -> DType | None:
     """`get_marlin_input_dtype` as `get_quant_method` calls it; vLLM's ValueErrors."""
     try:
-        return marlin_input_act_type(env, p)
+        return R.marlin_input_act_type(env, p)
     except (EnvChoiceError, MarlinInputError) as exc:
         raise VllmError("ValueError", str(exc)) from None
 
@@ -208,19 +207,20 @@ def linear_method(t: Trace, method: str, **found) -> Trace:
     return replace(t, method=method, reached=Stage.CREATE_WEIGHTS, **found)
 
 
-def _select(t: Trace, layer: Layer, config: MPConfig, p: Platform, env: Env,
+def _select(R, t: Trace, layer: Layer, config: MPConfig, p: Platform, env: Env,
             packing: str) -> Trace:
-    t = choose_mp_linear_kernel(config, p, env, t)
+    t = R.choose_mp_linear_kernel(config, p, env, t)
     if not t.ok:
         return t
-    return replace(t, runtime_detail=kernel_runtime(t.selected, config, p, env, packing,
-                                                    model_dtype=dtype(layer.params_dtype)))
+    return replace(t, runtime_detail=R.kernel_runtime(t.selected, config, p, env, packing,
+                                                      model_dtype=dtype(layer.params_dtype)))
 
 
 # --------------------------------------------------------------------------- AutoGPTQ
 
 
-def gptq_linear(bits: int, sym: bool, group: int, layer: Layer, p: Platform, env: Env, t: Trace,
+@takes_rules
+def gptq_linear(R, bits: int, sym: bool, group: int, layer: Layer, p: Platform, env: Env, t: Trace,
                 *, reads_env: bool, method: str = "AutoGPTQLinearMethod") -> Trace:
     """`AutoGPTQLinearMethod(...)` then `create_weights` (auto_gptq.py:311-349).
 
@@ -230,13 +230,15 @@ def gptq_linear(bits: int, sym: bool, group: int, layer: Layer, p: Platform, env
     """
     quant_type = ST[GPTQ_TYPES[(bits, sym)]]
     verify_marlin_supported(quant_type, group, False, p)  # __init__, auto_gptq.py:317
-    input_dtype = _env_input_dtype(env, p) if reads_env else None  # still get_quant_method
+    input_dtype = _env_input_dtype(R, env, p) if reads_env else None  # still get_quant_method
     t = linear_method(t, method, scheme="AutoGPTQLinearMethod")
     act = input_dtype or dtype(layer.params_dtype)
-    return _select(t, layer, layer.mp_config(str(quant_type), act, group, False), p, env, "gptq")
+    return _select(R, t, layer, layer.mp_config(str(quant_type), act, group, False), p, env,
+                   "gptq")
 
 
-def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
+@takes_rules
+def trace_gptq_layer(R, data: Any, p: Platform, env: Env, gate: bool = True,
                      quantization: str = "auto_gptq") -> Trace:
     """A GPTQ checkpoint's Linear layer (`quant_method: gptq`, loaded as `auto_gptq`).
 
@@ -269,7 +271,7 @@ def trace_gptq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
                                 else "UnquantizedLinearMethod")
         bits, group, sym = quant
         _gptq_type(bits, sym)  # override_config's TYPE_MAP check (utils/gptq_utils.py:76-80)
-        return gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
+        return R.gptq_linear(bits, sym, group, layer, p, env, t, reads_env=True)
     except VllmError as exc:
         return t.failed(exc.error_type, exc.message)
 
@@ -397,7 +399,7 @@ def awq_config(bits: int) -> None:
             "backend by setting backend='awq:marlin' or backend='marlin'."))
 
 
-def awq_marlin_linear(group: int, zero_point: bool, layer: Layer, p: Platform, env: Env,
+def awq_marlin_linear(R, group: int, zero_point: bool, layer: Layer, p: Platform, env: Env,
                       t: Trace, *, input_dtype: DType | None,
                       method: str = "AutoAWQMarlinLinearMethod") -> Trace:
     """`AutoAWQMarlinLinearMethod` (auto_awq.py:404-470): verify off CPU/XPU, then select."""
@@ -405,7 +407,7 @@ def awq_marlin_linear(group: int, zero_point: bool, layer: Layer, p: Platform, e
         verify_marlin_supported(ST["uint4"], group, zero_point, p)
     t = linear_method(t, method, scheme="AutoAWQMarlinLinearMethod")
     act = input_dtype or dtype(layer.params_dtype)
-    return _select(t, layer, layer.mp_config("uint4", act, group, zero_point), p, env, "awq")
+    return _select(R, t, layer, layer.mp_config("uint4", act, group, zero_point), p, env, "awq")
 
 
 def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace,
@@ -426,7 +428,8 @@ def awq_triton_linear(bits: int, group: int, layer: Layer, t: Trace,
     return replace(t, selected="AutoAWQLinearMethod", runtime_detail=runtime)
 
 
-def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
+@takes_rules
+def trace_awq_layer(R, data: Any, p: Platform, env: Env, gate: bool = True,
                     quantization: str | None = None) -> Trace:
     """An AWQ checkpoint's Linear layer (`quant_method: awq`).
 
@@ -446,7 +449,7 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
         if any(m in layer.layer_name for m in skip):
             return _unquantized(t, layer)
         if p.is_cpu() or p.is_xpu():  # auto_awq.py:307-308
-            return awq_marlin_linear(group, zero_point, layer, p, env, t, input_dtype=None)
+            return awq_marlin_linear(R, group, zero_point, layer, p, env, t, input_dtype=None)
         use_marlin = (not env.batch_invariant and p.is_cuda()
                       and check_marlin_supported(ST["uint4"], group, zero_point, p)[0])
         # check_marlin_supports_layer, asked only once Marlin is supported (auto_awq.py:320-322):
@@ -454,8 +457,8 @@ def trace_awq_layer(data: Any, p: Platform, env: Env, gate: bool = True,
         whole = use_marlin and (group == -1 or group >= layer.in_features
                                 or layer.input_size_per_partition % group == 0)
         if use_marlin and whole:
-            return awq_marlin_linear(group, zero_point, layer, p, env, t,
-                                     input_dtype=_env_input_dtype(env, p))
+            return awq_marlin_linear(R, group, zero_point, layer, p, env, t,
+                                     input_dtype=_env_input_dtype(R, env, p))
         if use_marlin:
             t = t.noted(f"Layer '{layer.layer_name}' is not supported by AutoAWQMarlin. "
                         "Falling back to unoptimized AWQ kernels.")

@@ -23,11 +23,12 @@ from workbench.dispatch.env import Env, EnvChoiceError
 from workbench.dispatch.trace import Level, Predicate, Trace
 from workbench.dispatch.types import ST, Runtime, activation_name, dtype
 from workbench.dispatch.vllm_0_33 import mxfp8
+from workbench.dispatch.versions import takes_rules
 from workbench.dispatch.vllm_0_33.config_gate import config_gate
 from workbench.dispatch.vllm_0_33.errors import VllmError
 from workbench.dispatch.vllm_0_33.gptq_awq import (GPTQ_TYPES, Layer, awq_config,
                                                    awq_marlin_linear, awq_triton_linear,
-                                                   check_marlin_supported, gptq_linear,
+                                                   check_marlin_supported,
                                                    linear_method, quant_config,
                                                    unquantized_runtime)
 from workbench.errors import InvalidInputError
@@ -334,15 +335,15 @@ def _xpu_w4a8(cfg: INCLayerConfig, d: Layer, p: Platform, t: Trace) -> Trace:
         min_tokens=MIN_TOKENS_FOR_INT8, fallback_op=XPU_W4A16_OP, scale_dtype="fp16"))
 
 
-def _wna16_scheme(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
+def _wna16_scheme(R, cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
     """`INCWNA16LinearScheme._build_inner_method` (schemes/inc_wna16_linear.py:35-133): INC
     builds the AutoGPTQ / AutoAWQ methods itself, so `VLLM_MARLIN_INPUT_DTYPE` is never read."""
-    t = _wna16_inner(cfg, d, p, env, t)  # raises only before it has built a method
+    t = _wna16_inner(R, cfg, d, p, env, t)  # raises only before it has built a method
     # INCLinearMethod -> INCWNA16LinearScheme -> the method it built
     return replace(t, inner=("INCWNA16LinearScheme", t.scheme)) if t.method is not None else t
 
 
-def _wna16_inner(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
+def _wna16_inner(R, cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace) -> Trace:
     marlin_ok = cfg.backend == "auto" or "marlin" in cfg.backend
     if cfg.is_gptq:
         key = (cfg.bits, cfg.sym)
@@ -352,15 +353,15 @@ def _wna16_inner(cfg: INCLayerConfig, d: Layer, p: Platform, env: Env, t: Trace)
             raise VllmError("NotImplementedError", (
                 f"INC quantization with bits={cfg.bits}, sym={cfg.sym} is not supported. Only "
                 "4-bit and 8-bit symmetric quantization is supported with Marlin kernels."))
-        return gptq_linear(cfg.bits, cfg.sym, cfg.group_size, d, p, env, t, reads_env=False,
-                           method=INC_LINEAR)
+        return R.gptq_linear(cfg.bits, cfg.sym, cfg.group_size, d, p, env, t, reads_env=False,
+                             method=INC_LINEAR)
     if cfg.is_awq:
         awq_type = {4: "uint4", 8: "uint8"}.get(cfg.bits)
         use_marlin = marlin_ok and awq_type is not None and check_marlin_supported(
             ST[awq_type], cfg.group_size, not cfg.sym, p)[0]
         awq_config(4 if use_marlin else cfg.bits)  # AutoAWQConfig refuses 8-bit
         if use_marlin:
-            return awq_marlin_linear(cfg.group_size, not cfg.sym, d, p, env, t,
+            return awq_marlin_linear(R, cfg.group_size, not cfg.sym, d, p, env, t,
                                      input_dtype=None, method=INC_LINEAR)
         return awq_triton_linear(cfg.bits, cfg.group_size, d, t, method=INC_LINEAR)
     raise VllmError("NotImplementedError", f"WNA16 linear scheme does not support {cfg!r}")
@@ -403,7 +404,8 @@ def _at_least_16(bits: Any) -> bool:
     return bits >= 16
 
 
-def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
+@takes_rules
+def trace_inc_layer(R, layer: Any, p: Platform, env: Env, gate: bool = True,
                     quantization: str = "inc") -> Trace:
     """One Linear layer of an INC / AutoRound checkpoint (`quantization_config` as the
     checkpoint has it, or its fields on the layer object; see the module docstring)."""
@@ -438,7 +440,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
                 raise VllmError("NotImplementedError", f"INC on CPU: unsupported config {cfg!r}")
             if _ark_state(p) is None:
                 return _choose(t, "INCARKLinearMethod", _ark(d), cfg, d)
-            return _wna16_scheme(cfg, d, p, env, t)
+            return _wna16_scheme(R, cfg, d, p, env, t)
         if p.is_cuda() and cfg.bits in CUDA_HUMMING_SUPPORTED_BITS:
             # _build_humming_linear_method imports humming's schemas (vllm/utils/humming.py).
             if not p.has_package("humming"):
@@ -449,7 +451,7 @@ def trace_inc_layer(layer: Any, p: Platform, env: Env, gate: bool = True,
                 "HummingLinearMethod", activation_name(dtype(d.params_dtype)),
                 f"uint{cfg.bits}b{2 ** (cfg.bits - 1)}", "apply_humming_linear",
                 INC_DIR + "schemes/inc_wna16_scheme.py:146", emulation="w4a16_fallback"))
-        return _wna16_scheme(cfg, d, p, env, t)
+        return _wna16_scheme(R, cfg, d, p, env, t)
     except VllmError as exc:
         return t.failed(exc.error_type, exc.message)
 

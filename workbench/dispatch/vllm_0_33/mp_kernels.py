@@ -212,6 +212,8 @@ class MarlinLinearKernel(MPKernel):
     min_capability = 75
     op = "torch.ops.vllm.marlin_gemm"
     op_source = MARLIN_UTILS + ":794"
+    # marlin.py:45-46: the two f-strings join with two spaces
+    types_reason = "Quant type ({}) not supported by  Marlin, supported types are: {}"
 
     @classmethod
     def can_implement(cls, c, p):
@@ -219,7 +221,7 @@ class MarlinLinearKernel(MPKernel):
             return False, "Marlin only supported on CUDA"
         types = marlin_types(c.zero_points, p)
         if c.weight_type not in types:
-            return False, f"Quant type ({c.weight_type}) not supported by  Marlin, supported types are: {_fmt(types)}"
+            return False, cls.types_reason.format(c.weight_type, _fmt(types))
         if c.group_size not in MARLIN_SUPPORTED_GROUP_SIZES:
             return False, (f"Group size ({c.group_size}) not supported by Marlin, supported group "
                            f"sizes are: {MARLIN_SUPPORTED_GROUP_SIZES}")

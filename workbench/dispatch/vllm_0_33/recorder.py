@@ -1,7 +1,9 @@
 """Run vLLM 0.33.0's own selection code from an unpacked sdist, on a simulated platform.
 
 `workbench.recorder` drives this module; everything here that names a vLLM module, function or
-stub belongs to 0.33.0. The simulated platform is vLLM's real platform class (CudaPlatform,
+stub belongs to 0.33.0, and still to 0.34.0, whose rule set keeps this recorder (the release
+recorded is the sdist's own; a later tree that moves what it drives gets its own module,
+`RuleSet.module("recorder")` finds the newest). The simulated platform is vLLM's real platform class (CudaPlatform,
 RocmPlatform, XPUPlatform, CpuPlatform, ZenCpuPlatform) with only its hardware queries
 answered from the case: `get_device_capability`, `get_device_name`, `get_cpu_architecture`,
 the ROCm GCN arch (through a fake `amdsmi`), AMX support, and the torch ops present.
@@ -27,6 +29,9 @@ VLLM_VERSION = "0.33.0"
 STUBBED = {"vllm._C", "vllm._rocm_C", "vllm._moe_C", "vllm._C_stable_libtorch",
            "vllm._flashmla_C", "vllm._flashmla_extension_C", "vllm.third_party.flashmla",
            "vllm.cumem_allocator",
+           # FlashAttention-2 of the CUDA build: since 0.34.0 vllm_flash_attn refuses to import
+           # without it (vllm_flash_attn/__init__.py:34), and a CUDA platform imports it
+           "vllm.vllm_flash_attn._vllm_fa2_C",
            "vllm_xpu_kernels", "xgrammar", "llguidance"}
 # Optional packages whose presence is a platform field.
 OPTIONAL = {"humming", "conch", "zentorch", "auto_round_kernel", "aiter"}
@@ -35,6 +40,9 @@ OPTIONAL = {"humming", "conch", "zentorch", "auto_round_kernel", "aiter"}
 # device is simulated (`humming.device.current_device`: its SM version).
 REAL_OPTIONAL = {"humming"}
 HUMMING_DEVICE_STOP = "humming.prepare_and_transform_humming_tensors"
+# Triton with a backend vLLM accepts (`vllm.triton_utils.HAS_TRITON`, read at import from this
+# Python) is the platform's `triton` field (default true, as a standard install brings it),
+# where a release's config check reads it (0.34.0's platforms/cpu.py:242-243).
 # torch ops whose presence is a platform field ("namespace.op").
 SIMULATED_OPS = {"aten._dyn_quant_matmul_4bit", "_rocm_C.gptq_gemm_rdna3",
                  "_xpu_C.int4_gemm_w4a8", "_xpu_C.int4_gemm_w4a16",
@@ -52,6 +60,7 @@ HARDWARE_QUERIES = ["auto_round_kernel.cpu_lib / xpu_lib (platform field ark_bac
                     "Platform.get_device_capability", "Platform.get_device_name",
                     "Platform.get_cpu_architecture", "amdsmi (ROCm GCN arch)",
                     "torch.cpu._is_amx_tile_supported",
+                    "vllm.triton_utils.HAS_TRITON (platform field triton)",
                     "torch.ops._C." + ", torch.ops._C.".join(sorted(C_QUERIES)),
                     "torch.ops presence of " +
                     ", ".join(sorted(SIMULATED_OPS))]
@@ -122,14 +131,19 @@ def _fake_amdsmi(arch: str) -> types.ModuleType:
 class Vllm:
     """The imported vLLM tree, and the switches that put it on one simulated platform."""
 
-    def __init__(self, src: Path, packages: tuple[str, ...] = ()) -> None:
+    def __init__(self, src: Path, packages: tuple[str, ...] = (),
+                 expected: str = VLLM_VERSION) -> None:
         """Import vLLM from `src` with the optional `packages` importable: some vLLM modules
-        decide at import what an optional package provides (`if has_humming(): ...`)."""
+        decide at import what an optional package provides (`if has_humming(): ...`).
+
+        `expected` is the release to record: this one, or a later one whose rule set keeps
+        this recorder because its tree did not move what the recorder drives."""
         src = Path(src).resolve()
         version = sdist_version(src)
-        if version != VLLM_VERSION:
-            raise SdistError(f"--vllm-src {src}: expected an unpacked vLLM {VLLM_VERSION} sdist "
+        if version != expected:
+            raise SdistError(f"--vllm-src {src}: expected an unpacked vLLM {expected} sdist "
                              f"(PKG-INFO Version), found version {version!r}")
+        self.version = version
         if not (src / "vllm" / "__init__.py").is_file():
             raise SdistIncomplete(f"vLLM sdist {src}: incomplete: no vllm/__init__.py beside its "
                                   "PKG-INFO; unpack the whole sdist")
@@ -150,6 +164,10 @@ class Vllm:
             self.platforms = platforms
             platforms.current_platform = CpuPlatform()  # while the rest imports; replaced per case
             self.linear = importlib.import_module("vllm.model_executor.kernels.linear")
+            # Attention's FlashAttention binding, imported by the quantization modules, is
+            # chosen once at import by the platform of the moment: here, the CPU's (on XPU
+            # since 0.34.0 it registers fakes for ops this sandbox only simulates)
+            importlib.import_module("vllm.model_executor.layers.attention")
             self._init_parallel()
         except (ImportError, SyntaxError) as exc:
             if (named := environment_error(exc, src)) is not None:
@@ -170,6 +188,7 @@ class Vllm:
         parameters read their rank from it."""
         import tempfile
         ps = self.mod("vllm.distributed.parallel_state")
+        self.mod("vllm.triton_utils").HAS_TRITON = True  # the scaffold's config, not a case's
         if ps._WORLD is None:
             init_file = Path(tempfile.mkdtemp(prefix="vllm-recorder-")) / "init"
             from vllm.config import VllmConfig, set_current_vllm_config
@@ -181,7 +200,7 @@ class Vllm:
 
     # -- provenance ---------------------------------------------------------------------
     def provenance(self) -> dict:
-        return {"vllm_version": VLLM_VERSION, "vllm_src": self.src.name,
+        return {"vllm_version": self.version, "vllm_src": self.src.name,
                 "stubbed_compiled": sorted(STUBBED),
                 "stubbed_optional_packages": sorted(OPTIONAL - REAL_OPTIONAL),
                 "real_optional_packages": {n: _version_of(n) for n in sorted(REAL_OPTIONAL)},
@@ -257,6 +276,9 @@ class Vllm:
             torch.ops._C = types.SimpleNamespace(**C_QUERIES)
             stack.callback(lambda: torch.ops.__dict__.pop("_C", None) if saved_c is None
                            else setattr(torch.ops, "_C", saved_c))
+            triton_utils = self.mod("vllm.triton_utils")
+            stack.callback(setattr, triton_utils, "HAS_TRITON", triton_utils.HAS_TRITON)
+            triton_utils.HAS_TRITON = bool(platform.get("triton", True))
             amx = bool(platform.get("amx"))
             saved_amx = torch.cpu._is_amx_tile_supported
             torch.cpu._is_amx_tile_supported = lambda: amx
@@ -289,7 +311,11 @@ class Vllm:
         config = self.mod("vllm.config")
         kernel = {k: env[k] for k in ("linear_backend", "linear_backend_per_quant") if k in env}
         try:  # a model load always runs under a VllmConfig; its KernelConfig holds the backend
-            vc = config.VllmConfig(kernel_config=config.KernelConfig(**kernel))
+            kernel_config = config.KernelConfig(**kernel)  # EngineArgs.__post_init__
+            # then create_engine_config: the environment check (arg_utils.py:2294 in 0.34.0;
+            # hard_fail is EngineArgs' default, False), then the VllmConfig
+            self.platforms.current_platform.validate_environ(False)
+            vc = config.VllmConfig(kernel_config=kernel_config)
             if dtype is not None:  # no checkpoint is loaded: the model config says only its dtype
                 # and the user's quantization override, None as ModelConfig's default
                 # (config/model.py:269; kernels/linear/__init__.py:1021 reads it for MXFP4)
@@ -792,8 +818,10 @@ def record_runtime(v: Vllm, case: dict) -> dict:
     out: dict[str, Any] = {"route_error": None, "kernel": None, "kernel_act_type": None,
                            "fails_at": None, "error": None, "error_type": None, "load_op": None,
                            "layer_state": {}, "isa_hint": None, "activation": None}
+    started = False  # engine start (KernelConfig, validate_environ, VllmConfig) passed
     try:
         with v.on(case["platform"], case["env"], i["params_dtype"]):
+            started = True
             try:
                 method, layer, built = _build(v, route, i, i["params_dtype"])
             except Exception as exc:
@@ -827,7 +855,11 @@ def record_runtime(v: Vllm, case: dict) -> dict:
             out["layer_state"] = _plain_state(layer, before)
             out["isa_hint"] = out["layer_state"].get("isa_hint")
     except Exception as exc:
-        out.update(fails_at="load", **error_fields(exc))
+        if started:
+            out.update(fails_at="load", **error_fields(exc))
+        else:  # refused before any layer: the route never ran
+            err = error_fields(exc)
+            out["route_error"] = f"{err['error_type']}: {err['error']}"
     if out["fails_at"] is None and out["route_error"] is None:
         if out["kernel"] == "HummingLinearKernel":
             if decided:  # the schema vLLM's decision returned, from the real package

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from workbench.dispatch.env import Env
 from workbench.dispatch.types import DType, MPConfig, Runtime
-from workbench.dispatch.vllm_0_33.mp_kernels import CT_PACKING, KERNELS_BY_NAME
+from workbench.dispatch.versions import takes_rules
+from workbench.dispatch.vllm_0_33.mp_kernels import CT_PACKING
 from workbench.platforms import Platform
 
 
-def kernel_runtime(kernel: str, c: MPConfig, p: Platform, env: Env, packing: str = CT_PACKING,
+@takes_rules
+def kernel_runtime(R, kernel: str, c: MPConfig, p: Platform, env: Env, packing: str = CT_PACKING,
                    input_schema: str | None = None, model_dtype: DType | None = None) -> Runtime:
-    """`KERNELS_BY_NAME[kernel].runtime(...)`: `c` holds the act_type the kernel runs with."""
-    return KERNELS_BY_NAME[kernel].runtime(c, p, env, packing, input_schema, model_dtype)
+    """`R.KERNELS_BY_NAME[kernel].runtime(...)`: `c` holds the act_type the kernel runs with."""
+    return R.KERNELS_BY_NAME[kernel].runtime(c, p, env, packing, input_schema, model_dtype)

@@ -11,6 +11,7 @@ from dataclasses import replace
 from workbench.dispatch.env import Env
 from workbench.dispatch.trace import Level, Outcome, Stage, Step, Trace
 from workbench.dispatch.types import MPConfig
+from workbench.dispatch.versions import takes_rules
 from workbench.dispatch.vllm_0_33 import mp_kernels as K
 from workbench.platforms import Platform
 
@@ -67,16 +68,17 @@ def prioritize_humming(kernels: list, capability: int | None) -> list:
     return kernels
 
 
-def resolve_candidates(platform: Platform, env: Env, notes: list[str]) -> list[type[K.MPKernel]]:
+def resolve_candidates(R, platform: Platform, env: Env,
+                       notes: list[str]) -> list[type[K.MPKernel]]:
     """The ordered candidates the loop will walk: platform list, SM90 reorder, backend filter."""
-    kernels = prioritize_humming(list(POSSIBLE_KERNELS.get(platform.device, [])),
+    kernels = prioritize_humming(list(R.POSSIBLE_KERNELS.get(platform.device, [])),
                                  platform.capability)
     backend, source = env.mp_linear_backend()
     if source == "linear_backend_per_quant":
         notes.append(f"Applied linear backend override for 'mixed_precision': {backend!r}")
     if backend == "auto":
         return kernels
-    keep = LINEAR_BACKEND_MP_KERNELS.get(backend, set())
+    keep = R.LINEAR_BACKEND_MP_KERNELS.get(backend, set())
     filtered = [k for k in kernels if k.__name__ in keep]
     if not filtered:
         notes.append(f"--linear-backend={backend} has no kernel for this linear layer type; "
@@ -85,9 +87,10 @@ def resolve_candidates(platform: Platform, env: Env, notes: list[str]) -> list[t
     return filtered
 
 
-def choose_mp_linear_kernel(config: MPConfig, platform: Platform, env: Env,
+@takes_rules
+def choose_mp_linear_kernel(R, config: MPConfig, platform: Platform, env: Env,
                             trace: Trace | None = None) -> Trace:
-    """Walk the candidates as vLLM does and return the trace of the walk.
+    """Walk `R`'s candidates as vLLM does and return the trace of the walk.
 
     `trace` is the layer's trace so far (a scheme's, a GPTQ method's); the one returned is a
     new value holding it and the loop: candidates, every step, the reasons, the selected
@@ -95,7 +98,7 @@ def choose_mp_linear_kernel(config: MPConfig, platform: Platform, env: Env,
     """
     trace = Trace(level=Level.MP) if trace is None else trace
     notes: list[str] = []
-    candidates = resolve_candidates(platform, env, notes)
+    candidates = resolve_candidates(R, platform, env, notes)
     cc = platform.capability
     steps: list[Step] = []
     reasons: list[str] = []
