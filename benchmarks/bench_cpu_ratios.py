@@ -11,7 +11,11 @@ N = K = 4096 (bf16 activations, RTN-quantized normal(0, 0.02) weights, bf16 scal
 3. W4A16 fallback / the best of its candidates at every M (tinygemm, dequantize + fp32
    GEMM, dequantize + bf16 GEMM where bf16 is native);
 4. the M sweep (1 .. 8192) of W4A8 native against the W4A16 fallback: crossover M;
-5. vLLM's Dynamic4bitLinearKernel path / W4A16 fallback: the slowdown factor.
+5. vLLM's Dynamic4bitLinearKernel path / W4A16 fallback: the slowdown factor;
+6. (--sections 6) vLLM's own CPU ops, built from its sdist (w4a8_kernels.vllm_cpu):
+   int4_scaled_mm_cpu / W4A8 native and cpu_gemm_wna16 / W4A16 fallback, per-channel and
+   group 128, with each one's error against the float64 reference (and the op's distance from
+   this project's emulation of it) at M = 32. A path that cannot run here is recorded with why.
 
 Every ratio compares calls timed round-robin in the same rounds (see
 workbench.bench), so load from other processes falls on both sides. Each ratio is given
@@ -90,7 +94,8 @@ def _args() -> argparse.Namespace:
     ap.add_argument("--tag", default="", help="suffix for the result file names")
     ap.add_argument("--sections", default="1,2,3,4",
                     help="which parts to run (1: per-channel vs int8, 2: group vs channel, "
-                         "3: W4A16 fallback, 4: M sweep and Dynamic4bit); a partial run "
+                         "3: W4A16 fallback, 4: M sweep and Dynamic4bit, 6: vLLM's own CPU "
+                         "ops, built from its sdist); a partial run "
                          "updates those parts of an existing cpu_ratios.json")
     ap.add_argument("--max-call-s", type=float, default=20.0,
                     help="stop timing a path at larger M once one call takes longer (default 20)")
@@ -183,6 +188,89 @@ def _sweep_and_dynamic4bit(quick: bool, max_call_s: float, result: dict):
     return recs4 + recs5, cross, slow
 
 
+VLLM_CPU = {"native": "w4a8_native", "vllm_int4": "vllm_int4_scaled_mm",
+            "fallback": "w4a16_fallback", "vllm_wna16": "vllm_cpu_gemm_wna16"}
+
+
+def _vllm_errors(weight, prep: dict) -> dict:
+    """Each path's relative error at M = 32 against its float64 reference (W4A8 on the op's own
+    activation codes, W4A16), and int4_scaled_mm_cpu's largest distance from the emulation in
+    bf16 ulps (same codes, so only the float32 sums' rounding may differ)."""
+    from w4a8_kernels.engine_paths import prepare_int4_scaled_mm, vllm_int4_scaled_mm
+    from w4a8_kernels.quant import quantize_per_token_uint8_zp128
+    from w4a8_kernels.reference import w4a8_reference_from_quantized, w4a16_reference
+
+    x = torch.randn(32, K, generator=torch.Generator().manual_seed(7)).to(torch.bfloat16)
+    u8, xs = quantize_per_token_uint8_zp128(x)
+    ref8 = w4a8_reference_from_quantized((u8.to(torch.int16) - 128).to(torch.int8), xs, weight.w_q,
+                                         weight.scales, weight.group_size, weight.zeros)
+    ref16 = w4a16_reference(x, weight.w_q, weight.scales, weight.group_size, weight.zeros)
+    out = {}
+    for label, (name, state) in prep.items():
+        path = get_path(name)
+        y = path.run(path.make_input(x, state), state).double()
+        ref = ref16 if path.computes == "w4a16" else ref8
+        out[label] = {"rel_err": float((y - ref).norm() / ref.norm()),
+                      "reference": f"float64 {path.computes} reference"}
+        if name == "vllm_int4_scaled_mm":
+            emu = vllm_int4_scaled_mm(x, prepare_int4_scaled_mm(weight.w_q, weight.scales,
+                                                                weight.group_size, weight.zeros))
+            e = emu.double()
+            diff = (y - e).abs()
+            # in bf16 ulps of the larger of the two, over outputs above 1/1000 of the largest (a
+            # sum near zero differs by float32's rounding, many ulps of itself: the largest
+            # difference is also given against the largest output)
+            big = torch.maximum(y.abs(), e.abs())
+            keep = big >= 1e-3 * ref.abs().max()
+            ulps = diff[keep] / torch.pow(2.0, torch.floor(torch.log2(big[keep])) - 7)
+            out[label]["vs_emulation"] = {
+                "equal_fraction": float((y == e).float().mean()),
+                "max_bf16_ulps": float(ulps.max()) if ulps.numel() else 0.0,
+                "max_abs_diff_over_max_abs_ref": float(diff.max() / ref.abs().max())}
+    return out
+
+
+def _vllm_cpu_ops(quick: bool, reps: int, result: dict) -> dict:
+    """6. vLLM's own CPU ops beside this project's paths, per-channel and group 128."""
+    r6: dict = {"unavailable": {}}
+    live = {}
+    for label, name in VLLM_CPU.items():
+        ok, why = get_path(name).probe()
+        if ok:
+            live[label] = name
+        else:
+            r6["unavailable"][name] = why
+            print(f"[6] {name} cannot run here: {why}", flush=True)
+    builds = {}
+    for group in (-1, 128):
+        weight = int4_weight_of(synthetic_bench_layer(N, K, group))
+        prep = {}
+        for label, name in live.items():
+            t0 = time.perf_counter()
+            prep[label] = (name, get_path(name).prepare(weight))  # builds and admits at first use
+            if name.startswith("vllm_"):
+                builds.setdefault(name, round(time.perf_counter() - t0, 1))
+        key = "per_channel" if group == -1 else "group128"
+        r6[key] = {"errors_m32": _vllm_errors(weight, prep)}
+        for m in ([1, 5, 32] if quick else [1, 4, 5, 16, 32, 128, 512]):
+            t = interleaved(prep, m, reps if m <= 128 else 3)
+            _note(result, f"vllm_cpu_{key}", m, t)
+            row = {f"{label}_cpu_ms": t[label].cpu_median_ms for label in t}
+            for a, b in (("vllm_int4", "native"), ("vllm_wna16", "fallback"), ("vllm_wna16", "native")):
+                if a in t and b in t:
+                    row[f"{a}_over_{b}"] = ratio(t, a, b)
+            r6[key][m] = row
+            print(f"[6] {key} M={m}: " + ", ".join(f"{k} {v['cpu']:.2f} (wall {v['wall']:.2f})"
+                                                 for k, v in row.items() if isinstance(v, dict)),
+                  flush=True)
+    from w4a8_kernels import vllm_cpu
+    # first_prepare_s: this run's first preparation (the build and self-test where it built)
+    r6["builds"] = {name: {"first_prepare_s": s, "build": vllm_cpu.build_info(name[5:]),
+                           "self_test": vllm_cpu.self_test(name[5:]).__dict__}
+                    for name, s in builds.items()}
+    return r6
+
+
 def _merged(path: Path, result: dict, sections: set[str], prov: dict) -> dict:
     """A partial run's result folded into the existing file: the other parts kept, both
     provenances recorded."""
@@ -240,6 +328,8 @@ def main() -> int:
             result["ratios"]["w4a16_fallback_over_best_path"] = r3
     if "4" in sections:
         recs, cross, slow = _sweep_and_dynamic4bit(args.quick, args.max_call_s, result)
+    if "6" in sections:
+        result["ratios"]["vllm_cpu_ops"] = _vllm_cpu_ops(args.quick, reps, result)
     result["seconds"] = round(time.time() - t_start, 1)
     prov["loadavg_1m_end"] = host_provenance()["loadavg_1m"]
     tag = f"_{args.tag}" if args.tag else ""

@@ -1,4 +1,4 @@
-"""H200 benchmark of the Triton W4A8 / W4A16 kernels against cuBLAS, tinygemm and gemlite.
+"""GPU benchmark (the part read from the driver: H100, H200) of the Triton W4A8 / W4A16 kernels against cuBLAS, tinygemm and gemlite.
 
 One command runs the phases a device session needs, in order, within a time budget:
 
@@ -63,6 +63,8 @@ from pathlib import Path
 import torch
 
 from w4a8_kernels.triton_runtime import ConfigTable, TileConfig, fit_block_k, table_config
+from workbench.gpu_part import read_part, short_name
+from workbench.gpu_timing import copies_for, time_device
 
 # %% what is measured
 
@@ -88,8 +90,11 @@ def groups_for(shape: tuple[int, int]) -> list[int]:
     return gs
 
 
-# Datasheet limits of the H200 SXM (dense): the ratios below are against these.
-LIMITS = {"int8_tops": 1979.0, "bf16_tflops": 989.0, "hbm_gbs": 4800.0}
+# The datasheet limits (dense) of the part this runs on (workbench.gpu_part: read from the
+# driver, matched to its preset in main(); a part no preset matches is refused there).
+LIMITS: dict[str, float] = {}
+PART = None  # workbench.gpu_part.GpuPart, set in main()
+PREFIX = "gpu"  # results files' prefix: the part's short name (h100, h200)
 
 # %% candidate configs (block_k counts bytes of packed K per step for W4A8/W4A16: each
 # step covers 2 * block_k values of K; for the plain int8 GEMM it is K per step)
@@ -158,76 +163,17 @@ def log(msg: str) -> None:
 
 # %% timing
 
-def _events(n: int):
-    return [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-
-
 def time_calls(fns: list, samples: int = 25, no_graph: bool = False) -> dict:
-    """Median time of one call, in us. `fns` rotate over distinct input copies.
-
-    Short calls are captured in a CUDA graph (a pass over all copies, repeated to last
-    >= 1 ms) and timed per replay; long calls are timed one by one with events.
-    """
-    for f in fns:
-        f()
-    torch.cuda.synchronize()
-    est_ms = float("inf")
-    for _ in range(2):  # the smaller of two passes: one hiccup must not pick the method
-        s, e = _events(2)
-        s.record()
-        for f in fns:
-            f()
-        e.record()
-        torch.cuda.synchronize()
-        est_ms = min(est_ms, s.elapsed_time(e) / len(fns))
-    # Graphs remove host launch time, which exceeds the GPU time of short calls.
-    if est_ms < 2.0 and not no_graph:
-        reps = max(1, math.ceil(1.0 / (est_ms * len(fns) + 1e-6)))
-        reps = min(reps, 200)
-        g = torch.cuda.CUDAGraph()
-        stream = torch.cuda.Stream()
-        stream.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(stream):
-            for f in fns:  # warm on the capture stream (allocator pools)
-                f()
-        torch.cuda.current_stream().wait_stream(stream)
-        with torch.cuda.graph(g):
-            for _ in range(reps):
-                for f in fns:
-                    f()
-        g.replay()
-        torch.cuda.synchronize()
-        starts, ends = _events(samples), _events(samples)
-        for i in range(samples):
-            starts[i].record()
-            g.replay()
-            ends[i].record()
-        torch.cuda.synchronize()
-        per = [starts[i].elapsed_time(ends[i]) * 1e3 / (reps * len(fns)) for i in range(samples)]
-        method = f"graph x{reps * len(fns)}"
-        del g
-    else:
-        n = max(5, min(samples, int(200 / max(est_ms, 1e-3))))
-        starts, ends = _events(n), _events(n)
-        for i in range(n):
-            starts[i].record()
-            fns[i % len(fns)]()
-            ends[i].record()
-        torch.cuda.synchronize()
-        per = [starts[i].elapsed_time(ends[i]) * 1e3 for i in range(n)]
-        method = "events"
-    per.sort()
-    q = lambda p: per[min(len(per) - 1, int(p * len(per)))]  # noqa: E731
-    return {"time_us": statistics.median(per), "p20_us": q(0.2), "p80_us": q(0.8),
-            "samples": len(per), "method": method}
-
-
-L2_BYTES = 60 * 2 ** 20  # the H200 has 50 MB (datasheet); 60 MiB sizes the copies with a margin
+    """Median device time of one call, in us (workbench.gpu_timing: the one GPU timer that
+    `bench`, the Kernels page and the notebooks use too). `fns` rotate over input copies."""
+    t = time_device(fns, samples=samples, graph=not no_graph)
+    return {"time_us": t.median_us, "p20_us": t.p20_us, "p80_us": t.p80_us,
+            "samples": t.samples, "method": t.method}
 
 
 def rotations(cold_bytes: int) -> int:
-    """Copies to rotate so one pass streams >= 3x the L2 from HBM."""
-    return max(1, min(32, math.ceil(3 * L2_BYTES / max(cold_bytes, 1))))
+    """Copies to rotate so one pass streams >= 3x this part's L2 from HBM."""
+    return copies_for(cold_bytes)
 
 
 # %% problem data
@@ -954,7 +900,8 @@ def bench_plan(shape, m, probs, peers: bool):
     return [step for step in plan if not ONLY_PATHS or step[0] in ONLY_PATHS]
 
 
-def run_bench(shapes, ms, deadline, out_dir, meta, peers=True, name="h200_bench") -> list[dict]:
+def run_bench(shapes, ms, deadline, out_dir, meta, peers=True, name=None) -> list[dict]:
+    name = name or f"{PREFIX}_bench"
     recs = []
     for shape in shapes:
         probs = {g: Problem(shape, g) for g in groups_for(shape)
@@ -1021,7 +968,7 @@ def run_tp(out_dir: Path, meta: dict, deadline: float) -> list[dict]:
             for m in TP_MS:
                 if time.time() > deadline:
                     log("tp: time budget reached")
-                    write_results(out_dir, "h200_tp_shards", meta, recs)
+                    write_results(out_dir, f"{PREFIX}_tp_shards", meta, recs)
                     return recs
                 for path in ("w4a8_native", "w4a16_fallback"):
                     extra = {"model": MODEL, "layer": layer, "tp": tp}
@@ -1031,7 +978,7 @@ def run_tp(out_dir: Path, meta: dict, deadline: float) -> list[dict]:
                         recs.append(_error(path, g, (n, k), m, exc))
             prob.free()
         log(f"tp: {layer} TP={tp} ({n}x{k}) done")
-    write_results(out_dir, "h200_tp_shards", meta, recs)
+    write_results(out_dir, f"{PREFIX}_tp_shards", meta, recs)
     return recs
 
 
@@ -1062,7 +1009,7 @@ def provenance(commit: str) -> dict:
     except Exception:  # noqa: BLE001 - carried as a folder, without metadata
         gemlite_v = os.environ.get("GEMLITE_VERSION", "absent")
     return {
-        "platform": "sm90-h200", "device": torch.cuda.get_device_name(0),
+        "platform": PART.preset, "part": PART.to_json(), "device": torch.cuda.get_device_name(0),
         "gpu": torch.cuda.get_device_name(0), "nvidia_smi": smi,
         "driver": smi.split(",")[1].strip() if smi.count(",") >= 1 else None,
         "sm_count": p.multi_processor_count, "capability": f"{p.major}.{p.minor}",
@@ -1072,8 +1019,8 @@ def provenance(commit: str) -> dict:
         "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "loadavg_1m": os.getloadavg()[0], "script": "benchmarks/gpu_bench.py",
         "commit": commit, "limits_datasheet": LIMITS,
-        "timing": "CUDA-graph replays over rotating copies > 3x the 50 MB L2 (events for calls "
-                  ">= 2 ms); median, p20, p80 of the samples",
+        "timing": f"CUDA-graph replays over rotating copies > 3x the {PART.l2_bytes / 1e6:.0f} MB L2 "
+                  "(events for calls >= 2 ms); median, p20, p80 of the samples (workbench.gpu_timing)",
     }
 
 
@@ -1204,7 +1151,7 @@ def _sweep_tables(shapes, until: float, kinds: list[str], meta: dict, out: Path)
     sweep_doc = {**meta, "winners": {k: {str(m): w for m, w in v.items()} for k, v in winners.items()},
                  "tables_before": tables_doc(base), "tables_after": tables_doc(TABLES),
                  "complete": sw["complete"], "records": sw["records"]}
-    (out / "h200_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
+    (out / f"{PREFIX}_sweep.json").write_text(json.dumps(sweep_doc, indent=1))
     log("tables: " + json.dumps({k: [(m, (c.block_m, c.block_n, c.block_k, c.split_k,
                                           c.num_warps, c.num_stages, c.swap_ab, c.variant,
                                           c.programs_per_sm)) for m, c in t]
@@ -1228,16 +1175,30 @@ def _bench_with_peers(args: argparse.Namespace, shapes, ms, deadline: float, met
     if "bench" in args.phases.split(","):
         recs = guarded("bench", run_bench, shapes, ms, deadline, out, meta, peers)
         if recs is not None:
-            write_results(out, "h200_bench", meta, recs)
+            write_results(out, f"{PREFIX}_bench", meta, recs)
             log(summary(recs))
     if peers:
         import gemlite
         guarded("gemlite cache", gemlite.cache_config, str(out / "h200_gemlite_config.json"))
 
 
+def use_part(part) -> None:
+    """Label and bound everything this run writes by `part` (a workbench.gpu_part.GpuPart)."""
+    global PART, PREFIX
+    PART, PREFIX = part, short_name(part.preset)
+    LIMITS.clear()
+    LIMITS.update(part.limits())
+
+
 def main() -> None:
     global TABLES, NO_GRAPH_PEERS, ENGINE_PATHS, ONLY_PATHS, ONLY_GROUPS
     args = _args()
+    part = read_part()
+    if part.preset is None:  # its file would be fitted as some other part's
+        sys.exit(f"gpu_bench: {part.name}: no preset matches ({part.why}); add one to "
+                 "workbench/platforms.py and workbench/perf/hardware.json first")
+    use_part(part)
+    log(f"part: {PART.name} -> {PART.preset} ({PART.why})")
     t_start = time.time()
     deadline = t_start + args.budget_s
     out = args.out
@@ -1276,11 +1237,11 @@ def main() -> None:
     if check_state is not None:
         chk = guarded("check finish", finish_check, check_state, deadline + 90)
         if chk:
-            (out / "h200_check.json").write_text(json.dumps({**meta, **chk}, indent=1))
+            (out / f"{PREFIX}_check.json").write_text(json.dumps({**meta, **chk}, indent=1))
     facts = guarded("compiled facts", compiled_facts)
     if facts:
-        (out / "h200_compiled.json").write_text(json.dumps(facts, indent=1))
-    (out / "h200_log.txt").write_text("\n".join(LOG) + "\n")
+        (out / f"{PREFIX}_compiled.json").write_text(json.dumps(facts, indent=1))
+    (out / f"{PREFIX}_log.txt").write_text("\n".join(LOG) + "\n")
     log(f"total {time.time() - t_start:.0f}s")
 
 

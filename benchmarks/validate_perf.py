@@ -40,10 +40,12 @@ from workbench.perf.predict import prediction_band  # noqa: E402
 from workbench.results import load_results  # noqa: E402
 
 FOUR = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm")
+HUMMING = ("vllm_humming", "vllm_humming_int8")
 FITTED = ("w4a8_native", "w4a8_prequant", "w4a16_fallback", "bf16_dense", "int8_mm", "triton_int8_mm",
           "quantizer")
 # Host shapes the calibration never times (its own are workbench.perf.cpu.CALIBRATION_SHAPES).
-HOST_SHAPES = ((4096, 4096), (5120, 2560))
+# the held-out shapes: two large, and a small one where the per-call floor is most of a call
+HOST_SHAPES = ((4096, 4096), (5120, 2560), (96, 160))
 HOST_MS = (1, 8, 48, 128)
 HOST_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "dense")
 
@@ -128,7 +130,7 @@ def host_check(rounds: int = 2) -> dict:
     import torch
 
     from workbench.bench import host_provenance
-    from workbench.perf.cpu import (SLOW_PATHS, CALIBRATION_MS, CALIBRATION_SHAPES, bench_paths,
+    from workbench.perf.cpu import (SLOW_PATHS, CALIBRATION_MS, CALIBRATION_SHAPES, FLOOR_SHAPE, bench_paths,
                                     host_key, measure_throughputs,
                                     engine_steps, fit_host, measure_host, plan_for,
                                     save_host_calibration)
@@ -138,7 +140,7 @@ def host_check(rounds: int = 2) -> dict:
     load = [{"round": "start", "loadavg_1m": round(os.getloadavg()[0], 2)}]
     thr = measure_throughputs()
     steps = engine_steps()
-    cal_shapes, held = set(CALIBRATION_SHAPES), set(HOST_SHAPES)
+    cal_shapes, held = {*CALIBRATION_SHAPES, FLOOR_SHAPE}, set(HOST_SHAPES)
     assert held.isdisjoint(cal_shapes)
 
     def on_round(r: int, seconds: float) -> None:
@@ -149,7 +151,7 @@ def host_check(rounds: int = 2) -> dict:
     # set how cold its caches are (dense read 25% faster among four paths than among nine).
     # vLLM's slow Dynamic4bit loop is left out of the held-out shapes (not checked).
     paths = sorted(set(bench_paths()) | set(HOST_PATHS))
-    plan = {**plan_for(CALIBRATION_SHAPES, CALIBRATION_MS, paths),
+    plan = {**plan_for((*CALIBRATION_SHAPES, FLOOR_SHAPE), CALIBRATION_MS, paths),
             **plan_for(HOST_SHAPES, HOST_MS, [p for p in paths if p not in SLOW_PATHS])}
     samples = measure_host(plan, rounds=rounds, steps=steps, on_round=on_round)
     fitted = set(bench_paths())  # what a live calibration fits (the fallback by its variants)
@@ -307,11 +309,19 @@ def main() -> None:
         from workbench.perf.calibrate import ENGINE_FILES, RESULTS_DIR, write_committed_calibration
 
         doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
-        for name, paths in ENGINE_FILES.items():  # Humming's file, then Machete's
-            key = f"{Path(name).stem.removesuffix('_bench')}_leave_one_shape_out"  # h200_engines_..., h200_machete_...
-            doc[key] = {**h200_loso(RESULTS_DIR / name, paths, paths), "run": prov}
-            print(f"calibration: {write_committed_calibration(RESULTS_DIR / name)}")
-            print(f"H200 {', '.join(paths)} leave-one-shape-out:", json.dumps(doc[key]["all"]))
+        from workbench.perf.calibrate import H100_RESULTS
+
+        # the H200's engine files, then the H100's own: its main file holds this project's
+        # kernels, the libraries and Humming together
+        files = [(RESULTS_DIR / name, paths, paths) for name, paths in ENGINE_FILES.items()]
+        files.append((H100_RESULTS, FITTED + HUMMING, FOUR + HUMMING))
+        for path, fitted, checked in files:
+            if not path.is_file():
+                continue
+            key = f"{path.stem.removesuffix('_bench')}_leave_one_shape_out"  # h200_engines_..., h100_...
+            doc[key] = {**h200_loso(path, fitted, checked), "run": prov}
+            print(f"calibration: {write_committed_calibration(path)}")
+            print(f"{path.name} {', '.join(checked)} leave-one-shape-out:", json.dumps(doc[key]["all"]))
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
         return
     if args.published_only:  # the H200 and CPU parts stay as the file has them

@@ -77,12 +77,29 @@ class Sample:
     intermediate: int = INTERMEDIATE
     shards: int = 1
     extra_config: dict = field(default_factory=dict)
+    model_config: dict = field(default_factory=dict)  # config.json fields over the Llama ones
+    ignore: tuple[str, ...] = ("lm_head",)  # compressed-tensors ignore list
 
 
 _INT8_TOKEN = {"num_bits": 8, "type": "int", "strategy": "token", "symmetric": True, "dynamic": True}
 _INT8_TOKEN_ASYM = dict(_INT8_TOKEN, symmetric=False)
 _FP8_TOKEN = {"num_bits": 8, "type": "float", "strategy": "token", "symmetric": True, "dynamic": True}
 _ALL = ("proj",)
+MOE_EXPERTS, MOE_INTERMEDIATE = 4, 128
+
+
+def _moe_shapes(hidden: int = HIDDEN, experts: int = MOE_EXPERTS,
+                inter: int = MOE_INTERMEDIATE) -> dict[str, tuple[int, int]]:
+    """A Qwen3-MoE decoder layer: attention, the router (`mlp.gate`, left unquantized) and
+    per-expert gate / up / down projections."""
+    shapes = {k: v for k, v in _llama_shapes(hidden).items() if "self_attn" in k}
+    p = "model.layers.0.mlp"
+    shapes[f"{p}.gate"] = (experts, hidden)
+    for e in range(experts):
+        shapes.update({f"{p}.experts.{e}.gate_proj": (inter, hidden),
+                       f"{p}.experts.{e}.up_proj": (inter, hidden),
+                       f"{p}.experts.{e}.down_proj": (hidden, inter)})
+    return shapes
 
 SAMPLES: dict[str, Sample] = {s.name: s for s in (
     Sample("ct-w4a8-int-g128", "compressed-tensors",
@@ -136,6 +153,17 @@ SAMPLES: dict[str, Sample] = {s.name: s for s in (
            "shape (14784 % 128 = 64).",
            (Group(("Linear",), ("down_proj",), 128, True, None),),
            shapes={"model.layers.0.mlp.down_proj": (64, 29568)}, hidden=64, intermediate=29568),
+    Sample("ct-w4a8-int-moe", "compressed-tensors",
+           "a Qwen3-MoE-shaped layer (4 experts, top-2, hidden 256, expert intermediate 128) with "
+           "the W4A8 preset on every projection (int4 g128 symmetric, int8 dynamic per-token "
+           "input): its experts resolve to CompressedTensorsW4A8Int8MoEMethod, which loads on "
+           "an Arm CPU only (CPUExpertsInt4); x86 and GPUs refuse it.",
+           (Group(("Linear",), _ALL, 128, True, _INT8_TOKEN),), shapes=_moe_shapes(),
+           intermediate=MOE_INTERMEDIATE, ignore=("lm_head", "re:.*mlp.gate$"),
+           model_config={"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe",
+                         "num_experts": MOE_EXPERTS, "num_experts_per_tok": 2,
+                         "moe_intermediate_size": MOE_INTERMEDIATE, "norm_topk_prob": True,
+                         "decoder_sparse_step": 1, "mlp_only_layers": []}),
 )}
 
 
@@ -192,6 +220,7 @@ def _model_config(sample: Sample) -> dict:
         "head_dim": _HEAD_DIM, "vocab_size": VOCAB, "max_position_embeddings": 2048,
         "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": False,
         "dtype": sample.dtype, "transformers_version": "5.20.2",
+        **sample.model_config,
     }
 
 
@@ -220,7 +249,8 @@ def _ct_tensors(sample: Sample, intended: dict) -> tuple[dict[str, torch.Tensor]
         groups[f"group_{i}"] = QuantizationScheme(
             targets=list(g.targets), weights=weights,
             input_activations=QuantizationArgs(**g.input) if g.input else None)
-    apply_quantization_config(root, QuantizationConfig(config_groups=groups, ignore=["lm_head"]))
+    apply_quantization_config(root, QuantizationConfig(config_groups=groups,
+                                                       ignore=list(sample.ignore)))
     dt = _DTYPES[sample.dtype]
     for layer, (q, s, z) in intended.items():
         mod = root.get_submodule(layer)
@@ -234,8 +264,10 @@ def _ct_tensors(sample: Sample, intended: dict) -> tuple[dict[str, torch.Tensor]
         mod.weight.data.copy_(w * s.to(torch.float32)[:, idx])
     compressor = ModelCompressor.from_pretrained_model(root, quantization_format=sample.format)
     compressor.compress_model(root)
+    # a layer the config ignores (an MoE router) keeps the skeleton's float tensor
+    kept = tuple(f"{layer}." for layer in sample.shapes if layer not in intended)
     tensors = {k: v.detach().contiguous() for k, v in root.state_dict().items()
-               if not k.startswith("lm_head")}
+               if not k.startswith(("lm_head",) + kept)}
     return tensors, compressor
 
 

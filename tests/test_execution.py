@@ -9,6 +9,7 @@ import torch
 from w4a8_kernels.errors import KernelInputError
 from w4a8_kernels.reference import w4a8_reference
 from w4a8_kernels.registry import Int4Weight
+from w4a8_kernels.vllm_cpu import admitted
 from workbench.dispatch import trace_mp, trace_scheme
 from workbench.dispatch.versions import available
 from workbench.errors import InvalidInputError
@@ -44,7 +45,13 @@ def test_x86_w4a8_checkpoint_runs_dynamic4bit_for_real():
 def test_cpuwna16_w4a8_route_needs_amx_bf16_and_env(preset, act, env, expect):
     t = trace_mp({**C1, "weight_type": "uint4b8", "act_type": act}, preset, env)
     assert t.selected == "CPUWNA16LinearKernel"
+    # vLLM's own op where this host built and admitted it, else its emulation
+    own = expect[1] == "vllm_int4_scaled_mm" and admitted("int4_scaled_mm")
+    expect = (expect[0], expect[1] if own or expect[1] != "vllm_int4_scaled_mm"
+              else "vllm_int4_scaled_mm_emulated")
     assert (_plan(t).computes, _plan(t).path) == expect
+    assert _plan(t).fidelity == ("same op" if own else "same numerics" if "int4" in expect[1]
+                                 else "same math")
 
 
 def test_gpu_kernels_run_themselves_on_cuda_and_cpu_models_here():

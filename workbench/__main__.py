@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see `{self.prog} --help`)")
 
 # Command modules, in the order `--help` lists them.
-_COMMANDS = ("trace", "platforms", "matrix", "inspect", "bench", "predict", "report")
+_COMMANDS = ("trace", "platforms", "matrix", "inspect", "bench", "predict", "report", "moe_run", "moe_report")
 
 
 def build_parser() -> argparse.ArgumentParser:

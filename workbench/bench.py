@@ -26,7 +26,7 @@ import platform
 import random
 import statistics
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -37,6 +37,7 @@ from w4a8_kernels.reference import w4a8_reference, w4a16_reference
 from w4a8_kernels.registry import Computes, Int4Weight, KernelPath
 from workbench.errors import InvalidInputError, KernelError
 from workbench.execution import execution_path
+from workbench.gpu_timing import MAX_COPIES, copies_for, eager_us, time_device
 from workbench.limits import MAX_M, check_int, check_ms, check_positive, shown
 from workbench.memory import bench_bytes, check_fits
 from workbench.metrics import compare
@@ -47,7 +48,7 @@ __all__ = [
     "Timing", "time_fn", "BenchRecord", "bench_weight", "host_provenance",
     "write_json", "write_csv", "records_from_json", "Progress", "bench_layer_weight",
     "int4_weight_of", "synthetic_bench_layer", "bench_activation", "float_weight", "float_reference",
-    "per_token_errors", "result_record", "first_call_s", "quantile",
+    "per_token_errors", "result_record", "first_call_s", "quantile", "engine_verdicts",
 ]
 
 Progress = Callable[[int, int, str], None]  # (done, total, message)
@@ -138,6 +139,12 @@ class BenchRecord:
     layer: str = ""
     # cores other processes kept busy while the run was timed (workbench.noise), None unmeasured
     others_cores: float | None = None
+    # how the time was taken: "host clock" (CPU paths) or the GPU timer's method and copies
+    timing: str = ""
+    # GPU: the first call at this M (a JIT compile's time lands here), apart from the samples
+    first_call_s: float | None = None
+    # GPU: one eager call's host time with its launch and a synchronize (not the kernel's time)
+    eager_ms: float | None = None
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -184,9 +191,16 @@ def host_provenance(extra: dict | None = None) -> dict:
         # the libraries' own ISA caps: FBGEMM (quantized.linear_dynamic) and oneDNN pick
         # their kernels from the CPU, not from torch's capability
         "library_isa_env": {v: os.environ[v] for v in native.AVX2_LIBRARY_CAPS if v in os.environ},
+        # which C engines this machine's build admitted after their self-test, or why not
+        "native_engines": engine_verdicts(),
     }
     prov.update(extra or {})
     return prov
+
+
+def engine_verdicts() -> dict[str, str]:
+    """This machine's C engines: "admitted (self-test passed)", or why each is not."""
+    return native.verdicts()
 
 
 def int4_weight_of(layer) -> Int4Weight:
@@ -218,6 +232,7 @@ class _Prepared:
     why: str = ""
     skip_from_m: int | None = None  # too slow: larger M not timed
     last_call_s: float = 0.0
+    copies: list = field(default_factory=list)  # GPU: more prepared weights to rotate over
 
 
 def _prepare_paths(weight: Int4Weight, names: Sequence[str], *, ms: Sequence[int] = (),
@@ -405,6 +420,26 @@ def _time_round_robin(prepared: dict[str, _Prepared], live: list[tuple[str, Any]
     return samples, cpu_samples
 
 
+def _time_on_gpu(p: _Prepared, weight: Int4Weight, inputs: Any, m: int, seed: int) -> tuple[Timing, str]:
+    """Device time of a GPU path at M = m (workbench.gpu_timing), and how it was taken: its
+    calls rotate over prepared copies of the weight and activations that pass the L2 three
+    times, as a layer in a model reads its weight from memory."""
+    weight_bytes = weight.n * weight.k // 2 + weight.scales.numel() * weight.scales.element_size()
+    copies = copies_for(weight_bytes + m * weight.k * 2)
+    while 1 + len(p.copies) < copies:  # kept for the larger M of the sweep
+        p.copies.append(p.path.prepare(weight))
+    states = [p.state, *p.copies][:copies]
+    xs = [inputs] + [_path_input(replace(p, state=states[i % len(states)]),
+                                 bench_activation(m, weight.k, seed + 1 + i))
+                     for i in range(1, min(copies, 8 if m >= 256 else MAX_COPIES))]
+    fns = [lambda st=states[i % len(states)], xi=xs[i % len(xs)]: p.path.run(xi, st)
+           for i in range(max(len(states), len(xs)))]
+    d = time_device(fns)
+    how = f"device: {d.method} over {len(states)} weight / {len(xs)} input copies"
+    return Timing(d.median_us / 1e3, d.p20_us / 1e3, d.p80_us / 1e3, d.min_us / 1e3, d.max_us / 1e3,
+                  d.samples), how
+
+
 def _set_timing(rec: BenchRecord, t: Timing) -> None:
     rec.median_ms, rec.p20_ms, rec.p80_ms = t.median_ms, t.p20_ms, t.p80_ms
     rec.cpu_median_ms = t.cpu_median_ms
@@ -453,14 +488,26 @@ def bench_weight(
             activation_dtype=str(p.path.activation_dtype or x.dtype).replace("torch.", ""),
             threads=threads, layer=layer_name) for name, p in prepared.items()}
         live, outputs = _first_calls(prepared, per_m, x, m, warmup, max_call_s)
-        samples, cpu_samples = _time_round_robin(prepared, live, m, repeats, slow_call_s, seed)
+        on_gpu = [(name, inputs) for name, inputs in live if prepared[name].path.device == "cuda"]
+        samples, cpu_samples = _time_round_robin(
+            prepared, [pair for pair in live if pair not in on_gpu], m, repeats, slow_call_s, seed)
         refs: dict[str, torch.Tensor] = {}
-        for name, _ in live:
+        for name, inputs in live:
             p, rec = prepared[name], per_m[name]
-            t = summarize(samples[name], cpu_samples[name])
+            if (name, inputs) in on_gpu:
+                # device time; the first call (a JIT compile) is shown apart and never
+                # counts against the budget
+                t, rec.timing = _time_on_gpu(p, weight, inputs, m, seed)
+                rec.first_call_s = round(p.last_call_s, 4)
+                rec.eager_ms = round(eager_us(lambda: p.path.run(inputs, p.state)) / 1e3, 5)
+                too_slow = t.min_ms / 1e3 > max_call_s
+            else:
+                t = summarize(samples[name], cpu_samples[name])
+                rec.timing = "host clock"
+                too_slow = p.last_call_s > max_call_s or t.min_ms / 1e3 > max_call_s
             _set_timing(rec, t)
             rec.detail = _detail(p, m)
-            if p.last_call_s > max_call_s or t.min_ms / 1e3 > max_call_s:
+            if too_slow:
                 p.skip_from_m = m * 2
             if m and rows.numel():
                 _fill_errors(rec, outputs[name], x, rows, weight, wf, refs, p.path.adds_bias)

@@ -45,11 +45,16 @@ _GPU_TWIN = {"w4a8_native": "triton_w4a8", "w4a16_fallback": "triton_w4a16"}
 GPU_STAND_INS = ("triton_w4a8", "triton_w4a16")
 STAND_IN_LABEL = "this project's portable stand-in"
 # Paths that run the engine's own op, or reproduce its rounding steps.
-_SAME_OP = {"vllm_dynamic4bit", "vllm_humming", "vllm_humming_int8", "vllm_machete"}
+_SAME_OP = {"vllm_dynamic4bit", "vllm_humming", "vllm_humming_int8", "vllm_machete",
+            "vllm_int4_scaled_mm", "vllm_cpu_gemm_wna16"}
 # The selected kernel -> (its own path on a CUDA host, the W4A16 path vLLM runs beside it).
 _ENGINE_ON_GPU = {"HummingLinearKernel": ("vllm_humming", "vllm_humming"),
                   "MacheteLinearKernel": ("vllm_machete", "vllm_machete")}
-_SAME_NUMERICS = {"vllm_int4_scaled_mm", "inc_xpu_w4a8", "marlin_w4a8_int8"}
+_SAME_NUMERICS = {"vllm_int4_scaled_mm_emulated", "inc_xpu_w4a8", "marlin_w4a8_int8"}
+# vLLM's own CPU op -> (its kernel in w4a8_kernels.vllm_cpu, the path emulating it): a plan runs
+# the op where it is built and admitted here, its emulation elsewhere (a plan never starts the
+# minutes-long build; naming the path to `bench` does).
+_OWN_CPU_OP = {"vllm_int4_scaled_mm": ("int4_scaled_mm", "vllm_int4_scaled_mm_emulated")}
 
 
 class Fidelity(ValueEnum):
@@ -141,6 +146,10 @@ def plan_execution(runtime: Runtime | None, *, cuda: bool | None = None) -> Exec
     if cuda and engine_fallback is not None:
         fallback = engine_fallback
     path = gpu_path if (cuda and gpu_path) else cpu_path
+    if path in _OWN_CPU_OP:
+        from w4a8_kernels.vllm_cpu import admitted
+        kernel, emulation = _OWN_CPU_OP[path]
+        path = path if admitted(kernel) else emulation
     if path is None:
         fidelity, available = Fidelity.NONE, False
         why = (f"vLLM fails {runtime.fails_at}: nothing runs" if runtime.fails_at

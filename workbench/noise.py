@@ -195,3 +195,16 @@ def timing_noise(records: Iterable[Mapping], loads: Iterable[float | None] = (),
     return TimingNoise(worst[0] if worst else None, worst[1] if worst else None,
                        worst[2] if worst else None, max(seen) if seen else None,
                        cores or usable_cores(), others, threads)
+
+
+def record_unreliable(r: Mapping, cores: int | None = None) -> str | None:
+    """Why one bench record's median cannot be trusted (its p80 / p20 band past SPREAD_LIMIT,
+    or other processes took the cores its threads needed while it ran), or None."""
+    why = []
+    lo, hi = r.get("p20_ms"), r.get("p80_ms")
+    if lo and hi and lo > 0 and hi / lo > SPREAD_LIMIT:
+        why.append(f"p80/p20 {hi / lo:.2f}x")
+    busy = r.get("others_cores")
+    if _crowded(busy, r.get("threads") or 1, cores or usable_cores()):
+        why.append(f"other processes kept {busy:.1f} cores busy")
+    return ", ".join(why) or None

@@ -209,8 +209,12 @@ def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series
     fig = go.Figure()
     for name, pts in _group(rows, series):
         pts = sorted(pts, key=lambda p: p[x])
+        flagged = [bool(p.get("unreliable")) for p in pts]
         fig.add_trace(go.Scatter(x=[p[x] for p in pts], y=[p[y] for p in pts], mode="lines+markers",
-                                 name=escape(str(name))))
+                                 name=escape(str(name) + (" (x: unreliable timing)" if any(flagged) else "")),
+                                 marker=dict(symbol=["x-open" if f else "circle" for f in flagged],
+                                             size=[11 if f else 6 for f in flagged]),
+                                 hovertext=[escape(p.get("unreliable") or "") for p in pts]))
     fig.add_hline(y=1.0, line=dict(color="#888", dash="dot"))
     xs = [r[x] for r in rows if r[x] > 0]
     lo, hi = (min(xs), max(xs)) if xs else (1, 4096)
@@ -244,8 +248,14 @@ def speedup_figure(rows: list[dict], *, x: str = "m", y: str = "speedup", series
     y_lo, y_hi = min(ys), max(ys)
     pad = 0.06 * max(y_hi - y_lo, 0.5)
     top = min(0.6, LABEL_ROW * rows_used + 0.02)  # the share of the plot the labels take
-    y0 = max(0.0, y_lo - pad)
-    fig.update_yaxes(range=[y0, y0 + (y_hi + pad - y0) / (1 - top)])
+    if y_lo > 0 and y_hi / y_lo > 10:
+        # Curves an order of magnitude apart (a CPU's 60x beside a GPU's 1.2x) share one log
+        # axis: on a linear one the small one lies flat on 1.0.
+        l0, l1 = math.log10(y_lo) - 0.1, math.log10(y_hi) + 0.1
+        fig.update_yaxes(type="log", range=[l0, l0 + (l1 - l0) / (1 - top)])
+    else:
+        y0 = max(0.0, y_lo - pad)
+        fig.update_yaxes(range=[y0, y0 + (y_hi + pad - y0) / (1 - top)])
     fig.update_xaxes(type="log")
     return _layout(fig, title, xaxis_title="tokens M", yaxis_title="speedup (×, >1: W4A8 faster)")
 
@@ -317,10 +327,15 @@ def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, rooflin
     for p in preds:
         if p.predicted_us:
             by.setdefault(p.path, []).append(p)
+    seen: dict[tuple, str] = {}
     for i, (path, pts) in enumerate(by.items()):
         pts = sorted(pts, key=lambda p: p.m)
         color = _PREDICTED_COLORS[i % len(_PREDICTED_COLORS)]
         xs = [p.m for p in pts]
+        # A curve equal to one drawn before would hide under it: it is drawn with markers and
+        # its legend says which it equals (on CPUs W4A8 native and the W4A16 checkpoint agree).
+        same = seen.setdefault(tuple((p.m, round(p.predicted_us, 6)) for p in pts), path)
+        twin = "" if same == path else f" (the same as {same})"
         if all(p.basis == "roofline" for p in pts):  # a bound, not a cost: no band, said so
             fig.add_trace(go.Scatter(x=xs, y=[p.predicted_us for p in pts], mode="lines",
                                      line=dict(dash="dot", color=color),
@@ -329,8 +344,10 @@ def prediction_figure(preds: Sequence, measured: Sequence[dict] = (), *, rooflin
         fig.add_trace(go.Scatter(x=xs + xs[::-1], y=[p.high_us for p in pts] + [p.low_us for p in pts][::-1],
                                  fill="toself", fillcolor=color, opacity=0.15, line=dict(width=0),
                                  hoverinfo="skip", showlegend=False, name=escape(f"{path} band")))
-        fig.add_trace(go.Scatter(x=xs, y=[p.predicted_us for p in pts], mode="lines", line=dict(dash="dash", color=color),
-                                 name=escape(f"{path} predicted ({pts[0].basis})")))
+        fig.add_trace(go.Scatter(x=xs, y=[p.predicted_us for p in pts], mode="lines+markers" if twin else "lines",
+                                 line=dict(dash="dashdot" if twin else "dash", color=color),
+                                 marker=dict(symbol="circle-open", size=9) if twin else None,
+                                 name=escape(f"{path} predicted ({pts[0].basis}){twin}")))
         if path == roofline_path and has_roofline(preds, roofline_path):
             fig.add_trace(go.Scatter(x=xs, y=[p.roofline_us for p in pts], mode="lines",
                                      line=dict(dash="dot", color="#888"), name=escape(f"{path} roofline")))

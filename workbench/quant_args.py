@@ -214,6 +214,14 @@ class QuantArgs:
 
     # -- faces ---------------------------------------------------------------------------
     def __repr__(self) -> str:
+        return f"QuantizationArgs({', '.join(self._repr_parts())})"
+
+    def __str__(self) -> str:
+        """pydantic's `BaseModel.__str__`: the fields repr shows, space-separated, unwrapped
+        (vLLM's MoE refusal formats the args with `{}`)."""
+        return " ".join(self._repr_parts())
+
+    def _repr_parts(self) -> list[str]:
         parts = []
         for name in FIELDS:
             value = getattr(self, name)
@@ -229,7 +237,7 @@ class QuantArgs:
             else:
                 text = repr(value)
             parts.append(f"{name}={text}")
-        return f"QuantizationArgs({', '.join(parts)})"
+        return parts
 
     def to_json(self) -> dict:
         """What `model_dump(mode="json")` gives: dtypes as "torch.<name>", zp_dtype only for

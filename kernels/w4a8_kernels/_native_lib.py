@@ -9,23 +9,36 @@ built only where /proc/cpuinfo lists its ISA flags: detected, never assumed. Whe
 cannot build or run, `load(variant)` returns None and `why_unavailable(variant)` says
 why; callers then use another engine or the pure-torch path. Every library shares its work
 through w4a8_sched.h and names that pool's test hook `sched_test_stall(us)`.
+
+A library built here, by this machine's compiler, is admitted into the process only after
+its self-test (`w4a8_kernels.selftest`) passed in a child process: a build that crashes,
+hangs or computes wrong bits is named unavailable ("self-test died with SIGSEGV") and the
+next engine serves. The verdict is kept beside the build, keyed by its sources, flags,
+compiler and the CPU's flags (`verdicts()` lists them).
 """
 from __future__ import annotations
 
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import platform
 import shutil
+import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 __all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags", "isa_cap", "ISA_CAP_ENV",
-           "AVX2_LIBRARY_CAPS", "U4Weight"]
+           "AVX2_LIBRARY_CAPS", "U4Weight", "compile_variant", "admit", "csrc_dir", "CSRC_ENV",
+           "SELF_TEST_TIMEOUT_ENV", "verdicts"]
 
 _CSRC = Path(__file__).parent / "csrc"
+CSRC_ENV = "W4A8_KERNELS_CSRC"  # build from another folder of sources (a kernel under test)
+SELF_TEST_TIMEOUT_ENV = "W4A8_KERNELS_SELF_TEST_TIMEOUT"  # seconds; default 300
+SELF_TEST_ENV = "W4A8_KERNELS_SELF_TEST"  # set in the self-test's child: the variant it tests
 # -ffp-contract=off: no fused multiply-add, so every product rounds as the reference's does.
 _COMMON = ["-O3", "-ffp-contract=off", "-fno-math-errno", "-shared", "-fPIC", "-pthread"]
 # variant: (source, compiler flags, /proc/cpuinfo flags it needs)
@@ -106,12 +119,32 @@ def _cpu_supports(needs: tuple[str, ...]) -> tuple[bool, str]:
     return True, ""
 
 
-def _build(variant: str) -> ctypes.CDLL:
+def csrc_dir() -> Path:
+    """The C sources built: $W4A8_KERNELS_CSRC where set (a changed or planted kernel under
+    test), else the package's own."""
+    return Path(os.environ.get(CSRC_ENV) or _CSRC)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiler_id(cc: str) -> str:
+    """The compiler's own first line of --version: part of every build's and verdict's key."""
+    try:
+        proc = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+        return f"{cc}: {proc.stdout.splitlines()[0] if proc.stdout else proc.stderr.strip()[:200]}"
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{cc}: {exc}"
+
+
+def compile_variant(variant: str, *, check_cpu: bool = True) -> Path:
+    """`variant`'s shared library, built into the cache on first call (keyed by the sources,
+    the flags and the compiler). `check_cpu=False` builds it where the CPU cannot run it, for
+    tests that read the library without running its instructions."""
     src_name, isa_flags, needs = VARIANTS[variant]
-    ok, why = _cpu_supports(needs)
-    if not ok:
-        raise OSError(why)
-    path = _CSRC / src_name
+    if check_cpu:
+        ok, why = _cpu_supports(needs)
+        if not ok:
+            raise OSError(why)
+    path = csrc_dir() / src_name
     if not path.is_file():
         raise OSError(f"the C source {path} is missing from this install (package data)")
     cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
@@ -119,9 +152,9 @@ def _build(variant: str) -> ctypes.CDLL:
         raise OSError(f"no C compiler (cc or gcc) on PATH to build the {variant} W4A8 kernel")
     flags = [*_COMMON, *isa_flags]
     # the sources and the headers they include (the scheduler): any change rebuilds
-    src = path.read_bytes() + b"".join(h.read_bytes() for h in sorted(_CSRC.glob("*.h")))
-    tag = hashlib.sha256(src + " ".join(flags).encode()).hexdigest()[:16]
-    out = cache_dir() / f"{variant}-{tag}.so"
+    src = path.read_bytes() + b"".join(h.read_bytes() for h in sorted(path.parent.glob("*.h")))
+    key = src + " ".join(flags).encode() + _compiler_id(cc).encode()
+    out = cache_dir() / f"{variant}-{hashlib.sha256(key).hexdigest()[:16]}.so"
     out.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     st = out.parent.stat()
     if st.st_uid != os.getuid() or st.st_mode & 0o022:
@@ -141,6 +174,68 @@ def _build(variant: str) -> ctypes.CDLL:
             os.unlink(tmp)
             raise OSError(f"building {src_name} for {variant} failed: {proc.stderr.strip()[:500]}")
         os.replace(tmp, out)
+    return out
+
+
+def _verdict_path(variant: str, lib: Path) -> Path:
+    """Where the self-test's verdict on `lib` is kept: beside it, keyed by the CPU's flags too
+    (the library's name already holds the sources, flags and compiler)."""
+    cpu = hashlib.sha256(" ".join(sorted(cpu_flags())).encode()).hexdigest()[:12]
+    return lib.with_name(f"{lib.stem}.cpu-{cpu}.verdict.json")
+
+
+def admit(variant: str, lib: Path) -> tuple[bool, str]:
+    """(admitted, why not): the self-test's verdict on `variant`'s built library, run in a
+    child process on first use (a crash, a hang or wrong bits there cannot take this process
+    down) and kept with the build. An engine under its own self-test is admitted untested."""
+    if os.environ.get(SELF_TEST_ENV) == variant:
+        return True, ""
+    where = _verdict_path(variant, lib)
+    try:
+        verdict = json.loads(where.read_text())
+    except (OSError, ValueError):
+        verdict = _run_self_test(variant)
+        fd, tmp = tempfile.mkstemp(suffix=".json", dir=where.parent)
+        with os.fdopen(fd, "w") as f:
+            json.dump(verdict, f)
+        os.replace(tmp, where)
+    return bool(verdict.get("ok")), "" if verdict.get("ok") else f"self-test {verdict.get('why', '?')}"
+
+
+def _run_self_test(variant: str) -> dict:
+    """The child's verdict, or what became of the child."""
+    env = {**os.environ, SELF_TEST_ENV: variant}
+    # the child imports this package from where this process did, installed or not
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(Path(__file__).parent.parent),
+                                                    os.environ.get("PYTHONPATH")) if p)
+    timeout = float(os.environ.get(SELF_TEST_TIMEOUT_ENV) or 300)
+    cmd = [sys.executable, "-m", "w4a8_kernels.selftest", variant]
+    try:
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"ok": False, "why": f"hung: no answer in {timeout:g} s"}
+    if proc.returncode < 0:
+        try:
+            sig = signal.Signals(-proc.returncode).name
+        except ValueError:
+            sig = f"signal {-proc.returncode}"
+        return {"ok": False, "why": f"died with {sig}"}
+    lines = proc.stdout.strip().splitlines()
+    try:
+        verdict = json.loads(lines[-1])
+    except (IndexError, ValueError):
+        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return {"ok": False, "why": f"failed (exit {proc.returncode}): {tail}"}
+    if not verdict.get("ok"):
+        verdict["why"] = f"failed: {verdict.get('why')}"
+    return verdict
+
+
+def _build(variant: str) -> ctypes.CDLL:
+    out = compile_variant(variant)
+    ok, why = admit(variant, out)
+    if not ok:
+        raise OSError(why)
     lib = ctypes.CDLL(str(out))
     i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
     if variant == "u4_amx":
@@ -151,6 +246,9 @@ def _build(variant: str) -> ctypes.CDLL:
         fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
         fn.restype = c_int
         lib.gemm = fn
+        lib.tiles = lib.w4a8_amx_tiles  # (codes, lda, Mp, K, bt, threads)
+        lib.tiles.argtypes = [ptr, i64, i64, i64, ptr, c_int]
+        lib.tiles.restype = c_int
         lib.sched_test_stall = lib.w4a8_amx_sched_test_stall
         return lib
     if variant == "avx2_u8s8":
@@ -194,6 +292,11 @@ def load(variant: str = "avx2_u8s8") -> ctypes.CDLL | None:
         except OSError as exc:
             _state[variant] = {"lib": None, "why": str(exc)}
     return _state[variant]["lib"]  # type: ignore[return-value]
+
+
+def verdicts() -> dict[str, str]:
+    """Each variant's standing here: "admitted (self-test passed)" or why it is not."""
+    return {v: why_unavailable(v) or "admitted (self-test passed)" for v in VARIANTS}
 
 
 def why_unavailable(variant: str = "avx2_u8s8") -> str:

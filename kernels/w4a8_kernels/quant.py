@@ -92,7 +92,9 @@ def quantize_per_token_uint8_zp128(x: torch.Tensor) -> tuple[torch.Tensor, torch
     (a fixed zero point of 128). Returns x_u8 uint8 [M, K] and x_scale float32 [M, 1]
     with x ~= (x_u8 - 128) * x_scale. The AVX-512 bf16 specialization rounds ties to
     even (`_mm512_roundscale_ps`); the generic template (fp16 input) uses `std::round`,
-    ties away from zero. Both are reproduced by input dtype.
+    ties away from zero. Both are reproduced by input dtype. The inverse scale is one
+    float32 division, `127 / amax` (not torch's `127.0 / tensor`, a rounded reciprocal
+    times 127): the real op, run here, differs in about 1 code in 1500 otherwise.
     """
     check_activations(x)
     check_float32_range(x)
@@ -101,7 +103,7 @@ def quantize_per_token_uint8_zp128(x: torch.Tensor) -> tuple[torch.Tensor, torch
     check_finite_rows(amax)
     amax = amax.clamp_min(_SGL_INT8_AMAX_FLOOR)
     x_scale = amax / 127.0
-    v = x32 * (127.0 / amax)
+    v = x32 * torch.full_like(amax, 127.0).div_(amax)
     r = torch.round(v) if x.dtype == torch.bfloat16 else round_half_away_from_zero(v)
     x_u8 = (r.to(torch.int32) + 128).to(torch.uint8)
     return x_u8, x_scale

@@ -6,6 +6,9 @@ float32 [M, N] the metrics read (outside the timed region too). `probe()` says w
 the path can run on this machine at all, `supports(weight)` whether it can run this
 layer; both return (ok, why), and a path that cannot run says why instead of failing.
 
+vLLM's own CPU ops (`vllm_int4_scaled_mm`, `vllm_cpu_gemm_wna16`) are built from its sdist
+when first prepared (w4a8_kernels.vllm_cpu) and admitted after a child-process self-test.
+
 CUDA paths (`triton_w4a8`, `triton_w4a16`, `cublas_bf16`, and the kernels vLLM itself runs:
 `vllm_humming*`, `vllm_machete`) are listed here for every machine; their probe answers "no
 CUDA device" on a CPU host, and nothing imports triton or humming until one is prepared.
@@ -254,8 +257,45 @@ def _dyn4_supports(w: Int4Weight) -> tuple[bool, str]:
 
 
 def _i4smm_probe() -> tuple[bool, str]:
-    return True, ("emulated: int4_scaled_mm_cpu's numerics (needs vLLM's _C built with "
-                  "AVX512-BF16/VNNI and an AMX host to run for real)")
+    return True, ("emulated: int4_scaled_mm_cpu's numerics, our integer GEMM "
+                  "(vllm_int4_scaled_mm runs the op itself where it builds)")
+
+
+# -- vLLM's own CPU ops, built from its sdist (imported only when probed or prepared) -------
+
+def _vllm_cpu_probe(kernel: str) -> Callable[[], tuple[bool, str]]:
+    def probe() -> tuple[bool, str]:
+        from w4a8_kernels.vllm_cpu import probe as vllm_cpu_probe
+        return vllm_cpu_probe(kernel)
+    return probe
+
+
+def _vllm_cpu_supports(kernel: str) -> Callable[[Int4Weight], tuple[bool, str]]:
+    def supports(w: Int4Weight) -> tuple[bool, str]:
+        from w4a8_kernels.vllm_cpu import op_refused
+        why = op_refused(kernel, w.n, w.k, w.group_size)
+        return (False, why) if why else (True, "")
+    return supports
+
+
+def _prep_vllm_i4smm(w: Int4Weight):
+    from w4a8_kernels.vllm_cpu import prepare_int4_scaled_mm
+    return prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros, w.bias)
+
+
+def _run_vllm_i4smm(x, prepared):
+    from w4a8_kernels.vllm_cpu import int4_scaled_mm
+    return int4_scaled_mm(x, prepared)
+
+
+def _prep_vllm_wna16(w: Int4Weight):
+    from w4a8_kernels.vllm_cpu import prepare_cpu_gemm_wna16
+    return prepare_cpu_gemm_wna16(w.w_q, w.scales, w.group_size, w.zeros, w.bias)
+
+
+def _run_vllm_wna16(x, prepared):
+    from w4a8_kernels.vllm_cpu import cpu_gemm_wna16
+    return cpu_gemm_wna16(x, prepared)
 
 
 # -- triton ----------------------------------------------------------------------------
@@ -385,10 +425,19 @@ PATHS: dict[str, KernelPath] = {p.name: p for p in (
                Computes.W4A8, _prep_dyn4, engine_paths.vllm_dynamic4bit,
                probe=engine_paths.dynamic4bit_available, supports=_dyn4_supports,
                activation_dtype=torch.bfloat16, adds_bias=True, tags=("engine",)),
-    KernelPath("vllm_int4_scaled_mm", "vLLM CPUWNA16 W4A8 route (int4_scaled_mm_cpu, AMX hosts)",
+    KernelPath("vllm_int4_scaled_mm_emulated", "vLLM CPUWNA16 W4A8 route's numerics "
+               "(int4_scaled_mm_cpu, AMX hosts) on our integer GEMM",
                Computes.W4A8, lambda w: engine_paths.prepare_int4_scaled_mm(w.w_q, w.scales, w.group_size, w.zeros),
                engine_paths.vllm_int4_scaled_mm, probe=_i4smm_probe,
                activation_dtype=torch.bfloat16, emulated=True, tags=("engine",)),
+    KernelPath("vllm_int4_scaled_mm", "vLLM's int4_scaled_mm_cpu (CPUWNA16 W4A8 route), built from "
+               "the sdist", Computes.W4A8, _prep_vllm_i4smm, _run_vllm_i4smm,
+               probe=_vllm_cpu_probe("int4_scaled_mm"), supports=_vllm_cpu_supports("int4_scaled_mm"),
+               activation_dtype=torch.bfloat16, adds_bias=True, jit=True, tags=("w4a8", "engine")),
+    KernelPath("vllm_cpu_gemm_wna16", "vLLM's cpu_gemm_wna16 (CPUWNA16 W4A16 route), built from "
+               "the sdist", Computes.W4A16, _prep_vllm_wna16, _run_vllm_wna16,
+               probe=_vllm_cpu_probe("cpu_gemm_wna16"), supports=_vllm_cpu_supports("cpu_gemm_wna16"),
+               activation_dtype=torch.bfloat16, adds_bias=True, jit=True, tags=("w4a16", "engine")),
     KernelPath("triton_w4a8", "Triton W4A8 on int8 tensor cores", Computes.W4A8,
                _prep_triton_w4a8, _run_triton_w4a8, probe=_triton_probe, supports=_triton_supports,
                make_input=_cuda_bf16_input, finish=_cpu_float, activation_dtype=torch.bfloat16,

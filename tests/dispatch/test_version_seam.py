@@ -14,6 +14,8 @@ from workbench.dispatch.versions import RULE_SETS
 ROOT = Path(__file__).resolve().parents[2]
 # Where a version may be written out: its package, the registry, the docs, recorded data.
 ALLOWED = ("workbench/dispatch/vllm_", "workbench/dispatch/versions.py", "README.md", "docs/",
+           # the MoE rule sets, one module per release, and their registry
+           "workbench/dispatch/moe/vllm_", "workbench/dispatch/moe/versions.py",
            "notebooks/README.md", "tests/fixtures/", "benchmarks/results/",
            "tests/dispatch/test_version_seam.py")
 SOURCES = (".py", ".ipynb", ".toml", ".cfg", ".c", ".h", ".sh", ".yml", ".yaml", ".txt")

@@ -20,7 +20,11 @@ def _load(name):
 
 @pytest.fixture(scope="module")
 def bench():
-    return _load("gpu_bench")
+    from workbench.gpu_part import GpuPart
+
+    mod = _load("gpu_bench")
+    mod.use_part(GpuPart("NVIDIA H200", 90, 132, 50 * 2 ** 20, 139.8, 1980, "sm90-h200", "test"))
+    return mod
 
 
 def test_engines_are_planned_where_vllm_runs_them(bench, monkeypatch):

@@ -90,6 +90,15 @@ def test_uint8_zp128_tie_rounding_follows_the_sgl_kernel_by_dtype():
     assert (u_fp.to(torch.int16) - 128)[0].tolist() == [127, 3, -3, 1]
 
 
+def test_uint8_zp128_inverse_scale_is_one_float32_division():
+    # amax 3.265625: 127 / amax rounded once is 38.889954 (the op's float division); torch's
+    # 127.0 / tensor (a reciprocal times 127) gives 38.889950, and amax / 2 then codes 63,
+    # not the op's 64 (tests/kernels/test_vllm_cpu.py checks this against the op itself).
+    x = torch.tensor([[3.265625, 1.6328125, -1.6328125]], dtype=torch.bfloat16)
+    u, _ = quantize_per_token_uint8_zp128(x)
+    assert (u.to(torch.int16) - 128)[0].tolist() == [127, 64, -64]
+
+
 @pytest.mark.parametrize("group_size", [-1, 2, 4, 8])
 def test_dequantize_groupwise_matches_elementwise_loop(group_size):
     gen = torch.Generator().manual_seed(0)

@@ -134,3 +134,10 @@ def test_measure_is_offered_only_for_a_shard_that_loads(ui):
     measure.click().run(timeout=300)
     assert not ui.errors(at)
     assert at.session_state["align.measured"]["shard"] == [256, 576]
+
+
+def test_measured_tp_shards_are_shown_only_for_the_model_measured(ui):
+    # Issue 34.12: the section showed Qwen2.5-72B's timings whatever model was picked.
+    at = ui.open_app("alignment", state={"pf.preset": "sm90-h200", "tp.size": 2, "align.model": "Llama-3.1-8B"})
+    assert not any("W4A8 efficiency" in d.value.columns for d in at.dataframe)
+    assert "Measured TP shards exist for Qwen2-72B's MLP shapes only; Llama-3.1-8B's differ" in ui.unplain(ui.text(at))

@@ -167,8 +167,10 @@ def test_predicted_chart_title_and_band_read_as_written(ui):
     # the drawn crossover is the vLLM user's (both checkpoints costed from their kernels' timings)
     (note,) = [a["text"] for a in fig["layout"]["annotations"] if a["text"].startswith("predicted crossover")]
     assert re.fullmatch(r"predicted crossover M≈\d+ \(band [^)]+\)", note) and "None" not in note and "--" not in note
-    caption = next(c for c in ui.text(at).splitlines() if "W4A16 fallback from" in c)
-    assert "(band 1 to beyond 8192)" in caption and "None" not in caption
+    caption = next(c for c in ui.text(at).splitlines() if "W4A16 fallback:" in c)
+    # a band over the whole range is no crossover (issue 34.8): said, with where each leads
+    assert "band spans all of 1 to beyond 8192: undetermined" in caption and "None" not in caption
+    assert "the W4A8 checkpoint is faster at M 1-8192 (by " in caption
     # beside it, what vLLM runs for the layer saved as W4A8 and as W4A16, kernels named
     from workbench.dispatch.versions import DEFAULT_VERSION
 
@@ -239,3 +241,54 @@ def test_live_and_saved_records_make_one_row_shape():
         f = write_json([BenchRecord(**r) for r in live], Path(d) / "cpu_bench.json", {"cpu": "x"})
         _, saved = runs.read_saved(f.name, f.read_bytes())
     assert set(saved[0]) == set(rows[0]) and saved[0]["median_us"] == 500.0 and saved[0]["sqnr_db"] == 30.0
+
+
+def test_the_error_split_names_its_references(ui):
+    # Issue 34.2: the page never said which reference its errors use, and a checkpoint's
+    # rel_error left the int4 weight's part out without a word.
+    at = ui.open_app("kernels")
+    shown = ui.text(at)
+    assert "rel_error and SQNR are against x @ dequant(W4)^T" in ui.unplain(shown) or \
+        "rel_error and SQNR are against x @ W_float^T" in ui.unplain(shown)
+    at.number_input(key="kern.split_m").set_value(16).run()
+    at.button(key="kern.split_run").click().run(timeout=120)
+    assert not ui.errors(at), ui.errors(at)
+    doc = at.session_state["kern.split"]["split"]
+    assert [p["part"] for p in doc["parts"]] == ["weight", "activation", "together"]
+    assert all(p["reference"] for p in doc["parts"]) and doc["m"] == 16
+    act = doc["parts"][1]
+    assert act["rel_error"] > 0 and len(act["per_token"]) == 16
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    assert any(f["layout"]["title"]["text"].startswith("Error per token, split") for f in figs)
+
+
+def test_a_noisy_run_is_flagged_and_never_a_crossover(ui):
+    # Issue 34.4: a 15 ms W4A16 call at M = 1 (0.107 ms in bench) drew "measured crossover M ~ 1".
+    at = ui.open_app("kernels")
+    at.text_input(key="w:kern.m_list").set_value("1,16").run()
+    at.number_input(key="w:kern.reps").set_value(1).run()
+    at.multiselect(key="w:kern.paths").set_value(["w4a8_native", "w4a16_fallback"]).run()
+    at.button(key="kern.run").click().run(timeout=300)
+    recs = at.session_state["kern.records"]
+    # a planted outlier: the fallback's M = 1 call slowed 140x, its band 30x wide, by others' load
+    for r in recs:  # every other record quiet, whatever this machine's load was
+        r.update(p20_ms=r["median_ms"], p80_ms=r["median_ms"], others_cores=0.0, threads=1)
+        if r["path"] == "w4a16_fallback" and r["m"] == 1:
+            r.update(median_ms=r["median_ms"] * 140, p20_ms=r["median_ms"], p80_ms=r["median_ms"] * 30 * 140,
+                     others_cores=2.0, threads=2)
+    at.session_state["kern.records"] = recs
+    at.run()
+    text = ui.unplain(ui.text(at))
+    assert "These timings are noisy" in text
+    line = next(x for x in text.splitlines() if x.startswith("Measured crossover:"))
+    assert "w4a8_native over w4a16_fallback [this machine" in line and "none drawn" in line
+    assert "an unreliable timing never makes a crossover" in line
+    figs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    speedup = next(f for f in figs if f["layout"]["title"]["text"].startswith("W4A8 speedup"))
+    assert not any(a["text"].startswith("measured crossover") and "this machine" in a["text"]
+                   for a in speedup["layout"].get("annotations", []))
+    trace = speedup["data"][0]
+    assert "unreliable timing" in trace["name"] and "x-open" in trace["marker"]["symbol"]
+    data = next(d.value for d in at.dataframe if "unreliable" in d.value.columns)
+    flagged = data[data["unreliable"].notna()]
+    assert list(flagged["path"]) == ["w4a16_fallback"] and "p80/p20" in flagged["unreliable"].iloc[0]

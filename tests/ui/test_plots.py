@@ -101,3 +101,26 @@ def test_the_largest_speedup_sits_below_the_line_labels():
     rows = 2  # the crossover's label and INC's, one row each from the top
     assert (3.7 - y0) / (y1 - y0) <= 1 - rows * plots.LABEL_ROW
     assert all(a.yanchor == "top" and a.y >= 1 - rows * plots.LABEL_ROW for a in fig.layout.annotations)
+
+
+def test_an_identical_predicted_curve_is_named_and_marked():
+    # Issue 34.10: on CPU presets w4a8_native hid under the identical W4A16-checkpoint curve.
+    from workbench.perf.predict import Prediction
+
+    def curve(path):
+        return [Prediction("x86", path, m, 1, 1, -1, 10.0 * m, 9.0 * m, 11.0 * m, "measured", "k") for m in (1, 16)]
+
+    fig = plots.prediction_figure(curve("w4a8_native") + curve("vLLM, W4A16 checkpoint"))
+    names = [t.name for t in fig.data if t.name and "band" not in t.name]
+    assert "vLLM, W4A16 checkpoint predicted (measured) (the same as w4a8_native)" in names
+    twin = next(t for t in fig.data if t.name and "the same as" in t.name)
+    assert twin.mode == "lines+markers"
+
+
+def test_speedups_an_order_of_magnitude_apart_share_a_log_axis():
+    rows = [{"m": m, "speedup": s, "series": name} for name, s0 in (("CPU 256x1024", 60.0), ("H200 4096x4096", 1.2))
+            for m, s in ((1, s0), (16, s0 * 1.1))]
+    fig = plots.speedup_figure(rows)
+    assert fig.layout.yaxis.type == "log"
+    near = plots.speedup_figure([r for r in rows if r["series"].startswith("H200")])
+    assert near.layout.yaxis.type != "log"

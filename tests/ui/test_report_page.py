@@ -13,7 +13,8 @@ def test_the_summary_is_markdown_not_literal_asterisks(ui):
     # escaped punctuation aside, no asterisk is shown as typed
     assert "\\*" not in line
     shown = ui.unplain(line)
-    assert re.search(r"decode [\d.]+ µs \([\d.]+-[\d.]+\), prefill [\d.]+ µs", shown), shown
+    unit = r"[\d.]+ (?:µs|ms|s)"  # scaled to a unit that reads (issue 34.11)
+    assert re.search(rf"decode {unit} \({unit} to {unit}\), prefill {unit}", shown), shown
     assert not re.search(r"\d us\b", shown), shown
 
 
@@ -30,3 +31,18 @@ def test_this_machine_is_not_calibrated_unasked(ui, tmp_path, monkeypatch):
     assert [b.label for b in at.button] == ["Calibrate this machine"]
     assert not list(tmp_path.rglob("host-*.json"))  # nothing was measured
     assert not any(" per forward" in m.value for m in at.markdown)
+
+
+def test_the_comparison_names_a_winner_per_platform_and_phase(ui):
+    # Issue 34.1: the page had one scheme's total; the question is W4A8 against W4A16.
+    at = ui.open_app("report", state={"report.source": "Llama-3.1-8B", "pf.preset": "sm90-h200",
+                                      "report.platforms": ["sm90-h200", "x86-spr-amx"]})
+    assert not at.exception and not ui.errors(at)
+    text = ui.text(at)
+    assert "W4A8 against W4A16, side by side" in text
+    for where in ("on sm90-h200 at decode", "on sm90-h200 at prefill", "on x86-spr-amx at decode"):
+        assert where in text
+    labels = [b.label for b in at.get("download_button")]
+    assert labels == ["report.csv", "report.json", "comparison.csv", "comparison.json"]
+    # totals in a unit that reads, never a nine-digit µs figure
+    assert not re.search(r"\d{7,}(\.\d)? µs", text), text

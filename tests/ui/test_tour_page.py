@@ -26,9 +26,24 @@ def test_jump_to_h200_step_and_change_a_setting(ui):
     # the presenter changes a setting: installing humming again changes the left side
     at.multiselect(key="w:pf.packages").set_value(["humming"]).run()
     assert not any("raises **ValueError**" in e for e in ui.errors(at))
-    # ...and the change is the app's state: the trace page shows it
+    # Leaving the Tour puts the user's own settings back (issue 34.6: the step's H200
+    # without humming followed onto the trace page, its sidebar showing the plain preset)
     at.switch_page("workbench/ui/pages/trace.py").run()
-    assert "The code picks **`HummingLinearKernel`**" in ui.text(at)
+    assert at.session_state["pf.preset"] == "x86-avx512"  # what the session had before the Tour
+    assert "The code picks **`Dynamic4bitLinearKernel`**" in ui.text(at)
+    side = ui.unplain("\n".join(str(m.value) for m in [*at.sidebar.markdown, *at.sidebar.info]))
+    assert "Back from the Tour" in side
+    # back in the Tour, the step's settings are made again
+    at.switch_page("workbench/ui/pages/tour.py").run()
+    assert at.session_state["pf.preset"] == "sm90-h200" and at.session_state["pf.packages"] == []
+
+
+def test_a_platform_edit_shows_in_the_sidebar(ui):
+    at = ui.open_app("trace", state={"pf.preset": "sm90-h200"})
+    at.session_state["pf.packages"] = []
+    at.run()
+    side = ui.unplain("\n".join(str(c.value) for c in at.sidebar.caption))
+    assert "edited: packages=[]" in side
 
 
 def test_step_link_reproduces_the_view_in_a_fresh_session(ui):

@@ -130,6 +130,10 @@ def run(args) -> int:
             path = execution_path(name)
             ok, why = path.probe()
             print(f"{name:22s} {'yes' if ok else 'no ':3s} {path.summary}" + (f"  [{why}]" if why else ""))
+        from workbench.bench import engine_verdicts
+        print("native engines (built here, admitted after a self-test in a child process):")
+        for variant, standing in engine_verdicts().items():
+            print(f"  {variant:20s} {standing}")
         return 0
     if args.paths is None:
         from workbench.execution import default_bench_paths
@@ -167,9 +171,15 @@ def run(args) -> int:
                 continue
             spread = f"{r.p20_ms:.3g}-{r.p80_ms:.3g}"
             err, kerr = (f"{e:.2e}" if e is not None else "-" for e in (r.rel_error, r.kernel_rel_error))
-            note = "; ".join(filter(None, [path_role(r.path), r.detail or r.why]))
+            gpu = ([f"first call {r.first_call_s:.3g} s (compile included, not a sample)",
+                    f"eager {r.eager_ms:.3g} ms with launch"] if r.first_call_s is not None else [])
+            note = "; ".join(filter(None, [path_role(r.path), r.detail or r.why, *gpu]))
             print(f"{r.path:22s} {r.m:6d} {r.median_ms:10.3f} {spread:>17s} {err:>9s} {kerr:>10s}  "
                   f"{note}")
+        if any(r.first_call_s is not None for r in records):
+            print("GPU times are device time: CUDA-graph replays over copies of the operands that "
+                  "pass the L2 (vLLM runs decode in CUDA graphs); 'eager' is one Python call's host "
+                  "time with its launch and a synchronize")
         print(f"relative errors: 'err vs W' against the {ERROR_REFERENCES['rel_error']}; "
               f"'err vs ref' against the {ERROR_REFERENCES['kernel_rel_error']}")
         print(_noise_line(records, prov))

@@ -106,4 +106,20 @@ def run(args: argparse.Namespace) -> int:
     if notes:
         print("\nerrors (vLLM's messages; --json holds them too):")
         print("\n".join(notes))
+    _print_moe(ck)
     return 0
+
+
+def _print_moe(ck) -> None:
+    """The checkpoint's MoE layers: vLLM loads each experts prefix as one fused-MoE layer."""
+    from workbench.checkpoints.moe import MoELayoutError, moe_groups
+    try:
+        groups = moe_groups(ck.layers, ck.files.tensors, ck.format, ck.params_dtype)
+    except MoELayoutError as exc:  # the listing stands; the MoE grouping says what is wrong
+        print(f"MoE layers: {printable(exc)}")
+        return
+    for g in groups:
+        print(f"MoE layer {printable(g.name)}: {g.layout}, {g.num_experts} experts, hidden "
+              f"{g.hidden_size}, intermediate {g.intermediate_size}; vLLM loads these "
+              "projections as one fused-MoE layer: trace it with --layer "
+              f"{printable(g.name)}")

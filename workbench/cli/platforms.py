@@ -16,15 +16,27 @@ def run(args: argparse.Namespace) -> int:
     from workbench.platforms import PRESETS, detect_host
 
     platforms = list(PRESETS.values()) + ([detect_host()] if args.host else [])
+    engines = engine_verdicts() if args.host else {}
     if args.json:
-        print(json.dumps([p.to_json() for p in platforms], indent=1))
+        rows = [p.to_json() for p in platforms]
+        if args.host:
+            rows[-1] = {**rows[-1], "native_engines": engines}
+        print(json.dumps(rows, indent=1))
         return 0
     for p in platforms:
         extras = ", ".join(p.packages) or "-"
         print(f"{p.name:18s} {p.device:4s} {target(p):8s} packages: {extras:10s} {p.description}")
         isa = f"isa: {' '.join(isa_flags(p)) or '-'}; " if p.device == "cpu" else ""
         print(f"{'':18s} {isa}torch ops: {', '.join(p.torch_ops) or '-'}")
+    for variant, standing in engines.items():
+        print(f"{'':18s} native engine {variant}: {standing}")
     return 0
+
+
+def engine_verdicts() -> dict[str, str]:
+    """This machine's C engines: admitted after their self-test, or why not."""
+    from workbench.bench import engine_verdicts
+    return engine_verdicts()
 
 
 _ISA_FIELDS = ("avx2", "avx512", "avx512_vnni", "avx512_bf16", "amx", "zen")

@@ -14,7 +14,12 @@ from workbench.text import printable
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="whole-model report: each layer's kernel, runtime and predicted time")
     p.add_argument("source", help="a model preset (see workbench/models.py) or a checkpoint directory")
-    p.add_argument("--platform", default="sm90-h200", help="a preset name or alias, or 'host'")
+    p.add_argument("--platform", default="sm90-h200",
+                   help="a preset name or alias, or 'host'; several, comma-separated, compare them")
+    p.add_argument("--schemes", default=None,
+                   help="compare the model under these schemes, comma-separated (w4a16, w4a8-int, w4a8-fp8; "
+                        "for a checkpoint also 'checkpoint': its layers as saved, a scheme being its twin), "
+                        "e.g. w4a8-int,w4a16")
     p.add_argument("--tp", type=int_in(1, 1024), default=1, help="tensor-parallel size (default 1)")
     p.add_argument("--decode-m", type=int_in(1, MAX_M), default=1, help="decode tokens per call (default 1)")
     p.add_argument("--prefill-m", type=int_in(1, MAX_M), default=2048, help="prefill tokens per call (default 2048)")
@@ -43,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.versions is not None:
         return _run_versions(args)
+    if args.schemes is not None or "," in args.platform:
+        return _compare(args)
+
     rep = model_report(args.source, args.platform, args.tp, decode_m=args.decode_m, prefill_m=args.prefill_m,
                        version=args.vllm_version)
     refused = rep.refused()
@@ -85,6 +93,49 @@ def run(args: argparse.Namespace) -> int:
               + f"; native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs")
     return status
 
+
+def _compare(args: argparse.Namespace) -> int:
+    """`--schemes A,B` and / or `--platform P1,P2`: the model side by side."""
+    from workbench.perf.compare import default_schemes, model_comparison
+    from workbench.perf.wording import scaled
+
+    schemes = args.schemes if args.schemes is not None else ",".join(default_schemes(args.source))
+    cmp = model_comparison(args.source, schemes, args.platform, args.tp, decode_m=args.decode_m,
+                           prefill_m=args.prefill_m, version=args.vllm_version)
+    status = 0 if all(t["loads"] for t in cmp.totals()) else 1
+    if args.json:
+        print(json.dumps(cmp.to_json(), indent=1))
+        return status
+    if args.csv:
+        print(cmp.to_csv(), end="")
+        return status
+    print(f"{printable(cmp.source)}: {', '.join(cmp.schemes)} on {', '.join(cmp.platforms)} "
+          f"(vLLM {cmp.vllm_version} rules), TP {cmp.tp}, per rank: decode M = {cmp.decode_m}, "
+          f"prefill M = {cmp.prefill_m}")
+    head = ["layer", "x", "K", "N", "g", "scheme", "platform", "kernel", "activation", "fails",
+            f"M={cmp.decode_m}", f"M={cmp.prefill_m}", "basis"]
+    rows = [[printable(r["layer"]), str(r["count"]), str(r["k"]), str(r["n"]), str(r["group_size"]), r["scheme"],
+             r["platform"], r["kernel"] or "refused", r["activation"] or "-", r["fails"] or "-",
+             _us(r["decode_us"], r["basis"]), _us(r["prefill_us"], r["basis"]), r["basis"]] for r in cmp.rows()]
+    widths = [max(len(h), *(len(x[i]) for x in rows)) if rows else len(h) for i, h in enumerate(head)]
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths)))
+    for x in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(x, widths)))
+    print("totals per forward (layers x count), only where every layer loads:")
+    for t in cmp.totals():
+        if not t["loads"]:
+            print(f"  {t['scheme']} on {t['platform']}: no total, vLLM refuses "
+                  f"{', '.join(printable(x) for x in t['refused_layers'])}")
+            continue
+        lead = "at least " if t["bound"] else ""
+        band = (lambda lo, hi: "" if t["bound"] else f" [{scaled(lo)} to {scaled(hi)}]")
+        print(f"  {t['scheme']} on {t['platform']}: decode {lead}{scaled(t['decode_us'])}"
+              f"{band(t['decode_low_us'], t['decode_high_us'])}, prefill {lead}{scaled(t['prefill_us'])}"
+              f"{band(t['prefill_low_us'], t['prefill_high_us'])}")
+    print("which wins:")
+    for v in cmp.verdicts:
+        print(f"  {printable(v.sentence())}")
+    return status
 
 def _run_versions(args: argparse.Namespace) -> int:
     """Both releases' reports, layer by layer: the fields that differ, or "no change"."""

@@ -6,9 +6,11 @@ import json
 import sys
 from typing import Any
 
+from workbench.cli import trace_moe
 from workbench.cli.inputs import (MAX_ARG_BYTES, bounded_lines, check_path, checkpoint_path,
                                   int_in, json_arg, json_object, open_input, open_stdin, parse_json,
                                   platform_arg, shown)
+from workbench.dispatch.moe import MOE_VERSIONS
 from workbench.dispatch.versions import DEFAULT_VERSION, available, rule_set
 from workbench.errors import USER_ERRORS, InvalidInputError
 from workbench.text import printable
@@ -55,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help='{"quantization", "quantization_config", "dtype"}: the model-wide '
                           "config check and capability/dtype gate (or @file)")
     src.add_argument("--checkpoint", metavar="PATH", help="a checkpoint directory (with --layer)")
+    trace_moe.register_options(p, src)
     src.add_argument("--batch", metavar="FILE",
                      help="JSON Lines cases, one object per line ('-' for stdin; format below)")
     p.add_argument("--layer", help="layer name inside --checkpoint")
@@ -68,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "'host-cpu', or platform JSON (default: sm90-h200)")
     p.add_argument("--env", action="append", default=[], metavar="KEY=VALUE",
                    help="VLLM_* variable or linear_backend / linear_backend_per_quant (repeatable)")
-    p.add_argument("--vllm-version", choices=available(), default=DEFAULT_VERSION,
+    p.add_argument("--vllm-version", choices=sorted({*available(), *MOE_VERSIONS}),
+                   default=DEFAULT_VERSION,
                    help=f"the vLLM rule set to trace with (default: {DEFAULT_VERSION})")
     p.add_argument("--versions", metavar="OLD,NEW",
                    help="what changes on upgrade: trace with both rule sets and print, per layer "
@@ -179,6 +183,15 @@ def run(args: argparse.Namespace) -> int:
         if given:
             raise InvalidInputError(f"{', '.join(given)}: given without --checkpoint, the only "
                                     "source they apply to")
+    moe_checkpoint = bool(args.checkpoint) and trace_moe.is_moe_layer_name(args.layer)
+    if args.moe_backend is not None and not (args.moe_scheme or moe_checkpoint):
+        raise InvalidInputError("--moe-backend: given without --moe-scheme or --checkpoint's "
+                                "--layer ...experts, the sources it applies to")
+    if args.moe_scheme or moe_checkpoint:
+        if args.against_vllm is not None or env:
+            raise InvalidInputError("--against-vllm / --env: not taken with --moe-scheme (the MoE "
+                                    "rules are held to vLLM's recorded answers by the tests)")
+        return trace_moe.run_moe(args, platform)
     if args.versions is not None:
         return _run_versions(args, platform, env)
     if args.platforms is not None:

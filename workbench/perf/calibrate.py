@@ -14,13 +14,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from workbench.errors import InvalidInputError
 from workbench.paths import RESULTS_DIR
 from workbench.perf.fit import Point, WaveFit, fit_waves
 from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_launch
 from workbench.results import ResultRecord, load_results
 
 __all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "ENGINE_PATHS", "GpuCalibration", "calibrate_gpu", "point_for",
-           "key_for", "bytes_moved", "H200_RESULTS", "ENGINE_RESULTS", "MACHETE_RESULTS", "ENGINE_FILES", "results_for", "records_of",
+           "key_for", "bytes_moved", "H200_RESULTS", "H100_RESULTS", "H100_MACHETE_RESULTS", "PART_FILES", "copy_gbs",
+           "REFERENCE_PART", "ENGINE_RESULTS", "MACHETE_RESULTS", "ENGINE_FILES", "results_for", "records_of",
            "launch_config", "cache_dir"]
 
 H200_RESULTS = RESULTS_DIR / "h200_bench.json"
@@ -39,6 +41,16 @@ LIBRARY_PATHS = ("bf16_dense", "int8_mm", "triton_int8_mm")
 ENGINE_PATHS = ("vllm_humming", "vllm_humming_int8", "vllm_machete")
 # results file -> the engine paths fitted from it (its other paths repeat h200_bench.json's)
 ENGINE_FILES = {ENGINE_RESULTS.name: ("vllm_humming", "vllm_humming_int8"), MACHETE_RESULTS.name: ("vllm_machete",)}
+# The H100's own measurements (benchmarks/hopper_host_run.sh): this project's kernels, the
+# libraries and Humming in one file, Machete in its own.
+H100_RESULTS = RESULTS_DIR / "h100_bench.json"
+H100_MACHETE_RESULTS = RESULTS_DIR / "h100_machete_bench.json"
+ENGINE_FILES[H100_MACHETE_RESULTS.name] = ("vllm_machete",)
+# Each measured part's files, in the order a path is looked up: a part is fitted from its own
+# measurements where it has them; the first part is the one others are scaled from.
+PART_FILES = {"sm90-h200": (ENGINE_RESULTS, MACHETE_RESULTS, H200_RESULTS),
+              "sm90-h100": (H100_MACHETE_RESULTS, H100_RESULTS)}
+REFERENCE_PART = "sm90-h200"
 # None: no tile term at all, the call is latency plus bytes streamed (cuBLAS at small M).
 _LIB_TILES = (None, (64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 
@@ -72,13 +84,21 @@ def key_for(path: str, m: int, n: int, k: int, g: int, config: dict | None = Non
     tile config (block_k aside: it follows K and g, and the fit takes K per program as a
     variable). config: what a record says ran; None: what the kernel's table picks now."""
     if path in TRITON_PATHS:
-        cfg = config if config is not None else asdict(triton_config(TRITON_PATHS[path], m, n, k, g))
+        if config is None:
+            return _key_now(path, m, n, k, g)
+        cfg = config
         ident = tuple((f, v) for f, v in sorted(cfg.items()) if f != "block_k")
         return (path, "channel" if g in (-1, k) else "group", ident)
     if path in ENGINE_PATHS:  # their heuristics change kernel past decode sizes (Humming M 64: 1.6x M 1)
         size = "decode" if m <= 16 else "small" if m <= 128 else "large"
         return (path, ("channel-" if g in (-1, k) else "group-") + size)
     return (path, "small" if m <= 128 else "large")
+
+
+@lru_cache(maxsize=65536)
+def _key_now(path: str, m: int, n: int, k: int, g: int) -> tuple:
+    """key_for a Triton path with the config its table picks now."""
+    return key_for(path, m, n, k, g, asdict(triton_config(TRITON_PATHS[path], m, n, k, g)))
 
 
 def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None, config=None) -> Launch:
@@ -166,9 +186,47 @@ def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple
 _FITTED = tuple(TRITON_PATHS) + LIBRARY_PATHS + ENGINE_PATHS + ("quantizer",)
 
 
-def results_for(path: str) -> Path:
-    """The committed results file a path is calibrated on."""
-    return next((RESULTS_DIR / f for f, paths in ENGINE_FILES.items() if path in paths), H200_RESULTS)
+def results_for(path: str, platform: str = REFERENCE_PART) -> Path | None:
+    """The committed results file `path` is calibrated on for `platform`: the part's own where
+    one holds the path, None where the part has none (it is scaled from another part's)."""
+    if platform == REFERENCE_PART:  # every path has a file here (fp8_mm is fitted as int8_mm)
+        return next((RESULTS_DIR / f for f, paths in ENGINE_FILES.items()
+                     if path in paths and (RESULTS_DIR / f) in PART_FILES[platform]), H200_RESULTS)
+    for f in PART_FILES.get(platform, ()):
+        fitted = ENGINE_FILES.get(f.name, _FITTED)
+        if path in fitted and f.is_file() and path in _paths_in(f):
+            return f
+    return None
+
+
+def copy_gbs(platform: str) -> float | None:
+    """The device copy rate (read + write, GB/s) measured on `platform` beside its timings (the
+    median over its results files), None where the part was never measured."""
+    rates = []
+    for f in PART_FILES.get(platform, ()):
+        if f.is_file():
+            st = f.stat()
+            rate = _copy_cached(str(f), st.st_mtime_ns, st.st_size)
+            if rate:
+                rates.append(rate)
+    return sorted(rates)[len(rates) // 2] if rates else None
+
+
+@lru_cache(maxsize=16)
+def _copy_cached(path: str, mtime_ns: int, size: int) -> float | None:
+    ceilings = load_results(path).provenance.get("ceilings") or {}
+    return ceilings.get("copy_gbs_read_plus_write")
+
+
+def _paths_in(f: Path) -> frozenset[str]:
+    st = f.stat()
+    return _paths_cached(str(f), st.st_mtime_ns, st.st_size)
+
+
+@lru_cache(maxsize=16)
+def _paths_cached(path: str, mtime_ns: int, size: int) -> frozenset[str]:
+    """The paths a results file times, read once per version of the file."""
+    return frozenset(r.path for r in load_results(path).records)
 
 
 def cache_dir() -> Path | None:
@@ -218,7 +276,9 @@ _FIT_VERSION = "8"  # bump when the fit changes: cached calibrations of older fi
 COMMITTED_CALIBRATION = H200_RESULTS.with_name("perf_calibration.json")
 COMMITTED_CALIBRATIONS = {H200_RESULTS.name: COMMITTED_CALIBRATION,
                           ENGINE_RESULTS.name: ENGINE_RESULTS.with_name("perf_calibration_engines.json"),
-                          MACHETE_RESULTS.name: MACHETE_RESULTS.with_name("perf_calibration_machete.json")}
+                          MACHETE_RESULTS.name: MACHETE_RESULTS.with_name("perf_calibration_machete.json"),
+                          H100_RESULTS.name: H100_RESULTS.with_name("perf_calibration_h100.json"),
+                          H100_MACHETE_RESULTS.name: H100_RESULTS.with_name("perf_calibration_h100_machete.json")}
 
 
 def calibration_name(digest: str, sms: int) -> str:
@@ -269,13 +329,19 @@ def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCa
     return cal
 
 
-def calibrate_gpu(path: str | Path = H200_RESULTS) -> GpuCalibration:
-    """The calibration of a GPU results file (cached per file content, in memory and on disk)."""
+def calibrate_gpu(path: str | Path = H200_RESULTS, platform: str | None = None) -> GpuCalibration:
+    """The calibration of a GPU results file (cached per file content, in memory and on disk).
+    `platform`: the part it is meant to fit; a file measured on another part is refused."""
     from workbench.perf.hardware import hardware_for
 
     p = Path(path)
     st = p.stat()
-    digest, platform = _identity(str(p), st.st_mtime_ns, st.st_size)
+    digest, measured_on = _identity(str(p), st.st_mtime_ns, st.st_size)
+    if platform is not None and hardware_for(platform).preset != measured_on:
+        raise InvalidInputError(f"results file {p.name} was measured on {measured_on}; it cannot "
+                                f"calibrate {platform} (accepted: a file whose provenance names "
+                                f"{platform})")
+    platform = measured_on
     hw = hardware_for(platform)
     return _calibrate_cached(str(p), digest, hw.units, hw.mem_gbs * 1e3)
 

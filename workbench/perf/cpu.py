@@ -33,10 +33,11 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_linear", "features",
-           "measure_host", "plan_for", "fit_host", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
+           "measure_host", "plan_for", "fit_host", "FLOOR_SHAPE", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
            "CPU_PATHS", "CalibrationSpreadWarning", "CalibrationLoadWarning", "loaded_calibration",
            "load_sentence", "spread_of", "calibrated_with_retries", "WIDE_SPREAD",
-           "SLOW_PATHS", "bench_paths", "host_key", "measure_throughputs"]
+           "SLOW_PATHS", "bench_paths", "host_key", "measure_throughputs", "runs_here", "host_threads",
+           "CalibrationRefusedWarning"]
 
 # Shapes and token counts the host calibration times (small: seconds in all). Predictions
 # elsewhere are extrapolations of the fitted terms, checked by benchmarks/validate_perf.py.
@@ -46,6 +47,11 @@ CALIBRATION_SHAPES = ((2048, 2048), (4096, 2048), (3072, 6144))
 # 1-16 and 32-128 on each side of the W4A8 engine switch (LARGE_M = 24 today): each engine
 # gets three token counts per shape.
 CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
+# A layer so small that a call is its fixed cost: each path's (and each W4A8 engine's) fastest
+# call on it is that path's per-call floor, held as the fit's fixed term instead of fitted
+# from the large shapes, which cannot tell it apart (an AMX host's W4A8 fit put 44 us on a
+# 64 x 64 call that took 9).
+FLOOR_SHAPE = (64, 64)
 CALIBRATION_GROUP = 128
 # Prediction path -> the bench paths whose fits predict it (the fastest of them wins, as
 # the fallback's own per-M chooser keeps the fastest variant).
@@ -57,7 +63,7 @@ CPU_PATHS = {"w4a8_native": ("w4a8_native",),
 # timed at small M only, where its per-token cost is already clear.
 SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
 _ENGINE_SCAN = 4096  # engine_for is read for M = 1.._ENGINE_SCAN; beyond, the last engine runs
-_FIT_VERSION = "3"
+_FIT_VERSION = "4"  # 4: the fixed term is the floor measured on FLOOR_SHAPE
 _MIN_POINTS = 5  # one per feature
 
 
@@ -228,10 +234,40 @@ def host_key() -> str:
                 break
     except OSError:
         cpu = _platform.processor()
-    threads = os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())
-    ident = json.dumps([cpu, _platform.machine(), torch_version, threads, _FIT_VERSION,
-                        CALIBRATION_SHAPES, CALIBRATION_MS, _kernels_digest()])
+    ident = json.dumps([cpu, _platform.machine(), torch_version, _FIT_VERSION, CALIBRATION_SHAPES,
+                        CALIBRATION_MS, _kernels_digest(), *runs_here()])
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
+
+
+def host_threads() -> int:
+    """The compute threads a calibration here runs with: torch's count where torch is loaded
+    (a set_num_threads counts), else what it will read ($OMP_NUM_THREADS, else the CPUs this
+    process may run on)."""
+    import sys
+
+    if "torch" in sys.modules:
+        return int(sys.modules["torch"].get_num_threads())
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def runs_here() -> tuple:
+    """What changes which engines run and how fast, beyond the CPU: the ISA cap
+    ($W4A8_KERNELS_MAX_ISA), each C engine's verdict (admitted after its self-test, or why
+    not) and the thread count. Part of a calibration's key: a capped run, an engine refused
+    or another thread count is another calibration, never one overwriting the other."""
+    try:
+        from w4a8_kernels.native import isa_cap, verdicts
+
+        cap, verdict = isa_cap(), sorted(verdicts().items())
+    except ImportError:  # an install without the C engines: nothing of theirs runs
+        cap, verdict = os.environ.get("W4A8_KERNELS_MAX_ISA") or None, []
+    return (f"isa_cap={cap}", verdict, f"threads={host_threads()}")
 
 
 @dataclass(frozen=True)
@@ -283,7 +319,9 @@ def measure_host(plan: dict, *, rounds: int = 1, steps: tuple = (), repeats: int
 
     from workbench.bench import bench_weight, int4_weight_of, synthetic_bench_layer
 
-    weights = {s: int4_weight_of(synthetic_bench_layer(s[0], s[1], CALIBRATION_GROUP)) for s in plan}
+    # group 128 where it divides K (the floor's 64 x 64 layer is per-channel)
+    weights = {s: int4_weight_of(synthetic_bench_layer(s[0], s[1], CALIBRATION_GROUP if s[1] % CALIBRATION_GROUP == 0
+                                                       else -1)) for s in plan}
     live = {s: [p for p in plan[s][0] if get_path(p).availability(w)[0]] for s, w in weights.items()}
     order = list(plan)
     best: dict = {}
@@ -320,17 +358,22 @@ def fit_host(samples: Iterable[Sample], key: str, throughputs: dict, threads: in
     """A calibration from samples: one fit per bench path (W4A8: per engine, and pooled
     for callers that know no engine)."""
     pts: dict[str, list] = {}
+    floors: dict[str, float] = {}
     for s in samples:
-        pts.setdefault(s.path, []).append((s.m, s.n, s.k, s.us))
-        if s.path.startswith("w4a8_native@"):
-            pts.setdefault("w4a8_native", []).append((s.m, s.n, s.k, s.us))
-    fits = {p: _with_held_out_band(fit_linear(v), v) for p, v in pts.items() if len(v) >= _MIN_POINTS}
+        keys = (s.path, "w4a8_native") if s.path.startswith("w4a8_native@") else (s.path,)
+        for key in keys:
+            if (s.n, s.k) == FLOOR_SHAPE:
+                floors[key] = min(floors.get(key, s.us), s.us)
+            else:
+                pts.setdefault(key, []).append((s.m, s.n, s.k, s.us))
+    fits = {p: _with_held_out_band(fit_linear(v, c0=floors.get(p)), v, floors.get(p))
+            for p, v in pts.items() if len(v) >= _MIN_POINTS}
     return HostCalibration(key, throughputs["stream_gbs"], throughputs["fp32_tflops"],
                            throughputs["bf16_tflops"], throughputs["int8_tops"], threads, seconds,
                            fits, provenance, tuple(tuple(s) for s in steps))
 
 
-def _with_held_out_band(fit: LinearFit, points: list) -> LinearFit:
+def _with_held_out_band(fit: LinearFit, points: list, c0: float | None = None) -> LinearFit:
     """The fit, its band widened to the 5th-95th percentiles of leave-one-shape-out error
     (predictions are for shapes the calibration did not time)."""
     shapes = {(n, k) for _, n, k, _ in points}
@@ -339,7 +382,7 @@ def _with_held_out_band(fit: LinearFit, points: list) -> LinearFit:
         rest = [p for p in points if (p[1], p[2]) != held]
         if len(rest) < _MIN_POINTS:
             continue
-        f = fit_linear(rest)
+        f = fit_linear(rest, c0=c0)
         resid += [float(np.log(us / max(f.predict(m, n, k), 1e-9))) for m, n, k, us in points
                   if (n, k) == held]
     if not resid:
@@ -362,13 +405,32 @@ def _from_json(d: dict) -> HostCalibration:
     return HostCalibration(**{**d, "fits": fits, "engine_steps": steps})
 
 
-def _write(cal: HostCalibration) -> None:
+class CalibrationRefusedWarning(UserWarning):
+    """A calibration measured under load was not kept: a quiet one of this machine stands."""
+
+
+def _write(cal: HostCalibration) -> bool:
+    """Cache a calibration; False where it was refused: one measured under load never
+    replaces a quiet one of the same key (it would turn a measured figure into noise)."""
+    import warnings
+
     path = _cache_file(cal.key)
-    if path is not None:
+    if path is None:
+        return False
+    if loaded_calibration(cal) is not None and path.is_file():
         try:
-            path.write_text(json.dumps(cal.to_json()))
-        except OSError:
-            pass  # read-only cache: measured again next process
+            old = _from_json(json.loads(path.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            old = None
+        if old is not None and loaded_calibration(old) is None:
+            warnings.warn(f"this machine's new calibration was {load_sentence(loaded_calibration(cal))}: "
+                          "refused, the quiet one cached before stands", CalibrationRefusedWarning, stacklevel=3)
+            return False
+    try:
+        path.write_text(json.dumps(cal.to_json()))
+    except OSError:
+        return False  # read-only cache: measured again next process
+    return True
 
 
 def save_host_calibration(cal: HostCalibration) -> None:
@@ -387,7 +449,7 @@ def _live_calibration() -> HostCalibration:
     start = cpu_sample()
     thr = measure_throughputs()
     steps = engine_steps()
-    samples = measure_host(plan_for(CALIBRATION_SHAPES, CALIBRATION_MS), steps=steps)
+    samples = measure_host(plan_for((*CALIBRATION_SHAPES, FLOOR_SHAPE), CALIBRATION_MS), steps=steps)
     threads = torch.get_num_threads()
     check = load_check(start, cpu_sample(), threads)
     return fit_host(samples, host_key(), thr, threads, time.perf_counter() - t0,
@@ -476,7 +538,11 @@ def host_calibration(refresh: bool = False) -> HostCalibration:
         except (ValueError, KeyError, TypeError):
             pass
     cal = calibrated_with_retries()
-    _write(cal)
+    if not _write(cal) and loaded_calibration(cal) is not None and path is not None and path.is_file():
+        try:  # refused: the quiet calibration stands
+            return _from_json(json.loads(path.read_text()))
+        except (ValueError, KeyError, TypeError):
+            pass
     return cal
 
 

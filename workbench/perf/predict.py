@@ -27,11 +27,11 @@ from typing import Sequence
 
 from workbench.errors import InvalidInputError
 from workbench.limits import MAX_DIM, MAX_M
-from workbench.perf.calibrate import calibrate_gpu, key_for, point_for, bytes_moved, results_for
+from workbench.perf.calibrate import calibrate_gpu, copy_gbs, key_for, point_for, bytes_moved, results_for
 from workbench.perf.hardware import Hardware, hardware_for
 from workbench.perf.regime import Regime, regime_for, stream_gbs
 
-__all__ = ["Prediction", "predict", "cost_of_runtime", "check_shape", "hardware_of",
+__all__ = ["Prediction", "predict", "UNDER_LOAD", "cost_of_runtime", "check_shape", "hardware_of",
            "predicted_crossover", "sweep_ms", "PREDICTED_PATHS", "CPU_ONLY_PATHS", "SELECTED", "BASES",
            "roofline_us", "prediction_band", "predict_cpu", "predict_gpu", "predict_family", "predict_dense",
            "eta_of_point", "regime_of_point"]
@@ -42,13 +42,16 @@ PREDICTED_PATHS = ("w4a8_native", "w4a16_fallback", "bf16_dense", "int8_mm", "qu
 SELECTED = "selected"
 # The fastest dense float GEMM per M (kernels/w4a8_kernels/cpu_dense.py): a CPU path only.
 CPU_ONLY_PATHS = ("dense",)
-BASES = ("measured", "scaled", "scaled across CPU classes", "published", "roofline")
+# "measured under load": this machine's calibration ran beside other processes' work (a
+# figure of the machine as it was then, never labelled measured).
+UNDER_LOAD = "measured under load"
+BASES = ("measured", UNDER_LOAD, "scaled", "scaled across CPU classes", "published", "roofline")
 _DTYPE = {"w4a8_native": "int8", "w4a8_prequant": "int8", "int8_mm": "int8", "fp8_mm": "fp8",
           "w4a16_fallback": "bf16", "bf16_dense": "bf16", "quantizer": "bf16",
           "vllm_humming": "bf16", "vllm_humming_int8": "int8", "vllm_machete": "bf16"}
 # Extra log-width of a band per basis: a scaled or published model carries more than its
 # fit's own held-out error (another part, another kernel build).
-_WIDEN = {"measured": 0.05, "scaled": 0.35, "scaled across CPU classes": 0.35, "published": 0.35,
+_WIDEN = {"measured": 0.05, UNDER_LOAD: 0.35, "scaled": 0.35, "scaled across CPU classes": 0.35, "published": 0.35,
           "roofline": 0.0}
 
 
@@ -131,6 +134,20 @@ def _rate(hw: Hardware, dtype: str, src: Hardware, fitted: str, exclude: dict | 
     GEMMs imply on this part, its architecture class, or (band widened by their spread) any
     class, `exclude` left out; else the fitted part's own efficiency at that datatype (or at
     its fitted kernel's) applied to this part's peak."""
+    if exclude is not None:
+        return _rate_uncached(hw, dtype, src, fitted, exclude)
+    key = (repr(hw), repr(src), dtype, fitted)  # a part's rate does not depend on M: read once
+    if key not in _RATES:
+        if len(_RATES) > 1024:
+            _RATES.clear()
+        _RATES[key] = _rate_uncached(hw, dtype, src, fitted, None)
+    return _RATES[key]
+
+
+_RATES: dict = {}
+
+
+def _rate_uncached(hw: Hardware, dtype: str, src: Hardware, fitted: str, exclude: dict | None):
     from workbench.perf.families import dense_rate
 
     s = hw.sustained_rate(dtype)
@@ -154,7 +171,8 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
     regime: where the weight streams from; exclude: a published point to leave out of the
     rates read from published points; rate: this part's rate at the path's datatype (TOP/s),
     given instead of looked up."""
-    cal = calibrate_gpu(results_for(path))
+    own = results_for(path, hw.preset)  # a part is fitted from its own timings where it has them
+    cal = calibrate_gpu(own or results_for(path))
     src = src or hardware_for(cal.platform)
     scaled = hw.preset != src.preset
     if scaled and not _is_cuda_sm80(hw):
@@ -182,7 +200,14 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
         if how:
             notes.append(how)
     if scaled or regime is Regime.L2:
-        fit = replace(fit, bw=fit.bw * stream_gbs(hw, regime) / src.mem_gbs)
+        ratio = stream_gbs(hw, regime) / src.mem_gbs
+        measured = (copy_gbs(hw.preset), copy_gbs(src.preset))
+        if scaled and regime is Regime.DRAM and all(measured):
+            # both parts' copy rates were measured: they differ far less than their datasheets
+            # (H100 2448 against H200 2715 GB/s read + write; 3.35 against 4.8 TB/s)
+            ratio = measured[0] / measured[1]
+            notes.append("bandwidth scaled by the measured copy rates")
+        fit = replace(fit, bw=fit.bw * ratio)
     if approx:
         fit = replace(fit, err_lo=fit.err_lo - 0.1, err_hi=fit.err_hi + 0.1)
         notes.append("config not in the results: nearest calibrated tile")
@@ -274,11 +299,16 @@ def predict_cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, 
                           f"{base} did not run on this machine")
     us, fit = got
     if hw is None:  # this machine
+        # where the int8 engine changes, the time reached just below the switch carries on
+        for first, _ in cal.engine_steps:
+            below = cal.predict(base, first - 1, n, k) if 1 < first <= m else None
+            us = max(us, below[0]) if below else us
         from workbench.perf.cpu import load_sentence, loaded_calibration
 
-        lo, hi = prediction_band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, "measured")
         loaded = loaded_calibration(cal)
-        return Prediction(platform, path, m, n, k, g, us, lo, hi, "measured", kernel, None,
+        basis = UNDER_LOAD if loaded else "measured"
+        lo, hi = prediction_band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, basis)
+        return Prediction(platform, path, m, n, k, g, us, lo, hi, basis, kernel, None,
                           f"fitted on this machine's bench ({cal.threads} threads)"
                           + (f"; {load_sentence(loaded)}" if loaded else ""))
     return _cpu_preset(hw, cal, base, path, m, n, k, g, platform, kernel, roof)
@@ -468,8 +498,11 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
     trace and handed over) on a platform (`hardware_of` says which part), keyed by that value:
     activation precision, the op and its implementation; held at the per-call floor."""
     hw = hardware_of(platform)
-    p = _runtime_cost(platform, hw, rt, m, n, k, g, selected, error)
-    return _floored(p, "cpu" if hw is None else hw.kind)
+    if hw is None or hw.kind == "cpu":  # the CPU models hold their own engine switches
+        return _floored(_runtime_cost(platform, hw, rt, m, n, k, g, selected, error), "cpu")
+    p = _held(("selected", hw.preset, platform, rt, n, k, g, selected, error),
+              lambda mm: _runtime_cost(platform, hw, rt, mm, n, k, g, selected, error), m)
+    return _floored(p, hw.kind)
 
 
 def _runtime_cost(platform: str, hw: Hardware | None, rt, m: int, n: int, k: int, g: int,
@@ -510,7 +543,8 @@ def _runtime_cost(platform: str, hw: Hardware | None, rt, m: int, n: int, k: int
         if p.basis != "roofline":
             how = ("fitted on this part's timings of it" if p.basis == "measured" else p.note)
             return replace(p, path="selected", kernel=runs,
-                           note=f"{engine}: {how} (benchmarks/results/{results_for(engine).name})")
+                           note=f"{engine}: {how} (benchmarks/results/"
+                                f"{(results_for(engine, hw.preset) or results_for(engine)).name})")
     roof = roofline_us(hw, "w4a8_native" if rt.computes.startswith("w4a8") else "w4a16_fallback", m, n, k, g)
     got = predict_family(hw, fam, m, n, k, g) if fam else None
     if got is None:
@@ -585,7 +619,74 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
         return _floored(predict_cpu(None, path, m, n, k, g, "host"), "cpu")
     if hw.kind == "cpu":
         return _floored(predict_cpu(hw, path, m, n, k, g, hw.preset), "cpu")
-    return _floored(predict_gpu(hw, path, m, n, k, g), hw.kind)
+    return _floored(_held(("path", hw.preset, path, n, k, g), lambda mm: predict_gpu(hw, path, mm, n, k, g), m),
+                    hw.kind)
+
+
+# The token counts a GPU curve is held at (`_held`): every M to 32, then steps no wider than
+# the smallest tile height in that range, so every bucket, config-table and tile switch of the
+# model (key_for's 16 / 128, the Triton tables' 8 to 1024, tiles of block_m 16 to 256) lies
+# on it; between two of its points a curve is one launch shape, its time growing with the bytes.
+_LADDER = tuple(sorted(set(range(1, 33)) | set(range(32, 1025, 16)) | set(range(1024, 8193, 64))
+                       | set(range(8192, 32769, 256)) | set(range(32768, MAX_M + 1, 2048))))
+_ENVELOPES: dict = {}
+
+
+def _results_token() -> tuple:
+    """The committed GPU results files' versions: a re-run bench is a new curve."""
+    from workbench.perf.calibrate import ENGINE_RESULTS, H200_RESULTS, MACHETE_RESULTS
+
+    out = []
+    for f in (H200_RESULTS, ENGINE_RESULTS, MACHETE_RESULTS):
+        try:
+            st = f.stat()
+            out.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            out.append(None)
+    return tuple(out)
+
+
+def _held(key: tuple, raw, m: int) -> Prediction:
+    """raw(m), held at the highest cost (and band edges) raw gives at the ladder's token
+    counts below m: a larger batch is never cheaper than a smaller one. The fits are per M
+    bucket and per tile config, and a bucket fitted on large layers can put a small one below
+    the bucket before it (a 256 x 1024 Machete call 20.4 us at M = 128, 2.3 us at M = 129):
+    that is the model's artefact, not a kernel's, so the curve carries the smaller batch's cost."""
+    import bisect
+
+    p = raw(m)
+    if p.predicted_us is None:
+        return p
+    key = key + (_results_token(),)
+    env = _ENVELOPES.get(key)
+    if env is None:
+        if len(_ENVELOPES) > 4096:
+            _ENVELOPES.clear()
+        env = _ENVELOPES[key] = []  # per ladder point: (us, lo, hi, M it is held at, Prediction)
+    upto = bisect.bisect_left(_LADDER, m)  # ladder points below m
+    while len(env) < upto:
+        q = raw(_LADDER[len(env)])
+        prev = env[-1] if env else None
+        if q.predicted_us is None:
+            env.append(prev)
+            continue
+        if prev is None:
+            env.append((q.predicted_us, q.low_us, q.high_us, q.m, q))
+            continue
+        us, lo, hi, at, src = prev
+        if q.predicted_us >= us:
+            at, src = q.m, q
+        env.append((max(us, q.predicted_us), max(lo, q.low_us), max(hi, q.high_us), at, src))
+    top = env[upto - 1] if upto else None
+    if top is None or (top[0] <= p.predicted_us and top[1] <= p.low_us and top[2] <= p.high_us):
+        return p
+    us, lo, hi, at, src = top
+    if us <= p.predicted_us:  # only a band edge is held
+        return replace(p, low_us=max(lo, p.low_us), high_us=max(hi, p.high_us))
+    held = (f"held at the cost at M = {at} ({us:.1f} µs against this M's own {p.predicted_us:.1f} µs): "
+            "a larger batch is never cheaper than a smaller one")
+    return replace(p, predicted_us=us, low_us=max(lo, p.low_us), high_us=max(hi, p.high_us), basis=src.basis,
+                   note="; ".join(x for x in (p.note, held) if x))
 
 
 def _floored(p: Prediction, kind: str) -> Prediction:

@@ -17,7 +17,7 @@ from workbench.errors import InvalidInputError
 from workbench.limits import MAX_M
 from workbench.results import rows_csv
 
-__all__ = ["LayerCost", "ModelReport", "model_report", "DECODE_M", "PREFILL_M"]
+__all__ = ["LayerCost", "ModelReport", "model_report", "DECODE_M", "PREFILL_M", "CHECKPOINT", "twin"]
 
 DECODE_M = 1
 PREFILL_M = 2048
@@ -46,6 +46,7 @@ class LayerCost:
     native_prefill_us: float | None
     error: str | None = None
     fails_at: str | None = None  # "load" / "forward": vLLM selects a kernel and then fails
+    activation: str | None = None  # the precision the GEMM reads its activations in (int8: real W4A8)
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,7 @@ class ModelReport:
     layers: tuple[LayerCost, ...]
     notes: tuple[str, ...] = field(default_factory=tuple)
     vllm_version: str = ""  # the rule set every layer was traced with
+    scheme: str = ""  # a SCHEMES name, or "checkpoint": each layer as saved
 
     def refused(self) -> tuple[LayerCost, ...]:
         """The layers vLLM selects no kernel for here, or whose kernel fails at load or at the
@@ -84,7 +86,7 @@ class ModelReport:
 
     def to_json(self) -> dict:
         return {"source": self.source, "platform": self.platform, "vllm_version": self.vllm_version,
-                "tp": self.tp, "decode_m": self.decode_m,
+                "scheme": self.scheme, "tp": self.tp, "decode_m": self.decode_m,
                 "prefill_m": self.prefill_m, "layers": [asdict(r) for r in self.layers],
                 "totals": self.totals(), "totals_over_loaded_layers": self.totals(loaded_only=True),
                 "refused": [{"layer": r.layer, "error": r.error} for r in self.refused()],
@@ -118,24 +120,53 @@ def _row(name: str, count: int, k: int, n: int, g: int, parallel: str, trace, pl
     return LayerCost(name, count, k, n, g, parallel, trace.scheme, trace.selected, trace.runtime or "",
                      rt.computes if rt is not None else "none", d.predicted_us, d.low_us, d.high_us,
                      p.predicted_us, p.low_us, p.high_us, d.basis, nd, npf, error,
-                     str(fails_at) if fails_at else None)
+                     str(fails_at) if fails_at else None, rt.activation if rt is not None else None)
 
 
-def _w4a8_scheme(k: int, n: int, g: int) -> dict:
-    from workbench.perf.selected import scheme_json
+CHECKPOINT = "checkpoint"  # a checkpoint's layers as saved
 
-    return scheme_json(n, k, g)
+
+def twin(spec, scheme: str):
+    """A checkpoint layer as if saved under `scheme` (`workbench.perf.selected.SCHEMES`): the
+    same weights and shape, its activation quantization as llm-compressor writes that scheme
+    (W4A16: no input_activations, pack-quantized; W4A8-int: int8 dynamic per-token,
+    int-quantized). CHECKPOINT: the layer as saved. A GPTQ / AWQ / INC layer is weight-only
+    already: its W4A16 twin is itself, and it has no W4A8 one."""
+    from dataclasses import replace
+
+    from workbench.layer import CheckpointFormat
+    from workbench.perf.selected import check_scheme, scheme_json
+    from workbench.quant_args import QuantArgs
+
+    if scheme == CHECKPOINT:
+        return spec
+    check_scheme(scheme)
+    if spec.format not in (CheckpointFormat.COMPRESSED_TENSORS, CheckpointFormat.SYNTHETIC):
+        if scheme == "w4a16":
+            return spec
+        raise InvalidInputError(f"layer {spec.name}: a {spec.format.value} layer is weight-only; its twin "
+                                f"under {scheme!r} is not a {spec.format.value} checkpoint; accepted: "
+                                f"{CHECKPOINT}, w4a16")
+    doc = scheme_json(spec.out_features, spec.in_features, spec.group_size, scheme)
+    act = doc.get("input_activations")
+    return replace(spec, input_args=None if act is None else QuantArgs.from_json(act, f"{spec.name}.input_activations"),
+                   ct_format=doc["format"])
 
 
 def model_report(source: str, platform: str = "sm90-h200", tp: int = 1, *, decode_m: int = DECODE_M,
                  prefill_m: int = PREFILL_M, group_size: int = 128,
-                 version: str | None = None) -> ModelReport:
+                 version: str | None = None, scheme: str | None = None) -> ModelReport:
     """The report of a model preset name or a checkpoint directory, traced with the rules of
-    vLLM `version` (None: the default)."""
+    vLLM `version` (None: the default). scheme: how a preset is quantized (`SCHEMES`, default
+    w4a8-int, llm-compressor's W4A8 preset); for a checkpoint, CHECKPOINT (default: each layer
+    as saved) or the scheme of its twin (`twin`)."""
     from workbench.dispatch.versions import check_version
     from workbench.models import MODELS
+    from workbench.perf.selected import DEFAULT_SCHEME, check_scheme
 
     version = check_version(version)
+    if scheme is not None and scheme != CHECKPOINT:
+        check_scheme(scheme)
 
     if isinstance(tp, bool) or not isinstance(tp, int) or tp < 1:
         raise InvalidInputError(f"tp = {tp!r}; accepted: an integer >= 1")
@@ -148,9 +179,13 @@ def model_report(source: str, platform: str = "sm90-h200", tp: int = 1, *, decod
 
         plat = hardware_for(platform).preset
     if source in MODELS:
-        return _preset_report(source, plat, tp, decode_m, prefill_m, group_size, version)
+        if scheme == CHECKPOINT:
+            raise InvalidInputError(f"scheme {CHECKPOINT!r} is a checkpoint's own; {source} is a model preset: "
+                                    "accepted: w4a16, w4a8-int, w4a8-fp8")
+        return _preset_report(source, plat, tp, decode_m, prefill_m, group_size, version,
+                              scheme or DEFAULT_SCHEME)
     if os.path.isdir(source):
-        return _checkpoint_report(source, plat, tp, decode_m, prefill_m, version)
+        return _checkpoint_report(source, plat, tp, decode_m, prefill_m, version, scheme or CHECKPOINT)
     raise InvalidInputError(f"report source {source!r}: neither a model preset ({', '.join(MODELS)}) "
                             "nor a checkpoint directory")
 
@@ -163,8 +198,15 @@ def _trace_platform(plat: str):
     return plat
 
 
+_SCHEME_WORDS = {"w4a8-int": "llm-compressor's W4A8 preset (int4 g{g}, int8 dynamic per-token activations)",
+                 "w4a16": "llm-compressor's W4A16 preset (int4 g{g}, bf16 activations)",
+                 "w4a8-fp8": "W4A8-FP8 (int4 g{g}, fp8 dynamic per-token activations)"}
+
+
 def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int,
-                   version: str) -> ModelReport:
+                   version: str, scheme: str) -> ModelReport:
+    from workbench.perf.selected import scheme_json
+
     from workbench.alignment import model_shard_traces
     from workbench.models import get_model, partitions
 
@@ -174,29 +216,33 @@ def _preset_report(name: str, plat: str, tp: int, dm: int, pm: int, g: int,
     tplat = _trace_platform(plat)
 
     def scheme_of(layer: str, k: int, n: int) -> dict:  # every layer's own group, at its full shape
-        return _w4a8_scheme(k, n, g if k % g == 0 else -1)
+        return scheme_json(n, k, g if k % g == 0 else -1, scheme)
 
     for part, trace_fn in model_shard_traces(name, tp, scheme_of, tplat, version=version):
         gg = g if full_k[part.layer] % g == 0 else -1
         count = model.layers * (model.experts if part.layer.startswith("experts.") else 1)
-        rows.append(_row(part.layer, count, part.k, part.n, gg, part.parallel, trace_fn(), plat, dm, pm))
-    notes = (f"{name} as llm-compressor's W4A8 preset (int4 g{g}, int8 dynamic per-token activations); "
+        row = _row(part.layer, count, part.k, part.n, gg, part.parallel, trace_fn(), plat, dm, pm)
+        if part.layer.startswith("experts."):  # vLLM loads experts as one MoE layer
+            from workbench.perf.moe_cost import moe_report_row
+            row = moe_report_row(row, name, tplat, tp, version, scheme)
+        rows.append(row)
+    notes = (f"{name} as {_SCHEME_WORDS[scheme].format(g=g)}; "
              f"{model.layers} decoder layers; per rank at TP {tp}",)
     if model.experts:
         notes += (f"expert GEMMs counted once per expert (all {model.experts}): routed tokens per "
                   "expert are fewer than M, so the MoE rows bound the cost from above",)
-    return ModelReport(name, plat, tp, dm, pm, tuple(rows), notes, version)
+    return ModelReport(name, plat, tp, dm, pm, tuple(rows), notes, version, scheme)
 
 
 def _checkpoint_report(path: str, plat: str, tp: int, dm: int, pm: int,
-                       version: str) -> ModelReport:
+                       version: str, scheme: str) -> ModelReport:
     from workbench.checkpoints import open_checkpoint
     from workbench.checkpoints.listing import trace_layer
 
     ck = open_checkpoint(path)
     tplat = _trace_platform(plat)
     rows = []
-    for spec in ck.layers:
+    for spec in (twin(s, scheme) for s in ck.layers):
         parallel = spec.default_parallel
         try:
             k, n = spec.partition_shape(tp, parallel)
@@ -207,5 +253,7 @@ def _checkpoint_report(path: str, plat: str, tp: int, dm: int, pm: int,
             continue
         trace = trace_layer(spec, tplat, tp_size=tp, parallel=parallel, version=version)
         rows.append(_row(spec.name, 1, k, n, spec.group_size, parallel, trace, plat, dm, pm))
+    what = ("as saved" if scheme == CHECKPOINT else
+            f"as its {scheme} twin (the same weights, activations as llm-compressor writes {scheme})")
     return ModelReport(str(Path(path)), plat, tp, dm, pm, tuple(rows),
-                       (f"{len(ck.layers)} quantized layers of the checkpoint, each once",), version)
+                       (f"{len(ck.layers)} quantized layers of the checkpoint, each once, {what}",), version, scheme)

@@ -53,7 +53,14 @@ def _sidebar(page: str) -> None:
         except USER_ERRORS:
             # The page that needs the layer says why; an error is shown once, there.
             st.markdown("**Layer:** not loaded (the Layer page says why)")
+        if ss.get("_tour_returned") not in (None, page):
+            ss.pop("_tour_returned")
+        if ss.get("_tour_returned") == page:
+            st.info("Back from the Tour: your own layer, platform and settings are as you left them.")
         platform_picker("Platform", key_suffix="sidebar", compact=True)
+        edits = state.platform_edits()
+        if edits:  # the platform is not the preset: never shown as if it were
+            st.caption(plain("edited: " + ", ".join(f"{f}={v}" for f, v in edits.items())))
         tp = ss["tp.size"]
         env = state.env_mapping()
         st.caption(plain(f"TP {tp} · env: " + (", ".join(f"{k}={v}" for k, v in env.items())
@@ -101,6 +108,8 @@ def main() -> None:
         state.init_state(tour_steps=len(tour.STEPS))
         if page.url_path == "tour":
             tour.prepare()
+        elif state.restore_after_tour():
+            st.session_state["_tour_returned"] = page.url_path
     if not state.ready():
         return
     with boundary("in the sidebar"):

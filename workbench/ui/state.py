@@ -316,6 +316,39 @@ def apply_query(params: dict[str, str], *, tour_steps: int) -> list[str]:
     return problems
 
 
+# What a Tour step may set: the layer, platform, env knobs, TP and the Alignment page's model.
+_TOUR_PREFIXES = ("layer.", "pf.", "env.", "tp.", "align.", "syn.", "trained.")
+TOUR_SAVED = "tour.saved"
+
+
+def save_for_tour() -> None:
+    """Keep the user's own settings when the Tour first makes a step's (moving between steps
+    keeps the first copy): leaving the Tour puts them back."""
+    import copy
+
+    ss = st.session_state
+    if TOUR_SAVED not in ss:
+        ss[TOUR_SAVED] = {k: copy.deepcopy(ss[k]) for k in list(ss.keys())
+                          if isinstance(k, str) and k.startswith(_TOUR_PREFIXES)}
+
+
+def restore_after_tour() -> bool:
+    """Put back the settings `save_for_tour` kept (True if there were any): a step's layer,
+    platform edits and env knobs never follow the user onto another page. The next visit to
+    the Tour makes its step's settings again."""
+    ss = st.session_state
+    saved = ss.pop(TOUR_SAVED, None)
+    if saved is None:
+        return False
+    for k in [k for k in list(ss.keys()) if isinstance(k, str) and k.startswith(_TOUR_PREFIXES)]:
+        if k not in saved:
+            del ss[k]
+    for k, v in saved.items():
+        ss[k] = v
+    ss.pop("tour.entered", None)
+    return True
+
+
 def set_preset(name: str) -> None:
     """Pick a platform preset: every editable field takes the preset's value."""
     ss = st.session_state

@@ -109,6 +109,10 @@ typedef struct {
   int64_t symmetric; /* every zero point is 8: zs is not read */
 } u4_weight_t;
 
+/* gcc 13 warns that facc may be read unset: it cannot see that G >= 1 (the callers check
+   it), so group 0 writes every element the later groups and the last loop read. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 static inline __attribute__((always_inline)) void tile(
     const int8_t* A, int64_t lda, int rows, const int32_t* asum, int64_t G, const uint8_t* Bt,
     int64_t g8, const int32_t* zt, const float* sct, const float* xs, float* C, int64_t ldc,
@@ -194,6 +198,7 @@ static inline __attribute__((always_inline)) void tile(
     memcpy(C + r * ldc, facc[r], sizeof(float) * (size_t)ncols);
   }
 }
+#pragma GCC diagnostic pop
 
 typedef struct {
   const u4_weight_t* w; const int8_t* A; int64_t lda, M; const int32_t* asum; const float* xs;

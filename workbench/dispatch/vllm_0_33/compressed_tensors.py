@@ -240,7 +240,7 @@ def _is_wnam_int(w, i, fmt) -> Check:
         return False, "fails: no input activations"
     return _all((w.type == "int" and not w.dynamic, "weight int and static"),
                 (w.strategy in ("channel", "group"), "weight strategy channel or group"),
-                (fmt == "pack-quantized", "format == pack-quantized"),
+                (fmt == "pack-quantized", f"format == pack-quantized (this layer's format is {fmt})"),
                 (i.type == "int", "input type == int"), (i.symmetric, "input symmetric"),
                 (bool(i.dynamic), "input dynamic"),
                 (i.strategy in ("token", "group"), "input strategy token or group"))
@@ -356,7 +356,7 @@ def get_scheme_from_parts(s: SchemeInput, p: Platform, env: Env, preds: list[Pre
         return Resolved("CompressedTensorsWNA4Int", _build_wnam("WNA4Int"))
     check = _is_wna16(w, i)
     if check[0] and fmt != "pack-quantized":
-        check = (False, "fails: format == pack-quantized")
+        check = (False, f"fails: format == pack-quantized (this layer's format is {fmt})")
     if test("_is_wNa16_group_channel(weight, input) and format == pack-quantized", check,
             "CompressedTensorsWNA16"):
         return Resolved("CompressedTensorsWNA16", _build_wna16)

@@ -110,6 +110,17 @@ def measured_tp(rows: list[dict]) -> None:
     prov = meas.provenance
     full = {t.layer: (t.k, t.n) for t in meas.timings if t.tp == 1}
     models = sorted({t.model for t in meas.timings})
+    picked = ss.get("align.model") or ""
+    from workbench.models import partitions
+
+    shapes_of = {p.layer: (p.k, p.n) for p in partitions(picked, 1)} if picked else {}
+    if not full or any(shapes_of.get(layer) != kn for layer, kn in full.items()):
+        # another model's timings are not this one's: said, never shown as if they were
+        st.info(plain(f"Measured TP shards exist for {', '.join(models)}'s MLP shapes only; "
+                      + (f"{picked}'s differ, so none is shown." if picked else
+                         "the shapes picked above are the loaded layer's, which were not measured.")
+                      + " Pick a model of those shapes under Shapes (Qwen2.5-72B) to see them beside the table."))
+        return
     shapes = "; ".join(f"{layer} K {k} x N {n}" for layer, (k, n) in sorted(full.items()))
     st.markdown(plain(f"Each TP rank's GEMM of the {', '.join(models)} MLP ({shapes} unsharded; "
                       "gate_up_proj split along N, down_proj along K, as vLLM shards them), timed "

@@ -103,6 +103,23 @@ def plan_view(t, plan, host) -> None:
         st.warning(f"`{plan.path}` cannot run on this machine: {plan.why}")
     elif plan.why:
         st.caption(f"`{plan.path}`: {plan.why}")
+    if not host.is_cuda():
+        engines = _engine_verdicts()
+        refused = [v for v, s in engines.items() if not s.startswith("admitted")]
+        with st.expander(f"Native engines on this CPU: {len(engines) - len(refused)} of "
+                         f"{len(engines)} admitted", expanded=any("self-test" in engines[v] for v in refused)):
+            st.caption("Each C engine is built here by this machine's compiler and admitted only "
+                       "after its self-test passed in a child process (a crash there names the "
+                       "engine unavailable; the next engine serves).")
+            st.dataframe([{"engine": v, "standing": s} for v, s in engines.items()], hide_index=True,
+                         width="stretch")
+
+
+@st.cache_resource(show_spinner="Self-testing this CPU's native engines (once per build)...")
+def _engine_verdicts() -> dict[str, str]:
+    from workbench.bench import engine_verdicts
+
+    return engine_verdicts()
 
 
 def _path_label(name: str) -> str:
@@ -312,17 +329,43 @@ def _saved_rows(shape: tuple[int, int] | None, key: str) -> list[dict]:
     return [r for r in rows if (r["n"], r["k"]) == (n, k)]
 
 
+def unreliable_points(meta: dict | None) -> dict[tuple[str, int], str]:
+    """(path, M) -> why this machine's record there is not to be trusted (workbench.noise)."""
+    from workbench.noise import record_unreliable
+
+    out = {}
+    for r in st.session_state.get("kern.records", []) if meta else []:
+        why = record_unreliable(r)
+        if why and r.get("median_ms") is not None:
+            out[(r["path"], r["m"])] = why
+    return out
+
+
 def _speedups(local: list[dict], saved: list[dict], meta: dict | None) -> tuple[list[dict], dict]:
+    """Speedup points and each series' measured crossover. A point either of whose records is
+    unreliable (spread or load) is flagged and never makes a crossover; a run the noise
+    check calls noisy as a whole makes none at all (its crossover is None, and said so)."""
     pts: list[dict] = []
     cross: dict[str, int | None] = {}
     paths = {r["series"] for r in local}
     fallback = "w4a16_fallback" if "w4a16_fallback" in paths else None
     if fallback:
+        bad = unreliable_points(meta)
+        noisy = bool(meta) and _noise(meta).noisy
         for p in sorted({r["series"] for r in local if r["computes"] == "w4a8"}):
             series = f"{p} over {fallback} [this machine, {_shapes(local)}]"
             s = runs.speedup_rows(local, p, fallback, series)
+            for q in s:
+                why = bad.get((p, q["m"])) or bad.get((fallback, q["m"]))
+                if why:
+                    q["unreliable"] = why
             pts += s
-            cross[series] = runs.crossover_of(s)
+            trusted = [q for q in s if not q.get("unreliable")]
+            cross[series] = None if noisy else runs.crossover_of(trusted) if trusted else None
+            if noisy or len(trusted) < len(s):
+                st.session_state.setdefault("kern.untrusted", {})[series] = (
+                    "the run is noisy as a whole" if noisy else
+                    f"{len(s) - len(trusted)} of {len(s)} points unreliable")
     saved_paths = {r["series"] for r in saved}
     for fast in sorted(p for p in saved_paths if ": w4a8 g" in p):
         slow = fast.replace(": w4a8 g", ": w4a16 g")
@@ -357,7 +400,7 @@ def _shapes(rows: list[dict]) -> str:
 
 
 def figures(local: list[dict], saved: list[dict], meta: dict | None, key: str, *,
-            export: bool = True) -> None:
+            export: bool = True, layer=None) -> None:
     """Latency (this machine and saved results apart), speedup and error; each title gives its shape."""
     from workbench import plots
 
@@ -376,18 +419,68 @@ def figures(local: list[dict], saved: list[dict], meta: dict | None, key: str, *
             "W4A8 speedup over the W4A16 fallback: " + "; ".join(
                 f"{w} {_shapes(r)}" for w, r in (("this machine", local), ("saved", saved)) if r)))
         st.plotly_chart(sp, key=f"{key}-speedup")
-        st.caption(plain("Measured crossover: " + "; ".join(
-            f"{s}: {'M = ' + str(m) if m else 'never in the measured range'}" for s, m in cross.items())
+        untrusted = st.session_state.pop("kern.untrusted", {})
+
+        def said(s, m):
+            if s in untrusted and not m:
+                return f"none drawn ({untrusted[s]}: an unreliable timing never makes a crossover)"
+            return ("M = " + str(m) if m else "never in the measured range") + (
+                f" (from the reliable points only; {untrusted[s]})" if s in untrusted else "")
+
+        st.caption(plain("Measured crossover: " + "; ".join(f"{s}: {said(s, m)}" for s, m in cross.items())
             + f". vLLM {rules.version}'s INC XPU path switches W4A8 on at {rules.MIN_TOKENS_FOR_INT8} "
             "tokens per call."))
         if export:
             _export(sp, "speedup", key)
     err_rows = [r for r in local if r.get("sqnr_db") is not None]
     if err_rows:
-        ef = plots.error_figure(err_rows, title=f"Error against tokens (M), this machine: {_shapes(err_rows)}")
+        ef = plots.error_figure(err_rows, title=f"Error against tokens (M), this machine: {_shapes(err_rows)}",
+                                yaxis_title="SQNR (dB) against " + ("x @ W_float^T" if layer is None or layer.source_weight
+                                                                    is not None else "x @ dequant(W4)^T"))
         st.plotly_chart(ef, key=f"{key}-error")
         if export:
             _export(ef, "error", key)
+
+
+def error_reference(layer) -> str:
+    """What a path's rel_error and SQNR are measured against, for the faces: the float layer
+    where its weight is known, else the int4 weight's own dequantized product."""
+    known = layer.source_weight is not None
+    return ("x @ W_float^T, the float layer" if known else
+            "x @ dequant(W4)^T: a checkpoint holds no float weight, so the int4 weight's own error is not in it")
+
+
+def split_section(layer, ref, key: str) -> None:
+    """The error split in two, each part named by its reference (workbench.error_split)."""
+    from workbench import plots
+    from workbench.error_split import split_of_layer
+
+    ss = st.session_state
+    real = ref.source == "trained"
+    c1, c2 = st.columns(2)
+    m = c1.number_input("Tokens M for the split", min_value=1, max_value=4096, value=64, key=f"{key}.split_m")
+    kinds = ["synthetic", "real"] if real else ["synthetic"]
+    kind = c2.radio("Activations", kinds, horizontal=True, key=f"{key}.split_kind",
+                    format_func=lambda k: {"synthetic": "synthetic (seeded normal, bf16)",
+                                           "real": "real (MiniLM's own inputs on the packaged sentences)"}[k])
+    if st.button("Split the error", key=f"{key}.split_run"):
+        ss["kern.split"] = {"layer_key": ref.key, "split": split_of_layer(layer, int(m), kind).to_json()}
+    got = ss.get("kern.split")
+    if not got or got["layer_key"] != ref.key:
+        return
+    doc = got["split"]
+    st.caption(plain(f"{doc['inputs']}; N {doc['n']} x K {doc['k']}, group {doc['group_size']}, "
+                     f"M = {doc['m']}. Exact float64 math, no kernel: a kernel's own error is kernel_rel_error."))
+    st.dataframe([{"part": p["part"], "measured": p["measured"], "against (reference)": p["reference"],
+                   "rel_error": p["rel_error"], "SQNR dB": p["sqnr_db"],
+                   "median token": p["median_token_rel_error"], "worst token": p["worst_token_rel_error"],
+                   "why not known": p["why"] or None} for p in doc["parts"]],
+                 hide_index=True, width="stretch", key=f"{key}-split-table")
+    per_tok = {f"{p['part']} (against {p['reference'].split(' (')[0]})": p["per_token"]
+               for p in doc["parts"] if p["per_token"]}
+    if per_tok:
+        fig = plots.per_token_error_figure(per_tok, title=escape(f"Error per token, split: M = {doc['m']}"))
+        st.plotly_chart(fig, key=f"{key}-split-per-token")
 
 
 def per_token(layer, ref, key: str) -> None:
@@ -411,9 +504,9 @@ def per_token(layer, ref, key: str) -> None:
                                 "skipped": skipped}
     pt = ss.get("kern.per_token")
     if pt and pt["layer_key"] == ref.key:
-        fig = plots.per_token_error_figure(pt["errors"], title=f"Per-token error at M = {pt['m']}, "
-                                           f"N {layer.out_features} x K {layer.in_features} "
-                                           "(against x @ W_float^T)")
+        fig = plots.per_token_error_figure(pt["errors"], title=escape(
+            f"Per-token error at M = {pt['m']}, N {layer.out_features} x K {layer.in_features} "
+            f"(against {error_reference(layer=layer)})"))
         st.plotly_chart(fig, key=f"{key}-per-token")
         for p, why in pt["skipped"].items():
             st.caption(plain(f"{p} not run: {why}"))
@@ -441,7 +534,7 @@ def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: boo
     elif meta:
         st.info(f"The last results are for {plain(meta['label'])}; press Run for this layer.")
     if local:
-        figures(local, [], meta, key, export=False)
+        figures(local, [], meta, key, export=False, layer=layer)
         table = [{k: r[k] for k in ("path", "m", "median_us", "sqnr_db", "rel_error", "kernel_rel_error")}
                  for r in local]
         st.dataframe(table, hide_index=True, width="stretch")
@@ -478,8 +571,9 @@ def render() -> None:
         widgets.show_error(exc)
         return
     st.markdown(f"Layer **{plain(ref.label)}**: K {layer.in_features}, N {layer.out_features}, "
-                f"group {layer.group_size}. Paths run on this machine; errors are against the float64 "
-                "references (`kernels.reference`).")
+                f"group {layer.group_size}. Paths run on this machine. " + plain(
+                    f"rel_error and SQNR are against {error_reference(layer=layer)}; kernel_rel_error against "
+                    "the exact float64 math of what the path computes (kernels.reference)."))
     plan_view(t, plan, host)
     try:
         _controls(layer, ref, plan, "kern", None)
@@ -504,7 +598,12 @@ def render() -> None:
                                  local if ss["pf.preset"] == "host" else [])
     if local or saved:
         st.subheader("Figures")
-        figures(local, saved, meta, "kern")
+        figures(local, saved, meta, "kern", layer=layer)
+    st.subheader("Error, split: int4 weight and int8 activations")
+    try:
+        split_section(layer, ref, "kern")
+    except Exception as exc:  # noqa: BLE001 - named errors shown; others re-raised
+        widgets.show_error(exc)
     if local:
         st.subheader("Per-token error")
         try:
@@ -512,9 +611,12 @@ def render() -> None:
         except Exception as exc:  # noqa: BLE001
             widgets.show_error(exc)
         st.subheader("Data")
-        st.dataframe(ss["kern.records"], hide_index=True, width="stretch",
-                     column_order=["path", "m", "median_ms", "p20_ms", "p80_ms", "sqnr_db", "rel_error",
-                                   "kernel_rel_error", "detail", "why"])
+        from workbench.noise import record_unreliable
+
+        st.dataframe([{**r, "unreliable": record_unreliable(r)} for r in ss["kern.records"]], hide_index=True,
+                     width="stretch", key="kern-data",
+                     column_order=["path", "m", "median_ms", "p20_ms", "p80_ms", "unreliable", "sqnr_db",
+                                   "rel_error", "kernel_rel_error", "detail", "why"])
         st.download_button("Records as CSV", runs.records_csv(ss["kern.records"]),
                            file_name="kernels.csv", mime="text/csv", key="kern-csv", on_click="ignore")
         st.download_button("Records as JSON", json.dumps({"provenance": meta["provenance"],

@@ -26,17 +26,30 @@ def _report(source: str, platform: str, tp: int, decode_m: int, prefill_m: int, 
     return {"json": rep.to_json(), "csv": rep.to_csv()}
 
 
-def _sources() -> list[str]:
+@st.cache_data(show_spinner=False, max_entries=32)
+def _comparison(source: str, schemes: tuple, platforms: tuple, tp: int, decode_m: int, prefill_m: int,
+                version: str) -> dict:
+    from workbench.perf.compare import model_comparison
+
+    cmp = model_comparison(source, schemes, platforms, tp, decode_m=decode_m, prefill_m=prefill_m, version=version)
+    return {"json": cmp.to_json(), "csv": cmp.to_csv(), "rows": cmp.rows()}
+
+
+def _sources() -> tuple[list[str], dict[str, str]]:
+    """(the report's sources, their labels): the loaded checkpoint first, named as the user
+    knows it (an upload by the files chosen, never by its temporary folder), then presets."""
     from workbench.models import MODELS
 
     out = list(MODELS)
+    labels = {m: m for m in MODELS}
     try:
         ref = loaders.current_ref(st.session_state)
         if ref.path is not None:
             out.insert(0, str(ref.path))
+            labels[str(ref.path)] = f"loaded checkpoint: {ref.label.rsplit(' / ', 1)[0]}"
     except USER_ERRORS:  # no loaded checkpoint: presets only (the Layer page says why)
         pass
-    return out
+    return out, labels
 
 
 def render() -> None:
@@ -45,11 +58,12 @@ def render() -> None:
     version = ss["vllm.version"]  # the sidebar's rule set, as every trace uses
     st.caption(f"Every linear layer, what vLLM {version} runs for it on the platform picked in the sidebar, "
                "and its predicted time per rank. Presets are quantized as llm-compressor's W4A8 preset.")
-    sources = _sources()
+    sources, labels = _sources()
     ss.setdefault("report.source", sources[0])
     if ss["report.source"] not in sources:
         ss["report.source"] = sources[0]
-    state.bind(st.selectbox, "Model preset or checkpoint", "report.source", options=sources)
+    state.bind(st.selectbox, "Model preset or checkpoint", "report.source", options=sources,
+               format_func=lambda s: labels.get(s, s))
     c1, c2 = st.columns(2)
     ss.setdefault("report.decode_m", 1)
     ss.setdefault("report.prefill_m", 2048)
@@ -64,8 +78,9 @@ def render() -> None:
                       version)
     doc = out["json"]
     t = doc["totals"]
+    shown = labels.get(ss["report.source"], ss["report.source"])
     # Bold is Markdown of ours, around text escaped as plain (a path or name is the user's).
-    head = f"**{plain(doc['source'])}** on **{plain(platform)}**, "
+    head = f"**{plain(shown)}** on **{plain(platform)}**, "
     if t is None:  # a layer vLLM refuses: the model does not load, so it has no time
         st.error(head + plain(
             f"TP {tp} does not load: vLLM refuses {len(doc['refused'])} of {len(doc['layers'])} "
@@ -73,25 +88,90 @@ def render() -> None:
             "- " + plain(f"{r['layer']}: {' '.join(str(r['error']).split())[:300]}")
             for r in doc["refused"]))
     else:
+        from workbench.perf.wording import scaled
+
         bound = any(r["basis"] == "roofline" for r in doc["layers"])
         lead = "at least " if bound else ""
-        band = (lambda lo, hi: "" if bound else f" ({lo:.1f}-{hi:.1f})")
+        band = (lambda lo, hi: "" if bound else f" ({scaled(lo)} to {scaled(hi)})")
         st.markdown(head + plain(
-            f"TP {tp}: decode {lead}{t['decode_us']:.1f} µs"
-            f"{band(t['decode_low_us'], t['decode_high_us'])}, prefill {lead}{t['prefill_us']:.1f} µs"
+            f"TP {tp}: decode {lead}{scaled(t['decode_us'])}"
+            f"{band(t['decode_low_us'], t['decode_high_us'])}, prefill {lead}{scaled(t['prefill_us'])}"
             f"{band(t['prefill_low_us'], t['prefill_high_us'])} per forward"
             f"{' (roofline bounds in the sum)' if bound else ''}; this project's "
-            f"native W4A8 {t['native_decode_us']:.1f} / {t['native_prefill_us']:.1f} µs."))
+            f"native W4A8 {scaled(t['native_decode_us'])} / {scaled(t['native_prefill_us'])}."))
     for note in doc["notes"]:
         st.caption(plain(note))
     rows = [{c: r.get(c) for c in _COLUMNS} for r in doc["layers"]]
     st.dataframe(rows, width="stretch", hide_index=True)
-    name = str(doc["source"]).rstrip("/").split("/")[-1]
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in shown.split(": ")[-1]) or "model"
     d1, d2 = st.columns(2)
     d1.download_button("report.csv", out["csv"], file_name=f"{name}_{platform}_tp{tp}.csv", mime="text/csv",
                        key="report-csv", on_click="ignore")
-    d2.download_button("report.json", json.dumps(doc, indent=1), file_name=f"{name}_{platform}_tp{tp}.json",
+    # an upload is named as the user knows it, never by the server's temporary folder
+    d2.download_button("report.json", json.dumps({**doc, "source": shown}, indent=1),
+                       file_name=f"{name}_{platform}_tp{tp}.json",
                        mime="application/json", key="report-json", on_click="ignore")
+    _compare_section(ss["report.source"], shown, tp, version)
+
+
+_COMPARE_COLUMNS = ["layer", "count", "k", "n", "group_size", "scheme", "platform", "kernel", "activation",
+                    "fails", "decode_us", "decode_low_us", "decode_high_us", "prefill_us", "prefill_low_us",
+                    "prefill_high_us", "basis", "error"]
+
+
+def _compare_section(source: str, shown: str, tp: int, version: str) -> None:
+    """The decision: the model under two schemes on the platforms picked, side by side."""
+    from workbench.models import MODELS
+    from workbench.perf.compare import default_schemes
+    from workbench.perf.report import CHECKPOINT
+    from workbench.perf.selected import SCHEMES
+    from workbench.perf.wording import scaled
+
+    ss = st.session_state
+    st.subheader("W4A8 against W4A16, side by side")
+    st.caption("The same model saved under each scheme (a checkpoint as saved against its twins: the same "
+               "weights, the scheme's activations), on each platform: what vLLM runs per layer, totals only "
+               "where every layer loads, and which wins by how much. A ratio's band pairs one side's low "
+               "with the other's high.")
+    options = list(SCHEMES) if source in MODELS else [CHECKPOINT, *SCHEMES]
+    ss.setdefault("report.schemes", list(default_schemes(source)))
+    if not ss["report.schemes"] or any(x not in options for x in ss["report.schemes"]):
+        ss["report.schemes"] = list(default_schemes(source))
+    presets = [p for p in loaders.preset_names() if p != "host"]
+    ss.setdefault("report.platforms", [p for p in dict.fromkeys([ss["pf.preset"], "sm90-h200", "x86-spr-amx"])
+                                       if p in presets][:2])
+    c1, c2 = st.columns(2)
+    state.bind(c1.multiselect, "Schemes", "report.schemes", options=options)
+    state.bind(c2.multiselect, "Platforms", "report.platforms", options=presets)
+    schemes, platforms = tuple(ss["report.schemes"]), tuple(ss["report.platforms"])
+    if len(schemes) < 2 or not platforms:
+        st.info("Pick two schemes and at least one platform to compare.")
+        return
+    with st.spinner("Tracing and costing every layer under each scheme..."):
+        out = _comparison(source, schemes, platforms, tp, int(ss["report.decode_m"]), int(ss["report.prefill_m"]),
+                          version)
+    doc = out["json"]
+    st.markdown("\n".join("- " + plain(v["sentence"]) for v in doc["verdicts"]))
+    totals = []
+    for t in doc["totals"]:
+        lead = "at least " if t["bound"] else ""
+        row = {"scheme": t["scheme"], "platform": t["platform"], "loads": t["loads"]}
+        for ph in ("decode", "prefill"):
+            row[ph] = (f"{lead}{scaled(t[f'{ph}_us'])}" if t["loads"] else "no total: "
+                       + ", ".join(t["refused_layers"]) + " refused")
+            row[f"{ph} band"] = ("-" if not t["loads"] or t["bound"] else
+                                 f"{scaled(t[f'{ph}_low_us'])} to {scaled(t[f'{ph}_high_us'])}")
+        totals.append(row)
+    st.dataframe(totals, width="stretch", hide_index=True, key="report-compare-totals")
+    st.dataframe([{c: r.get(c) for c in _COMPARE_COLUMNS} for r in out["rows"]], width="stretch",
+                 hide_index=True, key="report-compare-layers")
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in shown.split(": ")[-1]) or "model"
+    d1, d2 = st.columns(2)
+    d1.download_button("comparison.csv", out["csv"], file_name=f"{name}_compare_tp{tp}.csv", mime="text/csv",
+                       key="compare-csv", on_click="ignore")
+    d2.download_button("comparison.json", json.dumps({**doc, "source": shown}, indent=1),
+                       file_name=f"{name}_compare_tp{tp}.json",
+                       mime="application/json", key="compare-json", on_click="ignore")
 
 
 # --------------------------------------------------------------------------- predicted costs elsewhere
@@ -117,14 +197,22 @@ def _host_ready(platform: str, *, quiet: bool = False) -> bool:
     from workbench.perf.cpu import cached_host_calibration, host_calibration
 
     if platform != "host" or cached_host_calibration() is not None:
+        for text in st.session_state.pop("pred.calibration_warnings", None) or []:
+            st.warning(plain(text))
         return True
     if quiet:
         return False
     st.info("This machine is not calibrated yet: the calibration times its kernels at a few shapes "
             "(seconds; cached). Or pick a preset in the sidebar for its predicted curves.")
     if st.button("Calibrate this machine", key="pred-calibrate"):
-        with st.spinner("Calibrating this machine..."):
+        import warnings
+
+        with st.spinner("Calibrating this machine..."), warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
             host_calibration()
+        # under load, noisy or refused: said once, on the next run of the page
+        st.session_state["pred.calibration_warnings"] = [str(w.message) for w in caught
+                                                          if issubclass(w.category, UserWarning)]
         st.rerun()
     return False
 
@@ -158,14 +246,22 @@ def predicted_section(n: int, k: int, g: int, measured: list[dict] | None = None
     st.plotly_chart(fig, key=f"{key}-predicted")
     bases = sorted({f"{p.path}: {p.basis}" for p in shown if p.m == 1})
 
+    from workbench.perf.wording import lead_text
+
     def when(c):
-        return f"M = {c[0]} ({plots.crossover_band(c[1], c[2], top)})" if c[0] else f"never in 1-{top}"
+        if not c[0]:
+            return f"never stays ahead in 1-{top}"
+        if c[1] == 1 and c[2] is None:  # the band spans the whole range: the crossover is not known
+            return f"stays ahead from M = {c[0]}, but that crossover's band spans all of 1 to beyond {top}: undetermined"
+        return f"stays ahead from M = {c[0]} ({plots.crossover_band(c[1], c[2], top)})"
 
     runs = f"W4A8 runs {vllm.w4a8[0].kernel}; W4A16 runs {vllm.w4a16[0].kernel}"
-    theirs = (f"the W4A8 checkpoint stays ahead from {when(vllm.crossover)}" if vllm.crossover else
+    theirs = (f"the W4A8 checkpoint {when(vllm.crossover)}; "
+              + lead_text(vllm.w4a8, vllm.w4a16, "the W4A8 checkpoint", "the W4A16 one") if vllm.crossover else
               "no crossover: a side is only bounded (roofline) or cannot run here")
     st.caption(plain(f"Basis: {'; '.join(bases)}. What vLLM {version} runs: {runs}; {theirs}. "
-                     f"This project's W4A8 native stays ahead of its W4A16 fallback from: {when(cross)}."))
+                     f"This project's W4A8 native against its W4A16 fallback: {when(cross)}; "
+                     + lead_text(fast, slow, "W4A8 native", "the W4A16 fallback") + "."))
 
 
 def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
@@ -174,7 +270,7 @@ def cost_line(trace, n: int, k: int, g: int, m: int) -> str:
 
     platform = st.session_state["pf.preset"]
     if platform == "host" and not _host_ready(platform, quiet=True):
-        return ("Cost: this machine is not calibrated yet (`python -m workbench predict --platform host` "
+        return ("Cost: this machine is not calibrated yet (python -m workbench predict --platform host "
                 "calibrates it in seconds); pick a preset for its predicted cost.")
     gg = _modelled_group(g, k)
     sel = cost_of_runtime(platform, trace.runtime_detail, m, n, k, gg, selected=trace.selected, error=trace.error)

@@ -1,8 +1,9 @@
 """Tour: the W4A8 story in six steps, each a live view of the pages with its settings made.
 
 Entering a step writes its settings into the shared state (layer, platform, env, TP), so
-the presenter can change any of them afterwards, here or on the other pages. The URL
-carries `?step=N`: opening it in a fresh tab reproduces the step's view.
+the presenter can change any of them on this page. Leaving the Tour puts the user's own
+settings back (`state.restore_after_tour`): a step's edits never follow onto another page.
+The URL carries `?step=N`: opening it in a fresh tab reproduces the step's view.
 """
 from __future__ import annotations
 
@@ -171,6 +172,7 @@ def enter(i: int) -> None:
     """Make step i's settings (the rest of the state is left to vLLM defaults)."""
     ss = st.session_state
     step = STEPS[i]
+    state.save_for_tour()  # the user's own settings, put back on leaving the Tour
     for key, default in state.env_defaults().items():
         ss[f"env.{key}"] = default
     ss["tp.parallel"] = "auto"
@@ -222,8 +224,8 @@ def render() -> None:
     st.caption("Settings made for this step: " + ", ".join(
         f"{k.split('.')[-1]}={v}" for k, v in step.settings.items())
         + "".join(f", platform {k}={v}" for k, v in step.platform_edits.items())
-        + ". Change any of them on this page's panel or the other pages; Previous step / Next step "
-        "remakes them.")
+        + ". Change any of them on this page's panel; Previous step / Next step remakes them, and "
+        "leaving the Tour puts your own settings back.")
     from workbench.ui.views import trace as trace_view
 
     trace_view.settings()

@@ -163,6 +163,10 @@ def render() -> None:
             for n in trace.notes:
                 st.markdown(f"- {plain(n)}")
 
+    from workbench.ui.views import moe_trace  # the experts of MoE models, on this platform
+
+    moe_trace.section(platform)
+
     st.subheader("Export")
     stem = f"trace-{platform.name.replace(' ', '_')}-{(ref.name or 'layer').split('.')[-1]}"
     widgets.trace_downloads(trace, stem, "trace-export")
