@@ -193,7 +193,7 @@ def test_against_vllm_names_the_file_an_incomplete_sdist_lacks(tmp_path):
     assert run.returncode == 2 and "vllm/version.py line 1 does not parse" in run.stderr, run.stderr
 
 
-@pytest.mark.skipif(not SRC, reason="WORKBENCH_VLLM_SRC (an unpacked vLLM sdist) is not set")
+@needs_default_sdist
 def test_against_vllm_names_an_import_dependency_this_python_lacks():
     # As in a venv without vLLM's requirements: `import cbor2` fails (vllm/utils/hashing.py:12).
     run = _trace_in_a_fresh_python(SRC, "import sys; sys.modules['cbor2'] = None")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from workbench.dispatch.trace import Stage
-from workbench.dispatch.types import BF16, FP16, ST, Runtime, activation_name, dtype
+from workbench.dispatch.types import BF16, FP16, Runtime, activation_name, dtype
 from workbench.dispatch.versions import Change, rule_set, takes_rules
 from workbench.dispatch.vllm_0_33 import gptq_awq
 from workbench.dispatch.vllm_0_33 import mp_kernels as K
@@ -22,7 +22,7 @@ QUANT = "model_executor/layers/quantization/"
 
 class MarlinLinearKernel(K.MarlinLinearKernel):
     # marlin.py:46-49: one space now; 8-bit activations are refused first, so the W4A8 paths
-    # of 0.33.0's runtime (process_weights, marlin.py:80-142 there) are never reached
+    # of 0.33.0's runtime (its process_weights_after_loading: the Change's `was`) are never reached
     types_reason = "Quant type ({}) not supported by Marlin, supported types are: {}"
 
     @classmethod
@@ -48,7 +48,8 @@ POSSIBLE_KERNELS = {device: [_NEW.get(k.__name__, k) for k in kernels]
 # envs.py:654-660: the variable is gone, and engine start refuses it (platforms/interface.py:1492)
 REMOVED = (("VLLM_MARLIN_INPUT_DTYPE",
             "Marlin no longer supports 8-bit activations. Use `--quantization humming` and set "
-            "the activation dtype with VLLM_HUMMING_INPUT_QUANT_CONFIG, e.g. '{\"dtype\":\"int8\"}'."),)
+            "the activation dtype with VLLM_HUMMING_INPUT_QUANT_CONFIG, e.g. "
+            "'{\"dtype\":\"int8\"}'."),)
 ENV = dataclasses.replace(
     _base.ENV, marlin_input_dtypes=(), removed=REMOVED,
     unset_pairs=tuple(kv for kv in _base.ENV.unset_pairs if kv[0] != "VLLM_MARLIN_INPUT_DTYPE"))

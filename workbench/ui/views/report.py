@@ -102,6 +102,8 @@ def render() -> None:
     for note in doc["notes"]:
         st.caption(plain(note))
     rows = [{c: r.get(c) for c in _COLUMNS} for r in doc["layers"]]
+    _flag_upgrade(rows, ss["report.source"], platform, tp, int(ss["report.decode_m"]),
+                  int(ss["report.prefill_m"]), version)
     st.dataframe(rows, width="stretch", hide_index=True)
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in shown.split(": ")[-1]) or "model"
     d1, d2 = st.columns(2)
@@ -112,6 +114,28 @@ def render() -> None:
                        file_name=f"{name}_{platform}_tp{tp}.json",
                        mime="application/json", key="report-json", on_click="ignore")
     _compare_section(ss["report.source"], shown, tp, version)
+
+
+def _flag_upgrade(rows: list[dict], source: str, platform: str, tp: int, decode_m: int, prefill_m: int,
+                  version: str) -> None:
+    """A column per other modelled release: where a layer's kernel or activation differs under
+    it (older -> newer), or "no change"."""
+    from workbench.dispatch.versions import available
+
+    def key(v: str) -> tuple:
+        return tuple(int(x) for x in v.split("."))
+
+    for other in (v for v in available() if v != version):
+        theirs = {r["layer"]: r for r in _report(source, platform, tp, decode_m, prefill_m, other)["json"]["layers"]}
+        old_first = key(other) < key(version)
+        for row in rows:
+            o = theirs.get(row["layer"], {})
+            changed = []
+            for f in ("kernel", "computes"):
+                a, b = (o.get(f), row.get(f)) if old_first else (row.get(f), o.get(f))
+                if a != b:
+                    changed.append(f"{f}: {a or 'refused'} -> {b or 'refused'}")
+            row[f"vs vLLM {other}"] = "; ".join(changed) or "no change"
 
 
 _COMPARE_COLUMNS = ["layer", "count", "k", "n", "group_size", "scheme", "platform", "kernel", "activation",

@@ -1,6 +1,7 @@
 """Platform and trace: edit the platform and env, watch the scheme and the kernel loop decide."""
 from __future__ import annotations
 
+import json
 import time
 
 import streamlit as st
@@ -133,6 +134,47 @@ def compare(trace, platform, ref, env) -> None:
         st.caption("Every candidate ends the same way on both.")
 
 
+def compare_versions(trace, platform, ref, env) -> None:
+    """This layer on this platform under another vLLM release: both outcomes side by side and
+    every row the later release answers differently, with both releases' file:line."""
+    from workbench.dispatch.version_diff import version_diff
+    from workbench.dispatch.versions import available
+
+    st.subheader("What changes when you upgrade vLLM")
+    ss = st.session_state
+    others = [v for v in available() if v != trace.vllm_version]
+    if not others:
+        st.caption("One vLLM release is modelled: nothing to compare.")
+        return
+    if ss.get("pf.compare_version") not in others:
+        ss["pf.compare_version"] = others[0]
+    st.selectbox("Compare with vLLM", others, key="pf.compare_version")
+    spec = loaders.layer_spec(ref)
+    other = loaders.trace(ref.key, spec, json.dumps(platform.to_json(), sort_keys=True),
+                          json.dumps(env, sort_keys=True), int(ss["tp.size"]),
+                          None if ss["tp.parallel"] == "auto" else ss["tp.parallel"],
+                          ss["pf.compare_version"])
+    key = tuple(int(x) for x in trace.vllm_version.split("."))
+    okey = tuple(int(x) for x in other.vllm_version.split("."))
+    old, new = (trace, other) if key < okey else (other, trace)
+    left, right = st.columns(2)
+    for col, t in ((left, old), (right, new)):
+        with col:
+            st.markdown(f"**vLLM {t.vllm_version}**")
+            widgets.outcome_view(t)
+    diff = version_diff(old, new, env)
+    if not diff.changed:
+        st.caption(f"No change: vLLM {new.vllm_version} answers this layer on this platform as "
+                   f"{old.vllm_version} does.")
+        return
+    rows = [{"what": r.aspect if r.subject == r.aspect else f"{r.aspect}: {r.subject}",
+             f"vLLM {old.vllm_version}": r.old or "-", f"vLLM {new.vllm_version}": r.new or "-",
+             f"{old.vllm_version} source": r.old_source or "-",
+             f"{new.vllm_version} source": r.new_source or "-"} for r in diff.rows]
+    st.markdown(f"**{len(rows)} row(s) differ** (every row below is a difference)")
+    st.dataframe(rows, hide_index=True, width="stretch")
+
+
 def render() -> None:
     st.title("Platform and trace")
     try:
@@ -174,3 +216,5 @@ def render() -> None:
 
     with user_errors():
         compare(trace, platform, ref, env)
+    with user_errors():
+        compare_versions(trace, platform, ref, env)
