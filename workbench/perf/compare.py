@@ -161,13 +161,18 @@ def _verdict(platform: str, phase: str, a: ModelReport, b: ModelReport, m: int) 
                        f"{where}: {fast.scheme} is faster, by at least {ratio:.2f}x ({scaled(tf[key])} against "
                        f"at least {scaled(ts[key])}: {slow.scheme}'s total holds roofline bounds)")
     decided = lo > 1.0
-    text = (f"{where}: {fast.scheme} is faster by {ratio:.2f}x (band {lo:.2f}-{hi:.2f}x; "
+    text = (f"{where}: {fast.scheme} is faster by {ratio:.2f}x (band {_x(lo)}-{_x(hi)}x; "
             f"{scaled(tf[key])} against {scaled(ts[key])} per forward)")
     if not decided:
-        text = (f"{where}: too close to call: {fast.scheme} ahead by {ratio:.2f}x, band {lo:.2f}-{hi:.2f}x "
+        text = (f"{where}: too close to call: {fast.scheme} ahead by {ratio:.2f}x, band {_x(lo)}-{_x(hi)}x "
                 f"({scaled(tf[key])} against {scaled(ts[key])})")
     return Verdict(platform, phase, fast.scheme if decided else None, slow.scheme if decided else None,
                    ratio, lo, hi, decided, text)
+
+
+def _x(v: float) -> str:
+    """A ratio band's edge: two decimals, three where two would round it onto 1.00."""
+    return f"{v:.3f}" if abs(v - 1.0) < 0.005 else f"{v:.2f}"
 
 
 def parse_list(text: str, what: str) -> tuple[str, ...]:

@@ -239,11 +239,21 @@ def host_key() -> str:
     return hashlib.sha256(ident.encode()).hexdigest()[:16]
 
 
-def host_threads() -> str:
-    """The thread count a calibration here runs with, as every process reads it before torch
-    is loaded ($OMP_NUM_THREADS, else the CPU count): the landing page (no torch) and the
-    Kernels page (torch loaded) must name one calibration alike."""
-    return os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())
+def host_threads() -> int:
+    """The compute threads a calibration here runs with: torch's count where torch is loaded
+    (a set_num_threads counts), else what it will read ($OMP_NUM_THREADS, else the CPUs this
+    process may run on)."""
+    import sys
+
+    if "torch" in sys.modules:
+        return int(sys.modules["torch"].get_num_threads())
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def runs_here() -> tuple:
