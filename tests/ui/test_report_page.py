@@ -49,20 +49,24 @@ def test_the_comparison_names_a_winner_per_platform_and_phase(ui):
 
 
 def test_each_layer_says_what_changes_under_the_other_release(ui, monkeypatch):
+    from workbench.dispatch.versions import available
+
+    old, new = available()[0], available()[-1]
+    col = f"vs vLLM {old}"
     # the W4A8 Llama preset loads on the same kernels under both releases on every preset
     at = ui.open_app("report", state={"report.source": "Llama-3.1-8B", "pf.preset": "sm80-a100",
-                                      "vllm.version": "0.34.0"})
+                                      "vllm.version": new, "report.upgrade": True})
     assert not at.exception and not ui.errors(at)
-    assert (at.dataframe[0].value["vs vLLM 0.33.0"] == "no change").all()
+    assert (at.dataframe[0].value[col] == "no change").all()
     # where a layer's kernel or activation differs, older -> newer whichever is shown
     from workbench.ui.views import report
 
     older = {"json": {"layers": [{"layer": "qkv_proj", "kernel": "MarlinLinearKernel", "computes": "w4a8"},
                                  {"layer": "o_proj", "kernel": "HummingLinearKernel", "computes": "w4a16"}]}}
     monkeypatch.setattr(report, "_report", lambda *a: older)
+    monkeypatch.setattr("workbench.dispatch.versions.available", lambda: (old, new))
     rows = [{"layer": "qkv_proj", "kernel": "HummingLinearKernel", "computes": "w4a16"},
             {"layer": "o_proj", "kernel": "HummingLinearKernel", "computes": "w4a16"}]
-    report._flag_upgrade(rows, "Llama-3.1-8B", "sm80-a100", 1, 1, 2048, "0.34.0")
-    assert rows[0]["vs vLLM 0.33.0"] == ("kernel: MarlinLinearKernel -> HummingLinearKernel; "
-                                         "computes: w4a8 -> w4a16")
-    assert rows[1]["vs vLLM 0.33.0"] == "no change"
+    report._flag_upgrade(rows, "Llama-3.1-8B", "sm80-a100", 1, 1, 2048, new)
+    assert rows[0][col] == "kernel: MarlinLinearKernel -> HummingLinearKernel; computes: w4a8 -> w4a16"
+    assert rows[1][col] == "no change"

@@ -39,8 +39,7 @@ def test_removing_humming_shows_vllms_exact_error(ui):
     at.multiselect(key="w:pf.packages").set_value([]).run()
     assert any("raises **ValueError**" in e for e in ui.errors(at))
     exact = [c.value for c in at.code if c.value.startswith(HEADER)]
-    # the trace, its left column in the side-by-side view, and both releases in the upgrade view
-    assert len(exact) == 4
+    assert len(exact) == 2  # the trace, and its left column in the side-by-side view
     lines = exact[0][len(HEADER):].split("\n")
     assert len(lines) == 7  # every candidate of the SM90 list rejects
     assert lines[2] == " HummingLinearKernel cannot implement due to: Humming is not installed"
@@ -174,15 +173,18 @@ def test_headline_cites_the_docs_row_of_the_checkpoints_scheme(ui):
 
 
 def test_the_upgrade_view_shows_what_the_newer_release_changes(ui):
-    # W4A8-int on an A100: vLLM 0.33.0's Marlin runs it with int8 activations; 0.34.0's Marlin
-    # refuses every 8-bit activation first (marlin.py:40-41)
-    at = ui.open_app("trace", state={"pf.preset": "sm80-a100", "vllm.version": "0.34.0"})
+    from workbench.dispatch.versions import available
+
+    old, new = available()[0], available()[-1]
+    # W4A8-int on an A100: the first release's Marlin runs it with int8 activations; the
+    # newest refuses every 8-bit activation first (marlin.py:40-41)
+    at = ui.open_app("trace", state={"pf.preset": "sm80-a100", "vllm.version": new, "pf.compare_versions": True})
     shown = ui.text(at)
     assert "What changes when you upgrade vLLM" in shown
-    table = next(d.value for d in at.dataframe if "vLLM 0.33.0" in d.value.columns)
-    assert len(table) >= 1 and "vLLM 0.34.0" in table.columns
-    assert table["0.34.0 source"].str.contains("marlin.py:40-41").any(), table.to_dict()
+    table = next(d.value for d in at.dataframe if f"vLLM {old}" in d.value.columns)
+    assert len(table) >= 1 and f"vLLM {new}" in table.columns
+    assert table[f"{new} source"].str.contains("marlin.py:40-41").any(), table.to_dict()
     # on an H200 the two releases pick the same kernel for this layer
-    at = ui.open_app("trace", state={"pf.preset": "sm90-h200", "vllm.version": "0.34.0"})
-    assert "No change: vLLM 0.34.0 answers this layer on this platform as 0.33.0 does." in ui.text(at)
+    at = ui.open_app("trace", state={"pf.preset": "sm90-h200", "vllm.version": new, "pf.compare_versions": True})
+    assert f"No change: vLLM {new} answers this layer on this platform as {old} does." in ui.text(at)
     assert not ui.errors(at)

@@ -102,8 +102,9 @@ def render() -> None:
     for note in doc["notes"]:
         st.caption(plain(note))
     rows = [{c: r.get(c) for c in _COLUMNS} for r in doc["layers"]]
-    _flag_upgrade(rows, ss["report.source"], platform, tp, int(ss["report.decode_m"]),
-                  int(ss["report.prefill_m"]), version)
+    if st.toggle("Flag the layers another vLLM release runs differently", key="report.upgrade"):
+        _flag_upgrade(rows, ss["report.source"], platform, tp, int(ss["report.decode_m"]),
+                      int(ss["report.prefill_m"]), version)
     st.dataframe(rows, width="stretch", hide_index=True)
     name = "".join(c if c.isalnum() or c in "-_." else "_" for c in shown.split(": ")[-1]) or "model"
     d1, d2 = st.columns(2)

@@ -146,6 +146,8 @@ def compare_versions(trace, platform, ref, env) -> None:
     if not others:
         st.caption("One vLLM release is modelled: nothing to compare.")
         return
+    if not st.toggle("Compare with another vLLM release", key="pf.compare_versions"):
+        return
     if ss.get("pf.compare_version") not in others:
         ss["pf.compare_version"] = others[0]
     st.selectbox("Compare with vLLM", others, key="pf.compare_version")
