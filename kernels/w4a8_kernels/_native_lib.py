@@ -195,10 +195,11 @@ def admit(variant: str, lib: Path) -> tuple[bool, str]:
         verdict = json.loads(where.read_text())
     except (OSError, ValueError):
         verdict = _run_self_test(variant)
-        fd, tmp = tempfile.mkstemp(suffix=".json", dir=where.parent)
-        with os.fdopen(fd, "w") as f:
-            json.dump(verdict, f)
-        os.replace(tmp, where)
+        if not verdict.get("hung"):  # a hang may be the machine's load: asked again next time
+            fd, tmp = tempfile.mkstemp(suffix=".json", dir=where.parent)
+            with os.fdopen(fd, "w") as f:
+                json.dump(verdict, f)
+            os.replace(tmp, where)
     return bool(verdict.get("ok")), "" if verdict.get("ok") else f"self-test {verdict.get('why', '?')}"
 
 
@@ -213,7 +214,7 @@ def _run_self_test(variant: str) -> dict:
     try:
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        return {"ok": False, "why": f"hung: no answer in {timeout:g} s"}
+        return {"ok": False, "why": f"hung: no answer in {timeout:g} s", "hung": True}
     if proc.returncode < 0:
         try:
             sig = signal.Signals(-proc.returncode).name
