@@ -63,6 +63,19 @@ def test_every_ldtilecfg_loads_that_constant():
         assert re.fullmatch(rf"\S+\(%rip\)\s+# {accessor.group(1)} <\w+>", operand.strip()), operand
 
 
+@pytest.fixture(autouse=True)
+def _fresh_engine_choice():
+    """The engines ranked and the quantizer found are cached per process: planted engines must
+    not leave their choice to the tests after them (nor find the real ones' before them)."""
+    from w4a8_kernels import cpu_w4a8
+
+    cpu_w4a8.rank_engines.cache_clear()
+    cpu_w4a8._quantizer.cache_clear()
+    yield
+    cpu_w4a8.rank_engines.cache_clear()
+    cpu_w4a8._quantizer.cache_clear()
+
+
 def _planted(tmp_path, monkeypatch, tail: str = "", head: str = "", timeout: int | None = None):
     """A source folder whose w4a8_u4.c carries `head` before and `tail` after the real one;
     a fresh build cache, a fresh set of loaded engines."""
@@ -96,6 +109,8 @@ def test_a_planted_crash_is_a_named_unavailable_engine(tmp_path, monkeypatch):
     assert _native_lib.why_unavailable("u4_avx2") == "self-test died with SIGSEGV"
     assert engine_available("u4_avx2") == (False, "self-test died with SIGSEGV")
     assert _native_lib.verdicts()["u4_avx2"] == "self-test died with SIGSEGV"
+    if _native_lib.cpu_flags() >= {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"}:  # same source
+        assert _native_lib.why_unavailable("u4_vnni512") == "self-test died with SIGSEGV"
     # kept with the build: a new process (here: a fresh state) does not run it again
     kept = list((tmp_path / "cache").glob("u4_avx2-*.verdict.json"))
     assert len(kept) == 1 and '"died with SIGSEGV"' in kept[0].read_text()
