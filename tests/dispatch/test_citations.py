@@ -10,7 +10,7 @@ recomputed from the two sdists, so a rule it inherits cites the line its own cod
 from __future__ import annotations
 
 import functools
-import importlib
+import importlib.util
 import re
 from pathlib import Path
 
@@ -33,13 +33,8 @@ def _sdist(version: str) -> Path:
 
 
 def _roots(src: Path) -> list[Path]:
-    roots = [src]
-    try:
-        import humming
-        roots.append(Path(humming.__file__).parents[1])  # humming/... citations
-    except ImportError:
-        pass
-    return roots
+    humming = importlib.util.find_spec("humming")  # humming/... citations, where installed
+    return [src] + ([Path(humming.origin).parents[1]] if humming and humming.origin else [])
 
 
 @functools.cache

@@ -10,23 +10,11 @@ import torch
 from w4a8_kernels.cpu_w4a8 import prepare_w4a8, w4a8_native_from_quantized
 from w4a8_kernels.int8_gemm import Int8Engine, engine_available
 from w4a8_kernels.quant import quantize_per_token_int8
+from w4a8_kernels.selftest import in_order
 
 ok, why = engine_available(Int8Engine.U4_AMX)
 pytestmark = pytest.mark.skipif(not ok, reason=f"u4_amx cannot run here: {why}")
 
-
-def _in_order(x_q, x_scale, w_q, scales, g, zeros):
-    """float32 emulation of the documented order; the int32 sums exact (int64 here)."""
-    n, k = w_q.shape
-    groups = k // g
-    w = w_q.to(torch.int64).view(n, groups, g)
-    w = w - (zeros.to(torch.int64).unsqueeze(-1) if zeros is not None else 0)
-    dots = torch.einsum("mgk,ngk->mng", x_q.to(torch.int64).view(-1, groups, g), w)
-    s = scales.to(torch.float32)
-    acc = dots[:, :, 0].to(torch.float32) * s[:, 0]
-    for j in range(1, groups):
-        acc = acc + dots[:, :, j].to(torch.float32) * s[:, j]
-    return acc * x_scale.to(torch.float32).reshape(-1, 1)
 
 
 # M: one partial token block, a full one plus one token, several blocks with a ragged
@@ -54,5 +42,5 @@ def test_amx_sums_in_the_documented_order(m, n, k, g, asym):
     x_q, x_scale = quantize_per_token_int8(torch.randn(m, k, generator=gen))
     p = prepare_w4a8(w_q, scales, g, zeros, engine=Int8Engine.U4_AMX)
     out = w4a8_native_from_quantized(x_q, x_scale, p)
-    want = _in_order(x_q, x_scale, w_q, scales, gg, zeros)
+    want = in_order(x_q, x_scale, w_q, scales, gg, zeros)
     assert torch.equal(out, want), (out - want).abs().max().item()

@@ -12,7 +12,6 @@ is the experts' scheme (all projections must share it: get_moe_method raises oth
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from workbench.checkpoints.errors import shown
@@ -23,12 +22,32 @@ from workbench.quant_args import QuantArgs
 
 __all__ = ["MoEGroup", "moe_groups", "moe_layer_of"]
 
-_PER_EXPERT = re.compile(r"^(?P<prefix>.*\.experts)\.(?P<e>\d+)\.(?P<proj>gate_proj|up_proj|"
-                         r"down_proj|w1|w3|w2)$")
-_FUSED = re.compile(r"^(?P<prefix>.*\.experts)\.(?P<proj>gate_up_proj|w13_weight|down_proj|"
-                    r"w2_weight)(?:_packed)?$")
+_FUSED_PROJ = ("gate_up_proj", "w13_weight", "down_proj", "w2_weight")
 _GATE_UP = {"gate_proj": "w1", "w1": "w1", "up_proj": "w3", "w3": "w3", "down_proj": "w2",
             "w2": "w2"}
+
+
+def _experts_prefix(head: str) -> str | None:
+    """`head` where it names an experts module ("....experts"), else None."""
+    return head if head.endswith(".experts") else None
+
+
+def _per_expert_name(name: str) -> tuple[str, int, str] | None:
+    """(prefix, expert, projection) of "<prefix>.experts.<e>.<proj>", else None: a checkpoint's
+    name is split at its last dots, never handed to a backtracking pattern."""
+    head, _, proj = name.rpartition(".")
+    head, _, e = head.rpartition(".")
+    prefix = _experts_prefix(head)
+    if prefix is None or proj not in _GATE_UP or not e.isdecimal():
+        return None
+    return prefix, int(e), proj
+
+
+def _fused_name(name: str) -> str | None:
+    """The prefix of "<prefix>.experts.<gate_up_proj|w13_weight|down_proj|w2_weight>[_packed]"."""
+    head, _, proj = name.rpartition(".")
+    proj = proj.removesuffix("_packed")
+    return _experts_prefix(head) if proj in _FUSED_PROJ else None
 
 
 class MoELayoutError(InvalidInputError):
@@ -67,17 +86,17 @@ def moe_groups(layers: list[LayerSpec], tensors: dict | None = None,
     out: dict[str, MoEGroup] = {}
     by_prefix: dict[str, dict[int, dict[str, LayerSpec]]] = {}
     for s in layers:
-        m = _PER_EXPERT.match(s.name)
-        if m:
-            by_prefix.setdefault(m["prefix"], {}).setdefault(int(m["e"]), {})[
-                _GATE_UP[m["proj"]]] = s
+        got = _per_expert_name(s.name)
+        if got:
+            prefix, e, proj = got
+            by_prefix.setdefault(prefix, {}).setdefault(e, {})[_GATE_UP[proj]] = s
     for prefix, experts in by_prefix.items():
         out[prefix] = _per_expert(prefix, experts)
     for name, info in (tensors or {}).items():
-        m = _FUSED.match(name)
-        if m is None or m["prefix"] in out or len(info.shape) != 3:
+        prefix = _fused_name(name)
+        if prefix is None or prefix in out or len(info.shape) != 3:
             continue
-        out[m["prefix"]] = _fused(m["prefix"], tensors, fmt, params_dtype, scheme_of)
+        out[prefix] = _fused(prefix, tensors, fmt, params_dtype, scheme_of)
     return [out[k] for k in sorted(out)]
 
 

@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 from typing import Iterable, Mapping
 
-# "path/to/file.py:12" or ":12-30" (paths under vllm/ or csrc/, as the rule sets write them)
+# "path/to/file.py:12" or ":12-30" (paths under vllm/ or csrc/, as the rule sets write them).
+# Read only on the rule sets' own literals and the sdists' paths, never on a checkpoint's text.
 CITATION = re.compile(r"(?P<path>[\w./-]+\.(?:py|cu|h|cpp|txt|md)):(?P<a>\d+)(?:-(?P<b>\d+))?")
 # where moved lines are tracked: every file a rule set's runtime cites lies under these
 TRACKED = ("vllm/model_executor/kernels/linear", "vllm/model_executor/layers/quantization",
