@@ -5,7 +5,8 @@
 N = K = 4096 (bf16 activations, RTN-quantized normal(0, 0.02) weights, bf16 scales):
 
 1. per-channel W4A8 native / torch._int_mm alone on already-quantized int8 (M >= 32),
-   and / FBGEMM's int8 GEMM alone (this CPU's int8 bound);
+   timed round-robin and each alone (blocks of one path's calls, see `alone`), and / FBGEMM's
+   int8 GEMM alone (this CPU's int8 bound);
 2. group-128 W4A8 native / per-channel W4A8 native (M >= 128), and the naive loop
    (one integer GEMM per group) / per-channel;
 3. W4A16 fallback / the best of its candidates at every M (tinygemm, dequantize + fp32
@@ -81,6 +82,38 @@ def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 
     return {label: summarize(s, cpu[label]) for label, s in samples.items()}
 
 
+def alone(candidates: dict[str, tuple], m: int, blocks: int = 6, per_block: int = 8,
+          seed: int = 0) -> dict:
+    """Each path timed alone: blocks of consecutive calls of one path, the blocks of the
+    paths alternating (so the machine's load still falls on all alike), each block's first
+    call left out. In a round-robin the call after torch's int8 GEMM meets torch's OpenMP
+    workers still spinning on the cores (libgomp spins for milliseconds after a parallel
+    region), and the call after ours meets our pool's; here neither meets the other's."""
+    gen = torch.Generator().manual_seed(seed + m)
+    x = torch.randn(m, K, generator=gen).to(torch.bfloat16)
+    ready = {}
+    slowest = 0.0
+    for label, (path_name, state) in candidates.items():
+        path = get_path(path_name)
+        inputs = path.make_input(x.to(path.activation_dtype) if path.activation_dtype else x, state)
+        t0 = time.perf_counter()
+        path.run(inputs, state)
+        slowest = max(slowest, time.perf_counter() - t0)
+        ready[label] = (path, state, inputs)
+    per_block = max(2, min(per_block, int(0.5 / max(slowest, 1e-4))))  # a CPU where a call takes seconds
+    samples = {label: [] for label in ready}
+    cpu = {label: [] for label in ready}
+    for b in range(blocks):
+        for label, (path, state, inputs) in (list(ready.items())[::-1] if b % 2 else ready.items()):
+            path.run(inputs, state)
+            for _ in range(per_block):
+                c0, t0 = time.thread_time(), time.perf_counter()
+                path.run(inputs, state)
+                samples[label].append(time.perf_counter() - t0)
+                cpu[label].append(time.thread_time() - c0)
+    return {label: summarize(s, cpu[label]) for label, s in samples.items()}
+
+
 def ratio(t: dict, a: str, b: str) -> dict:
     """a / b by median CPU time of the calling thread, and by median wall time."""
     return {"cpu": t[a].cpu_median_ms / t[b].cpu_median_ms, "wall": t[a].median_ms / t[b].median_ms}
@@ -112,14 +145,18 @@ def _per_channel_vs_int8(prep: dict, ms: list[int], reps: int, result: dict) -> 
     r1 = {}
     for m in ms:
         t = interleaved({k: prep[k] for k in ("native_channel", "int8_fbgemm")}, m, reps)
-        slow = interleaved({k: prep[k] for k in ("native_channel", "int8_mm")}, m,
-                           1 if m >= 128 else 3)
-        _note(result, "per_channel_vs_int8", m, {**t, "int8_mm": slow["int8_mm"],
-                                                 "native_channel_with_int_mm": slow["native_channel"]})
+        pair = {k: prep[k] for k in ("native_channel", "int8_mm")}
+        slow = interleaved(pair, m, 1 if m >= 128 else 3)
+        each = alone(pair, m)
+        _note(result, "per_channel_vs_int8", m, {
+            **t, "int8_mm": slow["int8_mm"], "native_channel_with_int_mm": slow["native_channel"],
+            "int8_mm_alone": each["int8_mm"], "native_channel_alone": each["native_channel"]})
         r1[m] = {"native_over_int_mm": ratio(slow, "native_channel", "int8_mm"),
+                 "native_over_int_mm_alone": ratio(each, "native_channel", "int8_mm"),
                  "native_over_fbgemm": ratio(t, "native_channel", "int8_fbgemm")}
-        print(f"[1] M={m}: native/int_mm {r1[m]['native_over_int_mm']}, "
-              f"native/fbgemm {r1[m]['native_over_fbgemm']}", flush=True)
+        print(f"[1] M={m}: native/int_mm round-robin {r1[m]['native_over_int_mm']}, each alone "
+              f"{r1[m]['native_over_int_mm_alone']}, native/fbgemm {r1[m]['native_over_fbgemm']}",
+              flush=True)
     return r1
 
 

@@ -51,7 +51,9 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
                                  "-DW4A8_VNNI512", "-fopenmp"),
                    ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")),
     # activations are quantized by u4_vnni512's quantizer, hence its flags too
-    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8"),
+    # (-fopenmp-simd: the shared quantizer's simd reductions, with no OpenMP runtime)
+    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8",
+                              "-fopenmp-simd"),
                ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_tile", "amx_int8")),
 }
 _state: dict[str, dict[str, object]] = {}
@@ -250,6 +252,10 @@ def _build(variant: str) -> ctypes.CDLL:
         lib.tiles = lib.w4a8_amx_tiles  # (codes, lda, Mp, K, bt, threads)
         lib.tiles.argtypes = [ptr, i64, i64, i64, ptr, c_int]
         lib.tiles.restype = c_int
+        # (x, is_bf16, M, K, ldx, g, gp, Bp, zs, sc, C, ldc, N, threads): quantize and GEMM
+        lib.linear = lib.w4a8_amx_linear
+        lib.linear.argtypes = [ptr, c_int, i64, i64, i64, i64, i64, ptr, ptr, ptr, ptr, i64, i64, c_int]
+        lib.linear.restype = c_int
         lib.sched_test_stall = lib.w4a8_amx_sched_test_stall
         return lib
     if variant == "avx2_u8s8":

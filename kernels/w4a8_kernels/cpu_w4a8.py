@@ -360,6 +360,23 @@ def _amx_gemm(a: torch.Tensor, m: int, x_scale: torch.Tensor, prepared: W4A8Prep
     return out
 
 
+def _amx_linear(x: torch.Tensor, m: int, prepared: W4A8Prepared) -> torch.Tensor:
+    """w4a8_amx.c's one call: x float32 or bfloat16 [m, K] (unit column stride) quantized
+    straight into the GEMM's B tiles and multiplied, all on the AMX library's pool (its
+    codes from the u4 library's quantizer woke that library's pool too, and a torch zero
+    fill woke torch's: three pools on the same cores)."""
+    u = prepared.amx
+    out = torch.empty(m, prepared.n, dtype=torch.float32)
+    rc = _c_lib(prepared.engine).linear(
+        x.data_ptr(), int(x.dtype == torch.bfloat16), m, prepared.k, x.stride(0),
+        prepared.group_size, u["gp"], u["bp"].data_ptr(), u["zs"].data_ptr(), u["sc"].data_ptr(),
+        out.data_ptr(), out.stride(0), prepared.n, torch.get_num_threads())
+    if rc > 1:  # 2-4: a layout this module prepared wrongly, or no unpack buffer
+        raise KernelUnavailableError(f"{prepared.engine.value} W4A8 kernel failed with code {rc}")
+    _raise_bad_row(rc)
+    return out
+
+
 def _u4_gemm(a: torch.Tensor, asum: torch.Tensor, x_scale: torch.Tensor,
              prepared: W4A8Prepared) -> torch.Tensor:
     """w4a8_u4.c on group-padded int8 codes [M, G * gp], their group sums and scales [M]."""
@@ -447,8 +464,7 @@ def _fused_quantize(x: torch.Tensor, prepared: W4A8Prepared) -> torch.Tensor | N
         return _u4_linear(x, m, prepared)
     g = prepared.group_size
     if prepared.amx:
-        got = _c_codes(x, g, prepared.amx["gp"], -(-m // 32) * 32)
-        return None if got is None else _amx_gemm(got[0], m, got[1], prepared)
+        return _amx_linear(x, m, prepared)
     if prepared.engine is Int8Engine.AVX2_U8S8:
         # per-channel K padded to the kernel's step of 4 with code 0 (u8 128)
         got = _c_codes(x, g, prepared.avx2["g4"] * 4, m)

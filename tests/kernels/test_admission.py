@@ -164,3 +164,41 @@ def test_amx_b_tiles_are_the_documented_layout(mp, kp, threads):
     assert lib.w4a8_amx_tiles(a.data_ptr(), a.stride(0), mp, kp, bt.data_ptr(), threads) == 0
     assert torch.equal(bt, want.view(torch.int8).reshape(-1))
     assert lib.w4a8_amx_tiles(a.data_ptr(), a.stride(0), mp - 1, kp, bt.data_ptr(), threads) == -2
+
+
+@pytest.mark.parametrize("m, k, g", [(1, 64, 64), (17, 256, 32), (40, 960, 192), (33, 4096, 128), (5, 4160, 4160)])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_amx_quantize_tiles_are_the_quantizer_codes_laid_out(m, k, g, dtype, threads):
+    """w4a8_amx_quantize_tiles (the AMX engine's activations: quantized straight into B tiles
+    on its own pool) gives quantize_per_token_int8's codes and scales, each group padded to
+    64 and rows past M zero, in the documented tile layout. Its AVX-512 code runs; no AMX
+    instruction does."""
+    if not {"avx512f", "avx512bw", "avx512vl"} <= _native_lib.cpu_flags():
+        pytest.skip("the AMX library's quantizer is AVX-512 code; this CPU lacks AVX-512")
+    from w4a8_kernels.quant import quantize_per_token_int8
+
+    lib = ctypes.CDLL(str(_amx_library()))
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.w4a8_amx_quantize_tiles.argtypes = [ptr, ctypes.c_int, i64, i64, i64, i64, i64, i64, ptr,
+                                            ptr, ctypes.c_int]
+    gen = torch.Generator().manual_seed(m * k + g)
+    x = (torch.randn(m, k, generator=gen) * torch.rand(m, 1, generator=gen) * 4).to(dtype)
+    gp, mp = -(-g // 64) * 64, -(-m // 32) * 32
+    bt = torch.full((mp * (k // g) * gp,), 99, dtype=torch.int8)  # stale bytes must not survive
+    xs = torch.empty(m, dtype=torch.float32)
+    rc = lib.w4a8_amx_quantize_tiles(x.data_ptr(), int(dtype == torch.bfloat16), m, k, x.stride(0),
+                                     g, gp, mp, bt.data_ptr(), xs.data_ptr(), threads)
+    assert rc == 0
+    codes, scale = quantize_per_token_int8(x.float())
+    a = torch.zeros(mp, k // g, gp, dtype=torch.int8)
+    a[:m, :, :g] = codes.view(m, k // g, g)
+    kp = (k // g) * gp
+    want = a.view(mp, kp).view(torch.int32).view(mp // 16, 16, kp // 64, 16).permute(0, 2, 3, 1)
+    assert torch.equal(bt, want.contiguous().view(torch.int8).reshape(-1))
+    assert torch.equal(xs, scale.reshape(m).float())
+    x[m // 2, k - 1] = float("nan")  # the first bad row is named
+    assert lib.w4a8_amx_quantize_tiles(x.data_ptr(), int(dtype == torch.bfloat16), m, k, x.stride(0),
+                                       g, gp, mp, bt.data_ptr(), xs.data_ptr(), threads) == -1 - m // 2
+    assert lib.w4a8_amx_quantize_tiles(x.data_ptr(), 0, m, k, x.stride(0), g, gp, mp - 1,
+                                       bt.data_ptr(), xs.data_ptr(), threads) == 4

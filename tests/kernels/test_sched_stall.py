@@ -52,7 +52,8 @@ def test_a_stalled_worker_does_not_stall_the_call(engine, m, g):
 _EXPORTS = {"avx2_u8s8": ("w4a8_gemm_u8s8", "w4a8_u8s8_sched_test_stall"),
             "u4_avx2": ("w4a8_u4_gemm_avx2", "w4a8_u4_linear_avx2", "w4a8_sched_test_stall_avx2"),
             "u4_vnni512": ("w4a8_u4_gemm_vnni512", "w4a8_u4_linear_vnni512", "w4a8_sched_test_stall_vnni512"),
-            "u4_amx": ("w4a8_amx_init", "w4a8_amx_gemm", "w4a8_amx_sched_test_stall")}
+            "u4_amx": ("w4a8_amx_init", "w4a8_amx_gemm", "w4a8_amx_linear", "w4a8_amx_quantize_tiles",
+                       "w4a8_amx_sched_test_stall")}
 
 
 @pytest.mark.parametrize("variant", sorted(_native_lib.VARIANTS))

@@ -28,9 +28,11 @@
 #include <immintrin.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "w4a8_quant.h"
 #include "w4a8_sched.h"
 
 #define ARCH_REQ_XCOMP_PERM 0x1023
@@ -362,6 +364,81 @@ int w4a8_amx_tiles(const int8_t* a, int64_t lda, int64_t Mp, int64_t K, int8_t* 
   const sched_work_t work = {tiles_item, NULL, NULL, &j};
   sched_run(&work, Mp / 16, nthreads < 1 ? 1 : nthreads);
   return 0;
+}
+
+typedef struct {
+  const void* x; int is_bf16; int64_t M, K, ldx, g, gp, k64; int32_t* bt; float* xs;
+  _Atomic int64_t first_bad; _Atomic int oom;
+} qtiles_job_t;
+
+/* Token block mb: each row quantized (w4a8_quant.h's bits, group pads zero) into a row
+   buffer, then scattered into the block's B tiles; rows at or past M are zero codes. */
+static void qtiles_item(void* ctx, int slot, int64_t mb) {
+  (void)slot;
+  qtiles_job_t* j = (qtiles_job_t*)ctx;
+  const int64_t kp = j->k64 * 64;
+  int8_t rstack[16384];
+  float fstack[4096];
+  int8_t* row = kp <= (int64_t)sizeof(rstack) ? rstack : (int8_t*)malloc((size_t)kp);
+  float* tmp = (j->is_bf16 && j->K > 4096) ? (float*)malloc((size_t)j->K * sizeof(float)) : fstack;
+  if (row == NULL || tmp == NULL) {
+    __atomic_store_n(&j->oom, 1, __ATOMIC_RELAXED);
+    memset(j->bt + mb * j->k64 * 256, 0, (size_t)kp * 16); /* no stale codes either way */
+  } else {
+    int32_t* bt = j->bt + mb * j->k64 * 256;
+    for (int t = 0; t < 16; ++t) {
+      const int64_t m = mb * 16 + t;
+      if (j->gp != j->g || m >= j->M) memset(row, 0, (size_t)kp);
+      if (m < j->M && quantize_row(row_f32(j->x, j->is_bf16, m * j->ldx, j->K, tmp), j->K, j->g,
+                                   j->gp, row, NULL, j->xs + m)) {
+        int64_t seen = __atomic_load_n(&j->first_bad, __ATOMIC_RELAXED);
+        while (m < seen && !__atomic_compare_exchange_n(&j->first_bad, &seen, m, 0,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+        }
+      }
+      const int32_t* r4 = (const int32_t*)row;
+      for (int64_t kb = 0; kb < j->k64; ++kb)
+        for (int q = 0; q < 16; ++q) bt[kb * 256 + q * 16 + t] = r4[kb * 16 + q];
+    }
+  }
+  if (row != rstack) free(row);
+  if (tmp != fstack) free(tmp);
+}
+
+/* x [M, K] (float32, or bfloat16 bits when is_bf16; rows ldx apart) quantized per token
+   straight into the GEMM's B tiles bt [Mp / 16][G * gp / 64][16][16][4] (Mp a multiple of
+   16, at least M) and its scales xs [M], on this library's pool: the codes never take a
+   row-major detour, and no second pool (the u4 library's quantizer) wakes beside this one.
+   Returns -1 - m for the first row m holding Inf or NaN, 1 where memory ran out, 4 for a
+   bad shape, else 0. */
+int w4a8_amx_quantize_tiles(const void* x, int is_bf16, int64_t M, int64_t K, int64_t ldx,
+                            int64_t g, int64_t gp, int64_t Mp, int8_t* bt, float* xs,
+                            int nthreads) {
+  if (Mp % 16 || Mp < M || g <= 0 || K % g || gp % 64 || gp < g) return 4;
+  qtiles_job_t j = {x, is_bf16, M, K, ldx, g, gp, (K / g) * gp / 64, (int32_t*)bt, xs, M, 0};
+  /* as the row quantizer: threads only where the rows pay for waking them */
+  if (M * K < (1 << 16)) nthreads = 1;
+  const sched_work_t work = {qtiles_item, NULL, NULL, &j};
+  sched_run(&work, Mp / 16, nthreads < 1 ? 1 : nthreads);
+  if (j.first_bad < M) return (int)(-1 - j.first_bad);
+  return j.oom;
+}
+
+/* The whole layer in one call, on one pool: x quantized into B tiles (above), then the
+   GEMM into C [M, N]. Returns what w4a8_amx_quantize_tiles returns, else the GEMM's code
+   made positive (2: M padding, 3: no unpack buffer), so a negative code is always a row. */
+int w4a8_amx_linear(const void* x, int is_bf16, int64_t M, int64_t K, int64_t ldx, int64_t g,
+                    int64_t gp, const uint8_t* Bp, const int32_t* zs, const float* sc,
+                    float* C, int64_t ldc, int64_t N, int nthreads) {
+  const int64_t Mp = (M + 31) / 32 * 32, kp = (K / g) * gp;
+  const size_t tiles = (size_t)(Mp * kp), bytes = (tiles + (size_t)M * sizeof(float) + 63) / 64 * 64;
+  int8_t* bt = (int8_t*)aligned_alloc(64, bytes);
+  if (bt == NULL) return 1;
+  float* xs = (float*)(bt + tiles);
+  int rc = w4a8_amx_quantize_tiles(x, is_bf16, M, K, ldx, g, gp, Mp, bt, xs, nthreads);
+  if (rc == 0) rc = -w4a8_amx_gemm(bt, Mp, M, K / g, gp / 64, Bp, zs, sc, xs, C, ldc, N, nthreads);
+  free(bt);
+  return rc;
 }
 
 /* every worker sleeps `us` after waking for a call, before it takes an item (a test) */

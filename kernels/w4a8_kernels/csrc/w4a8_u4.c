@@ -40,6 +40,7 @@
 #include <omp.h>
 #endif
 
+#include "w4a8_quant.h"
 #include "w4a8_sched.h"
 
 #if defined(W4A8_VNNI512)
@@ -299,110 +300,6 @@ int NAME(w4a8_u4_gemm)(const u4_weight_t* w, const int8_t* A, int64_t lda, int64
 int NAME(w4a8_sched_test_stall)(int us) { sched_set_stall(us); return 0; }
 
 int NAME(w4a8_u4_nr)(void) { return NR; }
-
-/*
- * Dynamic per-token int8 quantization into a kernel's activation layout (every C engine
- * takes its codes from here), the same bits as kernels.quant.quantize_per_token_int8:
- * amax = max(max |x|, 1e-10f), scale = amax / 127, inv = (1 / amax) * 127, code =
- * round(x * inv) with ties away from zero, all in float32. Code k of row m goes to
- * codes[m * ld_out + (k / g) * gp + k % g] (the pads are left as the caller zeroed
- * them); asum[m * G + k / g] gets each group's code sum, unless asum is NULL (engines
- * without a zero-point correction read none; at K = 4096, g = 128 the sums were 15% of
- * the quantizer's time). x is float32 (is_bf16 = 0) or bfloat16 bits, rows ldx apart,
- * columns one element apart. Returns -1 - m for the first row m holding Inf or NaN, 1
- * where memory ran out, else 0.
- */
-static inline float load_f(const void* x, int is_bf16, int64_t i) {
-  if (is_bf16) {
-    uint32_t bits = (uint32_t)((const uint16_t*)x)[i] << 16;
-    float f;
-    memcpy(&f, &bits, 4);
-    return f;
-  }
-  return ((const float*)x)[i];
-}
-
-/* Row m's float32 values (bf16 widened; exact), so the loops below see one type and
-   vectorize: max and the code rounding are exact, so their order changes no bit. */
-static inline const float* row_f32(const void* x, int is_bf16, int64_t base, int64_t K,
-                                   float* tmp) {
-  if (!is_bf16) return (const float*)x + base;
-  const uint16_t* b = (const uint16_t*)x + base;
-  for (int64_t k = 0; k < K; ++k) {
-    uint32_t bits = (uint32_t)b[k] << 16;
-    memcpy(&tmp[k], &bits, 4);
-  }
-  return tmp;
-}
-
-/* The codes of xg[0, VW * (g / VW)) and their sum (0 unless want_sum), *done the count:
-   the scalar loop's operations (round to nearest ties away as floor(|v| + half_below)
-   with v's sign), one vector of columns at a time; the codes are whole numbers in
-   [-127, 127], so every conversion is exact and the integer sum's order changes nothing. */
-static inline int32_t codes_vec(const float* xg, int64_t g, float inv, int8_t* o, int64_t* done,
-                                int want_sum) {
-  const vf vinv = FSET1(inv), half_below = FSET1(0.49999997f);
-  vi sum = ZERO();
-  int64_t j = 0;
-  for (; j + VW <= g; j += VW) {
-    const vf v = FMUL(FLOADU(xg + j), vinv);
-#if defined(W4A8_VNNI512)
-    const vi sign = _mm512_and_si512(_mm512_castps_si512(v), SET1_32(INT32_MIN));
-    const vf mag = _mm512_castsi512_ps(_mm512_andnot_si512(SET1_32(INT32_MIN), _mm512_castps_si512(v)));
-    const vf fl = _mm512_roundscale_ps(FADD(mag, half_below), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
-    const vi c = _mm512_cvttps_epi32(_mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(fl), sign)));
-    _mm_storeu_si128((__m128i*)(o + j), _mm512_cvtepi32_epi8(c));
-#else
-    const vf signbit = _mm256_set1_ps(-0.0f);
-    const vf fl = _mm256_floor_ps(FADD(_mm256_andnot_ps(signbit, v), half_below));
-    const vi c = _mm256_cvttps_epi32(_mm256_or_ps(fl, _mm256_and_ps(v, signbit)));
-    const vi b = _mm256_packs_epi16(_mm256_packs_epi32(c, c), ZERO()); /* codes 0-3, 4-7 per lane */
-    _mm_storel_epi64((__m128i*)(o + j), _mm_unpacklo_epi32(_mm256_castsi256_si128(b),
-                                                           _mm256_extracti128_si256(b, 1)));
-#endif
-    sum = ADD32(sum, c);
-  }
-  *done = j;
-  if (!want_sum) return 0;
-  int32_t lanes[VW];
-  memcpy(lanes, &sum, sizeof(lanes));
-  int32_t s = 0;
-  for (int i = 0; i < VW; ++i) s += lanes[i];
-  return s;
-}
-
-/* One row; 1 where it holds Inf or NaN (nothing written then). */
-static int quantize_row(const float* xr, int64_t K, int64_t g, int64_t gp, int8_t* out,
-                        int32_t* asum, float* scale) {
-  const float half_below = 0.49999997f; /* 0.5 - 2**-25 */
-  float amax = 0.0f;
-  int bad = 0;
-#pragma omp simd reduction(max : amax) reduction(| : bad)
-  for (int64_t k = 0; k < K; ++k) {
-    const float a = __builtin_fabsf(xr[k]);
-    bad |= !(a <= 3.4028234663852886e38f); /* Inf and NaN */
-    amax = a > amax ? a : amax;
-  }
-  if (bad) return 1;
-  if (amax < 1e-10f) amax = 1e-10f;
-  *scale = amax / 127.0f;
-  const float inv = (1.0f / amax) * 127.0f;
-  for (int64_t grp = 0; grp < K / g; ++grp) {
-    const float* xg = xr + grp * g;
-    int8_t* o = out + grp * gp;
-    int64_t j = 0;
-    /* the compiler leaves this loop scalar */
-    int32_t s = codes_vec(xg, g, inv, o, &j, asum != NULL);
-    for (; j < g; ++j) {
-      const float v = xg[j] * inv;
-      const float r = __builtin_copysignf(__builtin_floorf(__builtin_fabsf(v) + half_below), v);
-      o[j] = (int8_t)r;
-      s += (int32_t)r;
-    }
-    if (asum) asum[grp] = s;
-  }
-  return 0;
-}
 
 typedef struct {
   const void* x; int is_bf16; int64_t M, K, ldx, g, gp; int8_t* codes; int64_t ld_out;
