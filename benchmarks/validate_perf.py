@@ -181,7 +181,12 @@ def host_check(rounds: int = 2) -> dict:
             "measured": {"stream_gbs": round(cal.stream_gbs, 2), "fp32_tflops": round(cal.fp32_tflops, 4),
                          "bf16_tflops": round(cal.bf16_tflops, 4), "int8_tops": round(cal.int8_tops, 4)},
             "provenance": host_provenance(), **error_stats([p["err"] for p in points]),
-            "band_coverage": _coverage(points), "by_path": by_path, "points": points}
+            "band_coverage": _coverage(points), "by_path": by_path, "points": points,
+            # the fit and every sample behind it: a CPU class's committed calibration
+            # (workbench.perf.cpu.class_calibration) and a refit elsewhere read them from here
+            "calibration": cal.to_json(),
+            "samples": [{"path": s.path, "n": s.n, "k": s.k, "m": s.m, "us": round(s.us, 3),
+                         "rounds": s.rounds} for s in samples]}
 
 
 def _coverage(points: list) -> float:

@@ -74,6 +74,7 @@ def test_fit_host_recovers_each_path_from_samples_of_a_known_model():
             want = float(features(m, n, k) @ np.array(c))
             assert cal.fits[p].predict(m, n, k) == pytest.approx(want, rel=0.05)
     assert "w4a8_native" in cal.fits  # pooled, for callers without an engine
+    assert cal.key == "k"  # the machine's key, which names its cache file (not a path's name)
     assert _from_json(json.loads(json.dumps(cal.to_json()))) == cal  # the cache reads back what it wrote
 
 

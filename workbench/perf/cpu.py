@@ -25,7 +25,7 @@ import os
 import platform as _platform
 import random
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -360,12 +360,12 @@ def fit_host(samples: Iterable[Sample], key: str, throughputs: dict, threads: in
     pts: dict[str, list] = {}
     floors: dict[str, float] = {}
     for s in samples:
-        keys = (s.path, "w4a8_native") if s.path.startswith("w4a8_native@") else (s.path,)
-        for key in keys:
+        paths = (s.path, "w4a8_native") if s.path.startswith("w4a8_native@") else (s.path,)
+        for path in paths:
             if (s.n, s.k) == FLOOR_SHAPE:
-                floors[key] = min(floors.get(key, s.us), s.us)
+                floors[path] = min(floors.get(path, s.us), s.us)
             else:
-                pts.setdefault(key, []).append((s.m, s.n, s.k, s.us))
+                pts.setdefault(path, []).append((s.m, s.n, s.k, s.us))
     fits = {p: _with_held_out_band(fit_linear(v, c0=floors.get(p)), v, floors.get(p))
             for p, v in pts.items() if len(v) >= _MIN_POINTS}
     return HostCalibration(key, throughputs["stream_gbs"], throughputs["fp32_tflops"],
@@ -579,6 +579,31 @@ def committed_calibration() -> HostCalibration:
     return HostCalibration("committed", ref.mem_gbs * share, ref.peak("fp32") * share,
                            ref.peak("bf16") * share, ref.peak("int8") * share, cores, 0.0, fits,
                            {"cpu": prov.get("cpu"), "isa": prov.get("isa"), "files": list(_COMMITTED)})
+
+
+# A CPU class's own calibration, measured on a part of that class and committed (the
+# "calibration" validate_perf.py --cpu-only writes): presets of that class are scaled from it
+# by clock, cores and bandwidth instead of from the AVX2 results across classes.
+# class value -> (results file, the preset whose per-core figures stand for the measured part)
+CLASS_CALIBRATIONS = {"amx": ("amx_emr/perf_validation_host.json", "x86-spr-amx")}
+
+
+@lru_cache(maxsize=None)
+def class_calibration(cls: str) -> HostCalibration | None:
+    """The committed calibration measured on a CPU of class `cls`, or None where none is
+    committed (or its file lacks one). Its key names the class; its provenance the part."""
+    from workbench.paths import RESULTS_DIR
+
+    if cls not in CLASS_CALIBRATIONS:
+        return None
+    name, scaled_as = CLASS_CALIBRATIONS[cls]
+    try:
+        host = json.loads((RESULTS_DIR / name).read_text())["host"]
+        cal = _from_json(host["calibration"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return replace(cal, key=f"committed-{cls}",
+                   provenance={**cal.provenance, "class": cls, "scaled_as": scaled_as, "file": name})
 
 
 def cached_host_calibration() -> HostCalibration | None:

@@ -273,9 +273,14 @@ def predict_cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, 
          cal=None) -> Prediction:
     """This machine's fitted CPU paths; on a CPU preset, scaled by its datasheet figures.
     cal: a HostCalibration to use instead of the cached one (a validation run's own)."""
-    from workbench.perf.cpu import committed_calibration, host_calibration
+    from workbench.perf.cpu import class_calibration, committed_calibration, host_calibration
 
     base = {"w4a8_prequant": "int8_mm", "quantizer": "w4a8_native"}.get(path, path)
+    if cal is None and hw is not None:  # a preset: its class's own committed calibration first
+        from workbench.perf.cpu_classes import class_of_preset
+
+        own = class_calibration(class_of_preset(hw.preset).value)
+        cal = own if own is not None and own.predict(base, m, n, k) is not None else None
     if cal is None:
         cal = host_calibration() if hw is None else committed_calibration()
     got = cal.predict(base, m, n, k)
@@ -328,6 +333,8 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
     src_hw = hardware_for("x86-avx2")  # the committed results' class (a live host: its own flags)
     if cal.key == "committed":
         src = cc.CpuClass.AVX2
+    elif cal.key.startswith("committed-"):  # a class's own: its part per core as the preset's
+        src, src_hw = cc.CpuClass(cal.provenance["class"]), hardware_for(cal.provenance["scaled_as"])
     else:
         from w4a8_kernels.native import cpu_flags, isa_cap
 
@@ -359,7 +366,9 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
         lo_e, hi_e = lo_e - w, hi_e + w
     lo, hi = prediction_band(us, lo_e, hi_e, basis)
     lo = max(lo, roof)
-    where = "this machine's bench" if cal.key != "committed" else "the committed CPU results"
+    where = ("the committed CPU results" if cal.key == "committed" else
+             f"the committed {src.value} results ({cal.provenance.get('cpu') or cal.provenance['file']})"
+             if cal.key.startswith("committed-") else "this machine's bench")
     how = (f"{src.value} to {dst.value}, by the ISA's rate for this path and bandwidth" if across else
            "by the part's clock, cores and bandwidth")
     return Prediction(platform, path, m, n, k, g, us, lo, hi, basis, kernel, roof,
