@@ -39,6 +39,13 @@ cpu timeout 60 python3 -m workbench bench --platform host-cpu --threads 2 --m 1,
   --paths w4a8_native,w4a16_fallback,dense --repeats 9 > "$D/bench_64.txt" 2>&1
 cpu timeout 60 python3 -m workbench predict --platform host-cpu --m 1,16,128 --n 64 --k 64 --group -1 \
   > "$D/predict_64.txt" 2>&1; head -4 "$D/bench_64.txt"; head -4 "$D/predict_64.txt"
+# torch's OpenMP workers told not to spin after a parallel region: how much of what is left
+# is theirs (a diagnosis, not a setting the project makes)
+mkdir -p "$D/passive"
+OMP_WAIT_POLICY=PASSIVE cpu timeout 90 python3 benchmarks/bench_cpu_bounds.py --threads 2 --quick --out "$D/passive" \
+  > "$D/passive/bounds_log.txt" 2>&1; grep "^\[" "$D/passive/bounds_log.txt"
+OMP_WAIT_POLICY=PASSIVE cpu timeout 100 python3 benchmarks/bench_cpu_ratios.py --threads 2 --sections 1 --quick \
+  --out "$D/passive" --tag amx > "$D/passive/ratios_log.txt" 2>&1; grep "^\[" "$D/passive/ratios_log.txt"
 echo "quiet part: $((SECONDS - t0)) s"
 wait
 grep -E "ADMITTED|REFUSED|passed|failed|SIGILL" "$D/vllm_cpu_log.txt" | head -8
