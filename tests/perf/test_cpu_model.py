@@ -156,3 +156,22 @@ def test_a_wide_recalibration_is_measured_again_and_warned_about():
     with pytest.warns(CalibrationSpreadWarning, match="dense fit's band spans 55x after 3 attempts"):
         cal = calibrated_with_retries(lambda: next(runs))
     assert cal is always_wide[0]  # the narrowest of the three is kept
+
+
+def test_an_amx_preset_is_costed_from_the_amx_class_own_committed_calibration():
+    """x86-spr-amx is scaled from the calibration measured on an AMX part (its engine
+    switch included), not from the AVX2 results across classes; another class still is."""
+    from workbench.perf.cpu import CLASS_CALIBRATIONS, class_calibration
+    from workbench.perf.hardware import hardware_for
+    from workbench.perf.predict import predict_cpu
+
+    cal = class_calibration("amx")
+    assert cal is not None, f"the committed AMX calibration ({CLASS_CALIBRATIONS['amx'][0]}) does not load"
+    assert cal.key == "committed-amx" and "amx_int8" in cal.provenance["isa"]
+    assert cal.provenance["native_engines"]["u4_amx"].startswith("admitted")
+    assert class_calibration("rvv") is None
+    amx = predict_cpu(hardware_for("x86-spr-amx"), "w4a8_native", 128, 4096, 4096, 128, "x86-spr-amx")
+    assert amx.basis == "scaled" and "committed amx results" in amx.note, amx
+    assert amx.kernel == f"cpu int8 engine {cal.engine_for(128)}"
+    other = predict_cpu(hardware_for("x86-avx512"), "w4a8_native", 128, 4096, 4096, 128, "x86-avx512")
+    assert other.basis == "scaled across CPU classes", other

@@ -62,9 +62,10 @@ def test_cpu_presets_are_at_least_their_roofline_and_monotone_in_m(platform, pat
 
 def test_a_preset_of_another_cpu_class_says_so_and_widens_its_band():
     same = predict("x86-avx2", "w4a8_native", 16, 4096, 4096, 128)
-    other = predict("x86-spr-amx", "w4a8_native", 16, 4096, 4096, 128)
+    # (an AMX preset has its class's own committed calibration: tests/perf/test_cpu_model.py)
+    other = predict("x86-avx512", "w4a8_native", 16, 4096, 4096, 128)
     assert same.basis == "scaled" and other.basis == "scaled across CPU classes"
-    assert "avx2 to amx" in other.note
+    assert "avx2 to avx512" in other.note
     assert math.log(other.high_us / other.low_us) > math.log(same.high_us / same.low_us) + 0.9
 
 
