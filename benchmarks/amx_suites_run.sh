@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The test suite on an Intel AMX host, as CI would run it (no GPU: CUDA hidden), under each
+# W4A8_KERNELS_MAX_ISA cap at once on separate cores (< 9 minutes), beside the GPU faces check
+# (benchmarks/gpu_faces_check.py) on cores 0-3. Left out, because this image lacks what they
+# need and nothing can be installed there: the Streamlit pages (tests/ui, the app catalog) and
+# the notebooks (Jupyter). vLLM's CPU ops build from the carried sdist.
+#   OUT=dir bash benchmarks/amx_suites_run.sh     (carried: .whl/, .carry/, .machete-h100/)
+set -o pipefail
+export PYTHONUNBUFFERED=1
+: "${OUT:?set OUT to the results folder}"
+t0=$SECONDS
+D=$OUT/run
+mkdir -p "$D"
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -2
+export PYTHONPATH=/tmp/site:$PWD:$PWD/kernels
+mkdir -p /tmp/src && for t in .carry/*.tar.gz; do tar -xzf "$t" -C /tmp/src; done
+lscpu > "$D/machine.txt"
+i=0
+for cap in none avx512 avx2; do
+  env=(); [ $cap != none ] && env=(W4A8_KERNELS_MAX_ISA=$cap)
+  [ $cap = avx2 ] && env+=(ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2)
+  cores=$((4 + 4 * i))-$((7 + 4 * i))
+  ( env "${env[@]}" CUDA_VISIBLE_DEVICES= W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-$cap \
+      W4A8_VLLM_SDIST=$(ls -d /tmp/src/vllm-*/ | head -1) timeout 500 taskset -c $cores \
+      python3 -m pytest tests -q -rs -p no:cacheprovider --ignore=tests/ui --ignore=tests/test_notebooks.py \
+      --ignore=tests/catalog/test_app_catalog.py > "$D/pytest_cap_$cap.txt" 2>&1 ) &
+  i=$((i + 1))
+done
+if [ -f benchmarks/gpu_faces_check.py ]; then
+  mkdir -p .machete && cp .machete-h100/libmachete_w4a16.so .machete/ 2>/dev/null
+  W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-gpu timeout 500 taskset -c 0-3 python3 benchmarks/gpu_faces_check.py \
+    --out "$D/gpu_faces.json" > "$D/gpu_faces_log.txt" 2>&1
+  echo "gpu faces: $((SECONDS - t0)) s"; tail -15 "$D/gpu_faces_log.txt"
+fi
+wait
+echo "all: $((SECONDS - t0)) s"
+for f in "$D"/pytest_cap_*.txt; do echo "$f: $(tail -1 "$f")"; grep "^FAILED" "$f" | head -8; done
+tar -czf "$OUT/run.tar.gz" -C "$OUT" run
