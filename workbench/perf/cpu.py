@@ -52,6 +52,7 @@ CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
 # from the large shapes, which cannot tell it apart (an AMX host's W4A8 fit put 44 us on a
 # 64 x 64 call that took 9).
 FLOOR_SHAPE = (64, 64)
+SMALL_LAYER = 256 * 256  # weights of at most this many elements are timed more often (measure_host)
 CALIBRATION_GROUP = 128
 # Prediction path -> the bench paths whose fits predict it (the fastest of them wins, as
 # the fallback's own per-M chooser keeps the fastest variant).
@@ -63,7 +64,7 @@ CPU_PATHS = {"w4a8_native": ("w4a8_native",),
 # timed at small M only, where its per-token cost is already clear.
 SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
 _ENGINE_SCAN = 4096  # engine_for is read for M = 1.._ENGINE_SCAN; beyond, the last engine runs
-_FIT_VERSION = "4"  # 4: the fixed term is the floor measured on FLOOR_SHAPE
+_FIT_VERSION = "5"  # 4: the fixed term is the floor measured on FLOOR_SHAPE; 5: small layers timed 5x as often
 _MIN_POINTS = 5  # one per feature
 
 
@@ -337,7 +338,11 @@ def measure_host(plan: dict, *, rounds: int = 1, steps: tuple = (), repeats: int
             for run_paths, run_ms in runs:
                 if not run_paths:
                     continue
-                for rec in bench_weight(w, None, run_paths, run_ms, repeats=repeats, error_rows=1,
+                # a small layer's calls take microseconds, where a woken thread or a neighbour's
+                # spin is the whole call: more of them cost nothing (AMX host, 96 x 160: torch's
+                # bf16 call read 72 us at M = 48 and 53 at M = 128 with 3 a round)
+                reps = repeats if s[0] * s[1] > SMALL_LAYER else 5 * repeats
+                for rec in bench_weight(w, None, run_paths, run_ms, repeats=reps, error_rows=1,
                                         seed=seed + r):
                     if rec.min_ms is None:
                         continue
