@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The test suite on an Intel AMX host, as CI would run it (no GPU: CUDA hidden), under each
-# W4A8_KERNELS_MAX_ISA cap at once on separate cores (< 9 minutes), beside the GPU faces check
-# (benchmarks/gpu_faces_check.py) on cores 0-3. Left out, because this image lacks what they
+# W4A8_KERNELS_MAX_ISA cap at once on separate cores (< 9 minutes). Left out, because this image lacks what they
 # need and nothing can be installed there: the Streamlit pages (tests/ui, the app catalog) and
 # the notebooks (Jupyter). vLLM's CPU ops build from the carried sdist.
 #   OUT=dir bash benchmarks/amx_suites_run.sh     (carried: .whl/, .carry/, .machete-h100/)
@@ -26,12 +25,6 @@ for cap in none avx512 avx2; do
       --ignore=tests/catalog/test_app_catalog.py > "$D/pytest_cap_$cap.txt" 2>&1 ) &
   i=$((i + 1))
 done
-if [ -f benchmarks/gpu_faces_check.py ]; then
-  mkdir -p .machete && cp .machete-h100/libmachete_w4a16.so .machete/ 2>/dev/null
-  W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-gpu timeout 500 taskset -c 0-3 python3 benchmarks/gpu_faces_check.py \
-    --out "$D/gpu_faces.json" > "$D/gpu_faces_log.txt" 2>&1
-  echo "gpu faces: $((SECONDS - t0)) s"; tail -15 "$D/gpu_faces_log.txt"
-fi
 wait
 echo "all: $((SECONDS - t0)) s"
 for f in "$D"/pytest_cap_*.txt; do echo "$f: $(tail -1 "$f")"; grep "^FAILED" "$f" | head -8; done
