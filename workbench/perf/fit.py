@@ -37,6 +37,7 @@ class Point:
     steps: float
     nbytes: float
     us: float
+    fixup: float = 0.0  # serial work outside the waves (Machete's Stream-K reduction)
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,17 @@ class WaveFit:
     # than three shapes, of the fit's residuals): the band's edges.
     err_lo: float = 0.0
     err_hi: float = 0.0
+    e: float = 0.0  # cost per unit of a point's fixup
+
+    def compute(self, p: Point) -> float:
+        """The per-tile (compute) branch at a point."""
+        return self.waves(p) * (self.a + self.b * p.k_per_program + self.d * p.steps) + self.e * p.fixup
 
     def waves(self, p: Point) -> float:
         return _waves(p.programs, self.sms, self.occupancy, self.alpha)
 
     def predict(self, p: Point) -> float:
-        w = self.waves(p)
-        comp = w * (self.a + self.b * p.k_per_program + self.d * p.steps)
-        return self.t0 + max(comp, p.nbytes / self.bw)
+        return self.t0 + max(self.compute(p), p.nbytes / self.bw)
 
     def to_dict(self) -> dict:
         return asdict(self)
