@@ -6,9 +6,9 @@ CUTLASS 3's Stream-K, which spreads the tiles' K steps evenly over the SMs. So a
 
     t = t0 + max(W * (a + b * A) + e * (s - 1) * A + W * d * A * [working set > L2],  bytes / BW)
 
-W the K steps on the busiest SM (all tiles' steps / SMs, rounded up), A the tile's area (its
-MMA work per step), s the SMs sharing one tile where there are fewer tiles than SMs (their
-partial sums are reduced in turn), the last term the operands re-read from DRAM once A, B
+W the K steps on the busiest SM (all tiles' steps / SMs, rounded up, at least one Stream-K
+unit's), A the tile's area (its MMA work per step), s the SMs sharing one tile where there are
+fewer tiles than SMs (their partial sums are reduced in turn; a unit takes 8 steps or more), the last term the operands re-read from DRAM once A, B
 and D no longer fit the L2 (M = 4096 runs 13% slower a step than M = 1024, on both parts),
 and BW the part's measured copy rate (not fitted: few records stream). One fit covers every
 M and both weight kinds (grouped scales cost within the spread), so a shape whose M falls in
@@ -26,6 +26,9 @@ from workbench.perf.fit import Point, WaveFit, nnls
 __all__ = ["machete_point", "fit_machete", "K_STEP"]
 
 K_STEP = 64  # TileShapeK = 128 * 8 / 16 bits (machete_mm_kernel.cuh:106-107)
+# CUTLASS's PersistentTileSchedulerSm90StreamKParams::min_iters_per_sk_unit_ (the scheduler
+# vLLM's Machete builds on): no Stream-K unit takes fewer of a tile's K steps.
+MIN_UNIT_STEPS = 8
 
 
 def machete_point(m: int, n: int, k: int, g: int, sms: int, l2_mb: float, us: float = 0.0) -> Point:
@@ -37,9 +40,10 @@ def machete_point(m: int, n: int, k: int, g: int, sms: int, l2_mb: float, us: fl
     (tn, tm), _ = machete_schedule(m, n, k)
     tiles = -(-n // tn) * -(-m // tm)
     k_steps = -(-k // K_STEP)
-    per_sm = -(-tiles * k_steps // sms)
+    # a Stream-K unit takes at least MIN_UNIT_STEPS of a tile's K steps (or all of them)
+    per_sm = max(-(-tiles * k_steps // sms), min(MIN_UNIT_STEPS, k_steps))
     area = tn * tm / 1e4
-    sharing = min(max(1, sms // tiles), k_steps)
+    sharing = min(max(1, sms // tiles), max(1, k_steps // MIN_UNIT_STEPS))
     groups = 1 if g in (-1, k) else -(-k // g)
     nbytes = n * k / 2 + 2 * n * groups + m * k * 2 + m * n * 2  # int4 W, bf16 scales, X, D
     spills = n * k / 2 + m * k * 2 + m * n * 2 > l2_mb * 1e6
