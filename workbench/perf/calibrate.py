@@ -16,7 +16,7 @@ from typing import Iterable, Sequence
 
 from workbench.errors import InvalidInputError
 from workbench.paths import RESULTS_DIR
-from workbench.perf.fit import _BW_FRACTIONS, Point, WaveFit, fit_waves
+from workbench.perf.fit import BW_FRACTIONS, Point, WaveFit, fit_waves
 from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_launch
 from workbench.perf.machete_cost import fit_machete, machete_point
 from workbench.results import ResultRecord, load_results
@@ -186,7 +186,7 @@ def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float, l2_mb: f
         path = key[0]
         if path == MACHETE_PATH:
             pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us, l2_mb=l2_mb) for r in rs]
-            bws = (copy_bw,) if copy_bw else tuple(f * peak_bw for f in _BW_FRACTIONS)
+            bws = (copy_bw,) if copy_bw else tuple(f * peak_bw for f in BW_FRACTIONS)
             fits[key] = fit_machete(pts, sms, bws, groups=[(r.n, r.k) for r in rs])
             continue
         if path in TRITON_PATHS or path == "quantizer":

@@ -20,11 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Point", "WaveFit", "fit_waves", "nnls"]
+__all__ = ["Point", "WaveFit", "fit_waves", "nnls", "BW_FRACTIONS"]
 
 # The streaming branch's bandwidth, as fractions of the part's datasheet figure: a fit
 # that explains compute-bound points with a slow "memory" branch does not carry to new N.
-_BW_FRACTIONS = tuple(float(x) for x in np.geomspace(0.5, 1.0, 10))
+BW_FRACTIONS = tuple(float(x) for x in np.geomspace(0.5, 1.0, 10))
 
 
 @dataclass(frozen=True)
@@ -143,7 +143,7 @@ def fit_waves(pts: Sequence[Point], sms: int, peak_bw: float, groups: Sequence |
     best = None
     for occ, alpha in shapes:
         w = np.array([_waves(p, sms, occ, alpha) for p in progs])
-        for frac in _BW_FRACTIONS:
+        for frac in BW_FRACTIONS:
             bw = frac * peak_bw
             mem = nbytes / bw
             theta = _solve(t, w, kpp, st, mem)
