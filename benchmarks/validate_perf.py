@@ -34,7 +34,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from workbench.perf.fit import error_stats  # noqa: E402
-from workbench.perf.calibrate import H200_RESULTS, records_of, fit_records, key_for, point_for  # noqa: E402
+from workbench.perf.calibrate import (H200_RESULTS, fit_records, key_for, measured_copy_bw, point_for,  # noqa: E402
+                                      records_of)
 from workbench.perf.hardware import hardware_for  # noqa: E402
 from workbench.perf.predict import prediction_band  # noqa: E402
 from workbench.results import load_results  # noqa: E402
@@ -94,7 +95,8 @@ def h200_loso(path: Path, fitted: tuple[str, ...] = FITTED, checked: tuple[str, 
     shapes = sorted({(r.n, r.k) for r in recs})
     points = []
     for shape in shapes:
-        fits, tiles = fit_records([r for r in recs if (r.n, r.k) != shape], hw.units, hw.mem_gbs * 1e3)
+        fits, tiles = fit_records([r for r in recs if (r.n, r.k) != shape], hw.units, hw.mem_gbs * 1e3, hw.llc_mb,
+                                  measured_copy_bw(res))
         for r in recs:
             if (r.n, r.k) != shape or r.path not in checked:
                 continue
@@ -104,7 +106,7 @@ def h200_loso(path: Path, fitted: tuple[str, ...] = FITTED, checked: tuple[str, 
                                "measured_us": r.median_us, "predicted_us": None})
                 continue
             us = fit.predict(point_for(r.path, r.m, r.n, r.k, r.group_size, hw.units, tile=tiles.get(key_for(r.path, r.m, r.n, r.k, r.group_size)),
-                                       config=launch_config(r)))
+                                       config=launch_config(r), l2_mb=hw.llc_mb))
             lo, hi = prediction_band(us, fit.err_lo, fit.err_hi, "measured")
             points.append({"path": r.path, "n": r.n, "k": r.k, "group_size": r.group_size, "m": r.m,
                            "measured_us": r.median_us, "predicted_us": round(us, 3), "low_us": round(lo, 3),
@@ -113,13 +115,23 @@ def h200_loso(path: Path, fitted: tuple[str, ...] = FITTED, checked: tuple[str, 
     done = [p for p in points if p["predicted_us"] is not None]
     out = {"results": path.name, "results_provenance": res.provenance, "shapes": shapes,
            "all": {**error_stats([p["err"] for p in done]),
-                   "band_coverage": round(sum(p["in_band"] for p in done) / max(len(done), 1), 4)},
+                   "band_coverage": round(sum(p["in_band"] for p in done) / max(len(done), 1), 4),
+                   "band_width_median": _band_width(done)},
            "by_path": {}, "unpredicted": len(points) - len(done), "points": points}
     for path_name in checked:
         ps = [p for p in done if p["path"] == path_name]
         out["by_path"][path_name] = {**error_stats([p["err"] for p in ps]),
-                                     "band_coverage": round(sum(p["in_band"] for p in ps) / max(len(ps), 1), 4)}
+                                     "band_coverage": round(sum(p["in_band"] for p in ps) / max(len(ps), 1), 4),
+                                     "band_width_median": _band_width(ps)}
     return out
+
+
+def _band_width(points: list) -> float | None:
+    """The median band width, high / low, of predicted points."""
+    import statistics
+
+    ws = [p["high_us"] / p["low_us"] for p in points if p.get("low_us")]
+    return round(statistics.median(ws), 3) if ws else None
 
 
 def host_check(rounds: int = 2) -> dict:

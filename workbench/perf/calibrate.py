@@ -16,14 +16,15 @@ from typing import Iterable, Sequence
 
 from workbench.errors import InvalidInputError
 from workbench.paths import RESULTS_DIR
-from workbench.perf.fit import Point, WaveFit, fit_waves
+from workbench.perf.fit import BW_FRACTIONS, Point, WaveFit, fit_waves
 from workbench.perf.launch import Launch, cublas_launch, triton_config, triton_launch
+from workbench.perf.machete_cost import fit_machete, machete_point
 from workbench.results import ResultRecord, load_results
 
 __all__ = ["TRITON_PATHS", "LIBRARY_PATHS", "ENGINE_PATHS", "GpuCalibration", "calibrate_gpu", "point_for",
            "key_for", "bytes_moved", "H200_RESULTS", "H100_RESULTS", "H100_MACHETE_RESULTS", "PART_FILES", "copy_gbs",
            "REFERENCE_PART", "ENGINE_RESULTS", "MACHETE_RESULTS", "ENGINE_FILES", "results_for", "records_of",
-           "launch_config", "cache_dir"]
+           "launch_config", "cache_dir", "measured_copy_bw", "MACHETE_PATH"]
 
 H200_RESULTS = RESULTS_DIR / "h200_bench.json"
 # The kernels vLLM itself runs on the H200 (Humming, benchmarks/h200_engines.sh), beside ours.
@@ -39,6 +40,8 @@ LIBRARY_PATHS = ("bf16_dense", "int8_mm", "triton_int8_mm")
 # M), so they are fitted as the library paths are, apart per weight kind (grouped scales cost
 # per step). vllm_humming_int8 quantizes its bf16 input itself, per token.
 ENGINE_PATHS = ("vllm_humming", "vllm_humming_int8", "vllm_machete")
+# Machete's schedule is read from vLLM's heuristic: costed by its tiles, not a fitted tile.
+MACHETE_PATH = "vllm_machete"
 # results file -> the engine paths fitted from it (its other paths repeat h200_bench.json's)
 ENGINE_FILES = {ENGINE_RESULTS.name: ("vllm_humming", "vllm_humming_int8"), MACHETE_RESULTS.name: ("vllm_machete",)}
 # The H100's own measurements (benchmarks/hopper_host_run.sh): this project's kernels, the
@@ -89,6 +92,8 @@ def key_for(path: str, m: int, n: int, k: int, g: int, config: dict | None = Non
         cfg = config
         ident = tuple((f, v) for f, v in sorted(cfg.items()) if f != "block_k")
         return (path, "channel" if g in (-1, k) else "group", ident)
+    if path == MACHETE_PATH:  # one fit over its schedules' tiles (workbench/perf/machete_cost.py)
+        return (path, "tiles")
     if path in ENGINE_PATHS:  # their heuristics change kernel past decode sizes (Humming M 64: 1.6x M 1)
         size = "decode" if m <= 16 else "small" if m <= 128 else "large"
         return (path, ("channel-" if g in (-1, k) else "group-") + size)
@@ -114,7 +119,12 @@ def _launch(path: str, m: int, n: int, k: int, g: int, sms: int, tile=None, conf
 
 
 def point_for(path: str, m: int, n: int, k: int, g: int, sms: int, us: float = 0.0,
-              tile=None, config: dict | None = None) -> Point:
+              tile=None, config: dict | None = None, l2_mb: float | None = None) -> Point:
+    """One call as its fit sees it. l2_mb: the part's L2 (Machete's cost reads it)."""
+    if path == MACHETE_PATH:
+        if l2_mb is None:
+            raise ValueError("point_for: vllm_machete needs the part's L2 (l2_mb)")
+        return machete_point(m, n, k, g, sms, l2_mb, us)
     ln = _launch(path, m, n, k, g, sms, tile, config)
     step_k = 2 * ln.config.get("block_k", 32) if path in TRITON_PATHS else ln.config.get("block_k", 1)
     return Point(ln.programs, ln.programs_per_sm, ln.k_steps * step_k, ln.k_steps,
@@ -138,7 +148,10 @@ class GpuCalibration:
         fit = self.fits.get(key)
         if fit is None:
             return None
-        return fit.predict(point_for(path, m, n, k, g, self.sms, tile=self.tiles.get(key)))
+        from workbench.perf.hardware import hardware_for
+
+        return fit.predict(point_for(path, m, n, k, g, self.sms, tile=self.tiles.get(key),
+                                     l2_mb=hardware_for(self.platform).llc_mb))
 
 
 def records_of(res, paths: Iterable[str]) -> list[ResultRecord]:
@@ -159,8 +172,11 @@ def launch_config(r: ResultRecord) -> dict | None:
     return {key: v for key, v in r.config.items() if key in known}
 
 
-def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple[dict, dict]:
-    """(fits by key, library tiles by key) from records; peak_bw in bytes per us."""
+def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float, l2_mb: float,
+                copy_bw: float | None = None) -> tuple[dict, dict]:
+    """(fits by key, library tiles by key) from records; peak_bw in bytes per us; l2_mb: the
+    part's L2; copy_bw: its copy rate measured beside the records (bytes per us), the rate
+    Machete streams at (without one, chosen as the other fits choose theirs)."""
     fits: dict = {}
     tiles: dict = {}
     groups: dict = {}
@@ -168,6 +184,11 @@ def fit_records(recs: Sequence[ResultRecord], sms: int, peak_bw: float) -> tuple
         groups.setdefault(key_for(r.path, r.m, r.n, r.k, r.group_size, launch_config(r)), []).append(r)
     for key, rs in groups.items():
         path = key[0]
+        if path == MACHETE_PATH:
+            pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us, l2_mb=l2_mb) for r in rs]
+            bws = (copy_bw,) if copy_bw else tuple(f * peak_bw for f in BW_FRACTIONS)
+            fits[key] = fit_machete(pts, sms, bws, groups=[(r.n, r.k) for r in rs])
+            continue
         if path in TRITON_PATHS or path == "quantizer":
             pts = [point_for(path, r.m, r.n, r.k, r.group_size, sms, r.median_us, config=launch_config(r))
                    for r in rs]
@@ -210,6 +231,13 @@ def copy_gbs(platform: str) -> float | None:
             if rate:
                 rates.append(rate)
     return sorted(rates)[len(rates) // 2] if rates else None
+
+
+def measured_copy_bw(res) -> float | None:
+    """The copy rate (read + write) a results file measured beside its timings, in bytes
+    per us, or None where it has none."""
+    gbs = (res.provenance.get("ceilings") or {}).get("copy_gbs_read_plus_write")
+    return gbs * 1e3 if gbs else None
 
 
 @lru_cache(maxsize=16)
@@ -267,7 +295,7 @@ def _tables_digest() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
-_FIT_VERSION = "8"  # bump when the fit changes: cached calibrations of older fits are ignored
+_FIT_VERSION = "9"  # bump when the fit changes: cached calibrations of older fits are ignored
 
 
 # The calibrations of the committed results files, written by benchmarks/validate_perf.py:
@@ -306,7 +334,7 @@ def write_committed_calibration(path: str | Path = H200_RESULTS) -> Path:
 
 
 @lru_cache(maxsize=8)
-def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCalibration:
+def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float, l2_mb: float) -> GpuCalibration:
     cache = cache_dir()
     name = calibration_name(digest, sms) + ".json"
     if cache is not None and (cache / name).is_file():
@@ -319,7 +347,7 @@ def _calibrate_cached(path: str, digest: str, sms: int, peak_bw: float) -> GpuCa
         return committed
     res = load_results(path)
     fitted = ENGINE_FILES.get(Path(path).name, _FITTED)
-    fits, tiles = fit_records(records_of(res, fitted), sms, peak_bw)
+    fits, tiles = fit_records(records_of(res, fitted), sms, peak_bw, l2_mb, measured_copy_bw(res))
     cal = GpuCalibration(res.platform or "sm90-h200", sms, Path(path).name, digest, fits, tiles, {})
     if cache is not None:
         try:
@@ -343,7 +371,7 @@ def calibrate_gpu(path: str | Path = H200_RESULTS, platform: str | None = None) 
                                 f"{platform})")
     platform = measured_on
     hw = hardware_for(platform)
-    return _calibrate_cached(str(p), digest, hw.units, hw.mem_gbs * 1e3)
+    return _calibrate_cached(str(p), digest, hw.units, hw.mem_gbs * 1e3, hw.llc_mb)
 
 
 @lru_cache(maxsize=16)

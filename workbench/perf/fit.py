@@ -20,11 +20,11 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["Point", "WaveFit", "fit_waves", "nnls"]
+__all__ = ["Point", "WaveFit", "fit_waves", "nnls", "BW_FRACTIONS"]
 
 # The streaming branch's bandwidth, as fractions of the part's datasheet figure: a fit
 # that explains compute-bound points with a slow "memory" branch does not carry to new N.
-_BW_FRACTIONS = tuple(float(x) for x in np.geomspace(0.5, 1.0, 10))
+BW_FRACTIONS = tuple(float(x) for x in np.geomspace(0.5, 1.0, 10))
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,7 @@ class Point:
     steps: float
     nbytes: float
     us: float
+    fixup: float = 0.0  # serial work outside the waves (Machete's Stream-K reduction)
 
 
 @dataclass(frozen=True)
@@ -55,14 +56,17 @@ class WaveFit:
     # than three shapes, of the fit's residuals): the band's edges.
     err_lo: float = 0.0
     err_hi: float = 0.0
+    e: float = 0.0  # cost per unit of a point's fixup
+
+    def compute(self, p: Point) -> float:
+        """The per-tile (compute) branch at a point."""
+        return self.waves(p) * (self.a + self.b * p.k_per_program + self.d * p.steps) + self.e * p.fixup
 
     def waves(self, p: Point) -> float:
         return _waves(p.programs, self.sms, self.occupancy, self.alpha)
 
     def predict(self, p: Point) -> float:
-        w = self.waves(p)
-        comp = w * (self.a + self.b * p.k_per_program + self.d * p.steps)
-        return self.t0 + max(comp, p.nbytes / self.bw)
+        return self.t0 + max(self.compute(p), p.nbytes / self.bw)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -139,7 +143,7 @@ def fit_waves(pts: Sequence[Point], sms: int, peak_bw: float, groups: Sequence |
     best = None
     for occ, alpha in shapes:
         w = np.array([_waves(p, sms, occ, alpha) for p in progs])
-        for frac in _BW_FRACTIONS:
+        for frac in BW_FRACTIONS:
             bw = frac * peak_bw
             mem = nbytes / bw
             theta = _solve(t, w, kpp, st, mem)

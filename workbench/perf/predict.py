@@ -193,7 +193,7 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
         r_src = src.sustained_rate(fitted) or _peak_of(src, fitted)
         r_dst, how, widen = (rate, "", 0.0) if rate else _rate(hw, dtype, src, fitted, exclude)
         r = (r_src / src.units) / (r_dst / hw.units)
-        fit = replace(fit, sms=hw.units, a=fit.a * r, b=fit.b * r, d=fit.d * r,
+        fit = replace(fit, sms=hw.units, a=fit.a * r, b=fit.b * r, d=fit.d * r, e=fit.e * r,
                       err_lo=fit.err_lo - widen, err_hi=fit.err_hi + widen)
         if scaled:
             notes.append(f"fitted on {src.preset}, scaled by {dtype} rate per SM and bandwidth")
@@ -211,7 +211,7 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
     if approx:
         fit = replace(fit, err_lo=fit.err_lo - 0.1, err_hi=fit.err_hi + 0.1)
         notes.append("config not in the results: nearest calibrated tile")
-    point = point_for(base, m, n, k, g, fit.sms, tile=cal.tiles.get(key_for(base, m, n, k, g)))
+    point = point_for(base, m, n, k, g, fit.sms, tile=cal.tiles.get(key_for(base, m, n, k, g)), l2_mb=hw.llc_mb)
     return fit, point, "scaled" if scaled else "measured", "; ".join(notes)
 
 
@@ -232,7 +232,7 @@ def predict_gpu(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Ha
 
 def _comp_us(fit, point) -> float:
     """The per-tile (compute) branch of a fit at a point."""
-    return fit.waves(point) * (fit.a + fit.b * point.k_per_program + fit.d * point.steps)
+    return fit.compute(point)
 
 
 @lru_cache(maxsize=1)
