@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The test suite on an Intel AMX host, as CI would run it (no GPU: CUDA hidden), under each
-# W4A8_KERNELS_MAX_ISA cap at once on separate cores (< 9 minutes). Left out, because this image lacks what they
+# W4A8_KERNELS_MAX_ISA cap at once on separate cores (< 9 minutes), beside the GPU timing tests
+# on cores 0-3 (`bench` and the Kernels page's measuring child against the harness, Humming's
+# JIT on a cold cache). Left out, because this image lacks what they
 # need and nothing can be installed there: the Streamlit pages (tests/ui, the app catalog) and
 # the notebooks (Jupyter). vLLM's CPU ops build from the carried sdist.
 #   OUT=dir bash benchmarks/amx_suites_run.sh     (carried: .whl/, .carry/, .machete-h100/)
@@ -25,6 +27,10 @@ for cap in none avx512 avx2; do
       --ignore=tests/catalog/test_app_catalog.py > "$D/pytest_cap_$cap.txt" 2>&1 ) &
   i=$((i + 1))
 done
+export W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-gpu
+timeout 300 taskset -c 0-3 python3 -m pytest tests/kernels/test_gpu_timing.py -q -rs -p no:cacheprovider \
+  > "$D/gpu_timing_pytest.txt" 2>&1; echo "gpu tests: $((SECONDS - t0)) s: $(tail -1 "$D/gpu_timing_pytest.txt")"
+grep -E "^E |FAILED" "$D/gpu_timing_pytest.txt" | head -8
 wait
 echo "all: $((SECONDS - t0)) s"
 for f in "$D"/pytest_cap_*.txt; do echo "$f: $(tail -1 "$f")"; grep "^FAILED" "$f" | head -8; done
