@@ -109,22 +109,27 @@ def _signal_name(rc: int) -> str:
         return f"signal {-rc}"
 
 
-_ADVICE_CRASH = ("Drop that path from Paths and run again; or start the app with W4A8_KERNELS_MAX_ISA=avx512 "
-                 "(or avx2), which keeps the native engines off the widest instructions")
+_CAP = "start the app with W4A8_KERNELS_MAX_ISA=avx512 (or avx2) to keep the native engines off their widest instructions"
 
 
-def _advice(how: str, path: str | None) -> str:
-    drop = f"drop `{path}` from Paths" if path else "run fewer paths"
+def _advice(how: str, path: str | None, what: str) -> str:
+    """What the user can do about a failure, by how it failed and where."""
+    if what == CALIBRATION:
+        fix = {"timeout": f"calibrate on a quieter machine, or allow it longer ({TIMEOUT_ENV})",
+               "out of memory": "close what else holds this machine's memory and calibrate again"}
+        return fix.get(how, f"{_CAP}, and calibrate again")
+    drop = f"drop `{path}` from Paths" if path else "drop paths one at a time to find the one that fails"
     if how == "SIGILL":
-        return (f"SIGILL is an instruction this CPU or its OS does not run: start the app with "
-                f"W4A8_KERNELS_MAX_ISA=avx512 (or avx2) to cap the native engines, or {drop}")
-    if how.startswith("SIG") or how.startswith("exit"):
-        return (f"{drop} and run again, or start the app with W4A8_KERNELS_MAX_ISA=avx512 (or avx2) "
-                "to keep the native engines off their widest instructions")
+        return f"SIGILL is an instruction this CPU or its OS does not run: {_CAP}, or {drop}"
     if how == "out of memory":
         return f"use smaller token counts M, a smaller layer, or {drop}"
-    return (f"use smaller token counts M or fewer Repeats, or {drop}; a slower machine may need a longer "
-            f"limit ({TIMEOUT_ENV})")
+    if how == "timeout":
+        return (f"use smaller token counts M or fewer Repeats, or {drop}; a slower machine may need a longer "
+                f"limit ({TIMEOUT_ENV})")
+    return f"{drop} and run again, or {_CAP}"
+
+
+CALIBRATION = "this machine's calibration"
 
 
 class _Failed(Exception):
@@ -286,9 +291,10 @@ class Worker:
             said = f"{what} ended with {how}{where}"
         tail = self._stderr_tail()
         self.close()
+        advice = _advice(how, path, what)
         raise MeasurementDiedError(
-            f"{said[0].upper()}{said[1:]} (in a child process: nothing else ended). {_advice(how, path)[0].upper()}"
-            f"{_advice(how, path)[1:]}.", what=what, how=how, path=path,
+            f"{said[0].upper()}{said[1:]} (in a child process: nothing else ended). {advice[0].upper()}{advice[1:]}.",
+            what=what, how=how, path=path,
             m=m, stderr_tail=tail)
 
     # ---------------------------------------------------------------- what it measures
@@ -307,10 +313,18 @@ class Worker:
         return self._request("first_call", {"source": source, "path": path},
                              what=f"`{path}`'s first call", timeout_s=timeout_s)
 
+    def per_token(self, source: dict, paths: list[str], m: int, kind: str, *,
+                  timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+        """Each path's relative error per token (`workbench.bench.per_token_errors`) on the first m
+        of `kind` activations ("synthetic": the bench's; "real": a MiniLM layer's own inputs):
+        {"m": tokens, "errors": {path: [...]}, "skipped": {path: why}}."""
+        return self._request("per_token", {"source": source, "paths": list(paths), "m": m, "kind": kind},
+                             what="the per-token error run", timeout_s=timeout_s)
+
     def calibrate(self, *, timeout_s: float = DEFAULT_TIMEOUT_S) -> list[str]:
         """This machine's calibration (`workbench.perf.cpu.host_calibration`, cached on disk by
         the child); the warnings it gave, as text."""
-        return self._request("calibrate", {}, what="this machine's calibration", timeout_s=timeout_s)
+        return self._request("calibrate", {}, what=CALIBRATION, timeout_s=timeout_s)
 
 
 def _kill(proc: subprocess.Popen) -> None:
@@ -415,6 +429,19 @@ class _Child:
                 self.stage(rid, req["path"], 1, "the first call")
                 self.first[key] = first_call_s(int4_weight_of(layer), execution_path(req["path"]))
             return self.first[key]
+        if op == "per_token":
+            from workbench.bench import int4_weight_of, per_token_errors
+            from workbench.error_split import activations
+
+            layer = self.layer(req["source"])
+            x = activations(layer, req["m"], req["kind"])
+            errors, skipped = {}, {}
+            for path in req["paths"]:  # one at a time: a crash is named by its path
+                self.stage(rid, path, int(x.shape[0]), "the per-token run")
+                e, s = per_token_errors(int4_weight_of(layer), layer.source_weight, [path], x)
+                errors.update(e)
+                skipped.update(s)
+            return {"m": int(x.shape[0]), "errors": errors, "skipped": skipped}
         if op == "calibrate":
             import warnings
 
@@ -426,7 +453,7 @@ class _Child:
                 host_calibration.cache_clear()
                 host_calibration()
             return [str(w.message) for w in caught if issubclass(w.category, UserWarning)]
-        raise InvalidInputError(f"request {op!r}; accepted: bench, first_call, calibrate")
+        raise InvalidInputError(f"request {op!r}; accepted: bench, first_call, per_token, calibrate")
 
     def serve(self) -> None:
         import traceback
