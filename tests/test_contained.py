@@ -143,3 +143,23 @@ def test_the_child_goes_with_its_worker():
         for _ in range(50):
             os.kill(pid, 0)
             time.sleep(0.1)
+
+
+def test_the_childs_cpu_time_is_the_runs_own_not_others_load():
+    # The page's load check runs in the server while the child computes: without the child's
+    # pid its work read as another process's load, and every run was flagged noisy.
+    import subprocess
+    import sys
+
+    from workbench.noise import cpu_sample
+
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 1.0: pass"])
+    try:
+        start, start_alone = cpu_sample((child.pid,)), cpu_sample()
+        time.sleep(0.8)
+        end, end_alone = cpu_sample((child.pid,)), cpu_sample()
+    finally:
+        child.wait()
+    # the child's CPU seconds (it spins), and none of it in this process's own reading
+    assert (end.own_s - start.own_s) - (end_alone.own_s - start_alone.own_s) >= 0.3

@@ -159,6 +159,8 @@ class Worker:
 
     # ---------------------------------------------------------------- life of the child
     def _start(self) -> None:
+        if self._err is not None:
+            self._err.close()
         self._err = tempfile.TemporaryFile()
         cmd = [sys.executable, "-m", "workbench.contained"]
         if self.threads:
@@ -169,6 +171,15 @@ class Worker:
         self._abandoned = None
         self.starts += 1
         self._finalizer = weakref.finalize(self, _kill, self._proc)
+
+    def ensure_started(self) -> int:
+        """The child's pid, started now if none runs (a run's load window counts its CPU time as
+        the run's own: `workbench.noise.cpu_sample`)."""
+        if not self.alive():
+            if self._proc is not None:
+                self.close()
+            self._start()
+        return self._proc.pid
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
@@ -214,10 +225,7 @@ class Worker:
 
     def _request(self, op: str, args: dict, *, what: str, timeout_s: float,
                  progress: Callable[[int, int, str], None] | None = None) -> dict:
-        if not self.alive():
-            if self._proc is not None:
-                self.close()
-            self._start()
+        self.ensure_started()
         self._next_id += 1
         rid = self._next_id
         extra = 0.0
@@ -241,9 +249,8 @@ class Worker:
                 except _Failed as died:
                     rc = died.args[0]
                     how = (_signal_name(rc) if rc < 0 else f"exit status {rc}")
-                    self._raise(what, how, stage, rc=rc)
+                    self._raise(what, how, stage)
                 if msg is None:
-                    self.close()
                     self._raise(what, "timeout", stage, timeout_s=timeout_s)
                 if msg.get("id") != rid:
                     continue  # the tail of an interrupted request
@@ -254,8 +261,7 @@ class Worker:
                 elif "progress" in msg:
                     if progress is not None:
                         progress(*msg["progress"])
-                elif "oom" in msg:
-                    self.close()  # what it holds after a failed allocation is no one's
+                elif "oom" in msg:  # the child ends too: what it holds after a failed allocation is no one's
                     self._raise(what, "out of memory", stage, detail=msg["oom"])
                 elif "error" in msg:
                     _reraise(msg["error"])
@@ -270,8 +276,8 @@ class Worker:
                 self._abandoned = (rid, deadline)
             raise
 
-    def _raise(self, what: str, how: str, stage: dict, *, rc: int | None = None, timeout_s: float | None = None,
-               detail: str = "") -> None:
+    def _raise(self, what: str, how: str, stage: dict, *, timeout_s: float | None = None, detail: str = "") -> None:
+        """Ends the child (dead, hung or out of memory) and raises the failure in words."""
         path, m = stage.get("path") or None, stage.get("m")
         where = ""
         if stage:  # the last thing the child said it was about to do

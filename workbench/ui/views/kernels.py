@@ -217,7 +217,9 @@ def _sweep(ref, paths: list[KernelPath], ms: list[int], reps: int, key: str) -> 
     ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": names, "ms": ms,
                        "status": "running", "provenance": host_provenance()}
     _compile_first(worker, source, paths, timeout_s)
-    start = cpu_sample()
+    # the child measures: its CPU time is the sweep's own, never other processes' load
+    helper = (worker.ensure_started(),)
+    start = cpu_sample(helper)
     bar = st.progress(0.0, text="starting")
     # The figures so far are redrawn after each M: the header's Stop (which ends the script
     # with no rerun) then leaves them on the page, and the records stay in the session.
@@ -232,7 +234,7 @@ def _sweep(ref, paths: list[KernelPath], ms: list[int], reps: int, key: str) -> 
         ss["kern.meta"]["done_m"] = m
         ss["kern.meta"]["load_end"] = _load()
         prov = ss["kern.meta"]["provenance"]  # the sweep so far, flagged where it was loaded
-        prov["load_check"] = load_check(start, cpu_sample(), prov["threads"]).to_dict()
+        prov["load_check"] = load_check(start, cpu_sample(helper), prov["threads"]).to_dict()
         with live.container():
             st.caption(f"Measured so far: M up to {m}.")
             figures(runs.record_rows(ss["kern.records"]), [], ss["kern.meta"], f"{key}-live-{m}",
