@@ -96,10 +96,10 @@ def test_a_hang_is_stopped_at_its_limit(planted):
     w = planted("hang:w4a8_native@1")
     t0 = time.monotonic()
     with pytest.raises(MeasurementDiedError) as err:
-        _bench(w, timeout_s=3)
-    assert 3 <= time.monotonic() - t0 < 30
+        _bench(w, timeout_s=5)
+    assert 5 <= time.monotonic() - t0 < 60
     assert err.value.how == "timeout" and err.value.path == "w4a8_native"
-    assert "did not answer within 3 s during the first call of path `w4a8_native` at M = 1" in str(err.value)
+    assert "did not answer within 5 s during the first call of path `w4a8_native` at M = 1" in str(err.value)
     assert not w.alive()
 
 

@@ -41,6 +41,9 @@ __all__ = ["Worker", "layer_source_checkpoint", "layer_source_synthetic", "layer
 # a hang. $WORKBENCH_RUN_TIMEOUT_S sets another limit for the app's runs.
 DEFAULT_TIMEOUT_S = 300.0
 TIMEOUT_ENV = "WORKBENCH_RUN_TIMEOUT_S"
+# A child has this long to import torch and the core before its first request (not counted
+# in any request's limit).
+STARTUP_TIMEOUT_S = 120.0
 # An idle child exits after this long (its parent starts another when asked again).
 IDLE_EXIT_S = 1800.0
 # Tests only: "MODE[:PATH][@M]" makes the child die before that path's call at that M (PATH
@@ -102,7 +105,10 @@ def layer_from_source(source: dict):
 # --------------------------------------------------------------------------- the parent's side
 
 
-def _signal_name(rc: int) -> str:
+def _how(rc: int) -> str:
+    """How a child ended, from its return code: a signal's name, or its exit status."""
+    if rc >= 0:
+        return f"exit status {rc}"
     try:
         return signal.Signals(-rc).name
     except ValueError:
@@ -171,6 +177,12 @@ class Worker:
         self._abandoned = None
         self.starts += 1
         self._finalizer = weakref.finalize(self, _kill, self._proc)
+        try:
+            ready = self._read_line(time.monotonic() + STARTUP_TIMEOUT_S)
+        except _Failed as died:
+            self._raise("the measuring process", _how(died.args[0]), {})
+        if ready is None:
+            self._raise("the measuring process's start", "timeout", {}, timeout_s=STARTUP_TIMEOUT_S)
 
     def ensure_started(self) -> int:
         """The child's pid, started now if none runs (a run's load window counts its CPU time as
@@ -247,9 +259,7 @@ class Worker:
                 try:
                     msg = self._read_line(deadline)
                 except _Failed as died:
-                    rc = died.args[0]
-                    how = (_signal_name(rc) if rc < 0 else f"exit status {rc}")
-                    self._raise(what, how, stage)
+                    self._raise(what, _how(died.args[0]), stage)
                 if msg is None:
                     self._raise(what, "timeout", stage, timeout_s=timeout_s)
                 if msg.get("id") != rid:
@@ -516,7 +526,11 @@ def _child_main(argv: list[str]) -> None:
         import torch
 
         torch.set_num_threads(int(argv[argv.index("--threads") + 1]))
-    _Child(out).serve()
+    import workbench.bench  # noqa: F401 - torch and the kernels, before the first request's clock starts
+
+    child = _Child(out)
+    child.send({"ready": True})
+    child.serve()
 
 
 if __name__ == "__main__":
