@@ -172,7 +172,7 @@ class Worker:
         if self.threads:
             cmd += ["--threads", str(self.threads)]
         self._proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._err,
-                                      env={**os.environ, **self.env}, start_new_session=True, bufsize=0)
+                                      env={**os.environ, **self.env}, bufsize=0)
         self._buf = b""
         self._abandoned = None
         self.starts += 1
@@ -517,6 +517,9 @@ def _die(mode: str) -> None:
 def _child_main(argv: list[str]) -> None:
     import faulthandler
 
+    # The asker's session and scheduling group (its timings are the asker's); a terminal's
+    # Ctrl-C is for the asker, whose exit closes this child's stdin and ends it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The protocol owns the real stdout; anything printed by a library goes to stderr.
     out = os.fdopen(os.dup(1), "w", buffering=1)
     os.dup2(2, 1)
