@@ -52,6 +52,9 @@ __all__ = [
 ]
 
 Progress = Callable[[int, int, str], None]  # (done, total, message)
+# (path, M or None, what): called before kernel calls, outside any timed region (a path's
+# preparation, its first call; no path for the round-robin's timed calls), so a crash can be named
+Stage = Callable[[str, "int | None", str], None]
 
 
 @dataclass(frozen=True)
@@ -236,7 +239,7 @@ class _Prepared:
 
 
 def _prepare_paths(weight: Int4Weight, names: Sequence[str], *, ms: Sequence[int] = (),
-                   w_float: torch.Tensor | None = None) -> dict[str, _Prepared]:
+                   w_float: torch.Tensor | None = None, on_stage: Stage | None = None) -> dict[str, _Prepared]:
     """Each named path prepared for `weight`, or marked with why it cannot run it.
 
     Nothing is allocated before every name is a known path and, for a sweep up to max(`ms`),
@@ -254,6 +257,8 @@ def _prepare_paths(weight: Int4Weight, names: Sequence[str], *, ms: Sequence[int
         ok, why = path.availability(weight)
         p = _Prepared(path, ok=ok, why=why if not ok else "")
         if ok:
+            if on_stage:
+                on_stage(name, None, "the weight's preparation")
             try:
                 p.state = path.prepare(weight)
             except KernelError as exc:
@@ -367,7 +372,7 @@ def _check_sweep(paths: Sequence[str], ms: Sequence[int], warmup: int, repeats: 
 
 
 def _first_calls(prepared: dict[str, _Prepared], per_m: dict[str, BenchRecord], x: torch.Tensor,
-                 m: int, warmup: int, max_call_s: float
+                 m: int, warmup: int, max_call_s: float, on_stage: Stage | None = None
                  ) -> tuple[list[tuple[str, Any]], dict[str, torch.Tensor]]:
     """The untimed first calls at one M: each runnable path's output (the one judged) and
     warm-up; returns the live paths with their inputs, and the outputs."""
@@ -381,6 +386,8 @@ def _first_calls(prepared: dict[str, _Prepared], per_m: dict[str, BenchRecord], 
             rec.why = (f"not timed: one call at M = {p.skip_from_m // 2 or 1} or below took "
                        f"{p.last_call_s:.1f} s, over the {max_call_s:.0f} s budget")
             continue
+        if on_stage:
+            on_stage(name, m, "the first call")
         try:
             inputs = _path_input(p, x)
             t0 = time.perf_counter()
@@ -461,15 +468,17 @@ def bench_weight(
     layer_name: str = "",
     progress: Progress | None = None,
     should_stop: Callable[[], bool] | None = None,
+    on_stage: Stage | None = None,
 ) -> list[BenchRecord]:
     """Records for every (path, M): timings, errors, or why a path did not run.
 
     A path whose call took longer than `max_call_s` is not timed at larger M (its
     records say so); one slower than `slow_call_s` is timed once per M instead of
-    `repeats` times. `should_stop()` returning True ends the sweep early.
+    `repeats` times. `should_stop()` returning True ends the sweep early. `on_stage` hears
+    which path runs at which M before each untimed call (a child process names a crash by it).
     """
     ms, warmup, repeats = _check_sweep(paths, ms, warmup, repeats, error_rows, max_call_s, slow_call_s)
-    prepared = _prepare_paths(weight, paths, ms=ms, w_float=w_float)
+    prepared = _prepare_paths(weight, paths, ms=ms, w_float=w_float, on_stage=on_stage)
     n, k, g = weight.n, weight.k, weight.group_size
     wf = float_weight(weight, w_float)
     total = len(ms) * len(paths)
@@ -487,14 +496,19 @@ def bench_weight(
             available=p.ok, why=p.why, computes=p.path.computes.value, emulated=p.path.emulated,
             activation_dtype=str(p.path.activation_dtype or x.dtype).replace("torch.", ""),
             threads=threads, layer=layer_name) for name, p in prepared.items()}
-        live, outputs = _first_calls(prepared, per_m, x, m, warmup, max_call_s)
+        live, outputs = _first_calls(prepared, per_m, x, m, warmup, max_call_s, on_stage)
         on_gpu = [(name, inputs) for name, inputs in live if prepared[name].path.device == "cuda"]
+        if on_stage and len(live) > len(on_gpu):
+            on_stage("", m, "the timed calls (round-robin over " + ", ".join(
+                name for name, xin in live if (name, xin) not in on_gpu) + ")")
         samples, cpu_samples = _time_round_robin(
             prepared, [pair for pair in live if pair not in on_gpu], m, repeats, slow_call_s, seed)
         refs: dict[str, torch.Tensor] = {}
         for name, inputs in live:
             p, rec = prepared[name], per_m[name]
             if (name, inputs) in on_gpu:
+                if on_stage:
+                    on_stage(name, m, "the device timing")
                 # device time; the first call (a JIT compile) is shown apart and never
                 # counts against the budget
                 t, rec.timing = _time_on_gpu(p, weight, inputs, m, seed)

@@ -22,7 +22,7 @@ import torch
 
 from workbench.errors import InvalidInputError
 
-__all__ = ["ErrorPart", "ErrorSplit", "error_split", "split_of_layer", "REFERENCES", "PARTS"]
+__all__ = ["ErrorPart", "ErrorSplit", "error_split", "split_of_layer", "activations", "REFERENCES", "PARTS"]
 
 PARTS = ("weight", "activation", "together")
 # What each part measures, against what (the words every face shows).
@@ -104,21 +104,33 @@ def error_split(weight, x: torch.Tensor, w_float: torch.Tensor | None, *, layer:
                       _part("weight", w4, ref), _part("activation", w4a8, w4), _part("together", w4a8, ref))
 
 
+def activations(layer, m: int, kind: str = "synthetic", seed: int = 0) -> torch.Tensor:
+    """[m, K] bf16 activations for a layer: seeded normal (`kind` "synthetic", what the bench
+    feeds), or a MiniLM layer's real inputs over the packaged sentences ("real"; the first m
+    tokens, fewer where the sentences hold fewer)."""
+    from workbench.bench import bench_activation
+
+    if kind == "real":
+        from workbench.trained import capture_activations
+
+        return capture_activations(layer.name).to(torch.bfloat16)[:m]
+    if kind == "synthetic":
+        return bench_activation(m, layer.in_features, seed)
+    raise InvalidInputError(f"activations {kind!r}; accepted: synthetic, real")
+
+
 def split_of_layer(layer, m: int, kind: str = "synthetic", seed: int = 0) -> ErrorSplit:
     """The split for a workbench layer: on seeded normal bf16 activations (`kind` "synthetic",
     what the bench feeds) or on the real inputs of a MiniLM layer over the packaged sentences
     ("real"; the first m tokens)."""
-    from workbench.bench import bench_activation, int4_weight_of
+    from workbench.bench import int4_weight_of
 
+    x = activations(layer, m, kind, seed)
     if kind == "real":
-        from workbench.trained import SENTENCES, capture_activations
+        from workbench.trained import SENTENCES
 
-        x = capture_activations(layer.name).to(torch.bfloat16)[:m]
         inputs = (f"real activations: all-MiniLM-L6-v2's inputs to {layer.name} over {len(SENTENCES)} "
                   f"sentences, {x.shape[0]} tokens, bf16")
-    elif kind == "synthetic":
-        x = bench_activation(m, layer.in_features, seed)
-        inputs = f"synthetic activations: seeded normal(0, 1), bf16, {m} tokens (as the bench feeds)"
     else:
-        raise InvalidInputError(f"activations {kind!r}; accepted: synthetic, real")
+        inputs = f"synthetic activations: seeded normal(0, 1), bf16, {m} tokens (as the bench feeds)"
     return error_split(int4_weight_of(layer), x, layer.source_weight, layer=layer.name, inputs=inputs)

@@ -292,3 +292,64 @@ def test_a_noisy_run_is_flagged_and_never_a_crossover(ui):
     data = next(d.value for d in at.dataframe if "unreliable" in d.value.columns)
     flagged = data[data["unreliable"].notna()]
     assert list(flagged["path"]) == ["w4a16_fallback"] and "p80/p20" in flagged["unreliable"].iloc[0]
+
+
+def _two_paths(ui, ms: str):
+    at = ui.open_app("kernels")
+    at.text_input(key="w:kern.m_list").set_value(ms).run()
+    at.number_input(key="w:kern.reps").set_value(1).run()
+    at.multiselect(key="w:kern.paths").set_value(["w4a8_native", "w4a16_fallback"]).run()
+    return at
+
+
+def test_a_crashing_kernel_is_named_once_and_the_next_run_works(ui, monkeypatch):
+    # Issue 34.7: a native crash in Run took the server down for every session. The sweep runs
+    # in the session's child process; a real SIGSEGV there (planted, read by the child only)
+    # is said once, what was measured stays, and the next Run works in a fresh child.
+    from workbench.contained import PLANT_ENV
+
+    monkeypatch.setenv(PLANT_ENV, "segv:w4a8_native@16")
+    at = _two_paths(ui, "1,16")
+    at.button(key="kern.run").click().run(timeout=300)
+    assert not at.exception
+    assert ui.errors(at) == [
+        "The kernel run crashed with SIGSEGV during the first call of path `w4a8_native` at M = 16 (in a child "
+        "process: nothing else ended). Drop `w4a8_native` from Paths and run again, or start the app with "
+        "W4A8_KERNELS_MAX_ISA=avx512 (or avx2) to keep the native engines off their widest instructions."]
+    assert {(r["path"], r["m"]) for r in at.session_state["kern.records"]} == {("w4a8_native", 1),
+                                                                               ("w4a16_fallback", 1)}
+    assert "failed at M = 16 (SIGSEGV); measured up to M = 1" in ui.text(at)
+    assert ui.plotly_count(at) >= 2  # M = 1's figures are drawn
+    at.run()
+    assert not ui.errors(at)  # said once
+    monkeypatch.delenv(PLANT_ENV)
+    at.button(key="kern.run").click().run(timeout=300)
+    assert not at.exception and not ui.errors(at)
+    assert len(at.session_state["kern.records"]) == 4 and at.session_state["kern.meta"]["status"] == "done"
+    assert at.session_state["measure.worker"].starts == 2
+    # the per-token error runs the paths there too
+    at.session_state["measure.worker"].close()
+    monkeypatch.setenv(PLANT_ENV, "abort:w4a16_fallback@8")
+    at.number_input(key="kern.pt_m").set_value(8).run()
+    at.button(key="kern.pt_run").click().run(timeout=300)
+    assert not at.exception
+    [said] = ui.errors(at)
+    assert said.startswith("The per-token error run crashed with SIGABRT during the per-token run of path "
+                           "`w4a16_fallback` at M = 8"), said
+    assert "kern.per_token" not in at.session_state and len(at.session_state["kern.records"]) == 4
+
+
+def test_a_hanging_kernel_is_stopped_and_named(ui, monkeypatch):
+    from workbench.contained import PLANT_ENV, TIMEOUT_ENV
+
+    monkeypatch.setenv(PLANT_ENV, "hang:w4a16_fallback@1")
+    monkeypatch.setenv(TIMEOUT_ENV, "10")  # from the child's start: its imports are not counted
+    at = _two_paths(ui, "1")
+    at.button(key="kern.run").click().run(timeout=300)
+    assert not at.exception
+    [said] = ui.errors(at)
+    assert said.startswith("The kernel run did not answer within 10 s during the first call of path "
+                           "`w4a16_fallback` at M = 1: stopped as a hang"), said
+    assert at.session_state["kern.records"] == []
+    assert at.session_state["kern.meta"]["status"].startswith("failed at M = 1 (timeout)")
+    assert not at.session_state["measure.worker"].alive()

@@ -70,3 +70,26 @@ def test_each_layer_says_what_changes_under_the_other_release(ui, monkeypatch):
     report._flag_upgrade(rows, "Llama-3.1-8B", "sm80-a100", 1, 1, 2048, new)
     assert rows[0][col] == "kernel: MarlinLinearKernel -> HummingLinearKernel; computes: w4a8 -> w4a16"
     assert rows[1][col] == "no change"
+
+
+def test_a_calibration_that_crashes_is_named_and_the_page_goes_on(ui, tmp_path, monkeypatch):
+    # Issue 34.7: "Calibrate this machine" on an AMX host took the server down. It runs in the
+    # session's child process; a real abort there (planted) is said, nothing is cached, and the
+    # button works again (a fresh child).
+    from workbench.contained import PLANT_ENV
+    from workbench.perf import cpu
+
+    monkeypatch.setenv("WORKBENCH_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv(PLANT_ENV, "abort:calibration")
+    cpu.host_calibration.cache_clear()
+    at = ui.open_app("report", state={"pf.preset": "host", "report.source": "Llama-3.1-8B"})
+    for attempt in (1, 2):
+        at.button(key="pred-calibrate").click().run(timeout=300)
+        assert not at.exception
+        assert ui.errors(at) == [
+            "This machine's calibration crashed with SIGABRT (in a child process: nothing else ended). Start "
+            "the app with W4A8_KERNELS_MAX_ISA=avx512 (or avx2) to keep the native engines off their widest "
+            "instructions, and calibrate again."]
+        assert at.session_state["measure.worker"].starts == attempt
+        assert [b.label for b in at.button] == ["Calibrate this machine"]
+        assert not list(tmp_path.rglob("host-*.json"))

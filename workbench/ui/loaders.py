@@ -344,20 +344,22 @@ def synthetic_spec_dict(ss: Any) -> dict[str, Any]:
     return {k: ss[f"syn.{k}"] for k in keys}
 
 
+# The synthetic layer's name: the Llama down_proj it stands in for.
+SYNTHETIC_NAME = "model.layers.0.mlp.down_proj"
+
+
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _synthetic(spec_json: str):
-    from workbench.synthetic import SyntheticSpec, synthetic_layer
+    from workbench.contained import layer_from_source, layer_source_synthetic
 
-    spec = SyntheticSpec(**json.loads(spec_json))
-    return synthetic_layer(spec, name="model.layers.0.mlp.down_proj")
+    return layer_from_source(layer_source_synthetic(json.loads(spec_json), SYNTHETIC_NAME))
 
 
 @st.cache_resource(show_spinner=False, max_entries=4)
 def _trained(spec_json: str):
-    from workbench.trained import trained_layer
+    from workbench.contained import layer_from_source, layer_source_trained
 
-    spec = json.loads(spec_json)
-    return trained_layer(spec.pop("name"), **spec)
+    return layer_from_source(layer_source_trained(json.loads(spec_json)))
 
 
 def trained_spec_dict(ss: Any) -> dict[str, Any]:
@@ -369,6 +371,18 @@ def layer_spec(ref: LayerRef):
     if ref.path is not None:
         return open_dir(ref.path).spec(ref.name)
     return load_layer(ref)
+
+
+def layer_source(ref: LayerRef) -> dict:
+    """What a measurement's child process rebuilds the layer from (`workbench.contained`):
+    the checkpoint's path and layer name, or the synthetic / trained spec; never the tensors."""
+    from workbench import contained
+
+    if ref.path is not None:
+        return contained.layer_source_checkpoint(ref.path, ref.name)
+    if ref.source == "synthetic":
+        return contained.layer_source_synthetic(json.loads(ref.key.removeprefix("synthetic:")), SYNTHETIC_NAME)
+    return contained.layer_source_trained(json.loads(ref.key.removeprefix("trained:")))
 
 
 def load_layer(ref: LayerRef):

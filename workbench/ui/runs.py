@@ -1,4 +1,4 @@
-"""Kernel runs for the Kernels page: sweep records as plot rows, saved results, per-token error.
+"""Kernel runs for the Kernels page: sweep records as plot rows, saved results.
 
 The timing, the path protocol and the error work are the core's (`workbench.bench`); this
 module only turns results-schema records (`workbench.results.ResultRecord`, µs) into the one
@@ -101,33 +101,6 @@ def read_saved(name: str, data: bytes) -> tuple[dict, list[dict]]:
 def shapes_of(rows: Sequence[dict]) -> list[tuple[int, int]]:
     """The (N, K) shapes present, largest first."""
     return sorted({(r["n"], r["k"]) for r in rows}, key=lambda s: -s[0] * s[1])
-
-
-# --------------------------------------------------------------------------- per-token error
-
-
-def per_token_errors(layer, paths: Sequence[str], x) -> tuple[dict[str, list[float]], dict[str, str]]:
-    """`workbench.bench.per_token_errors` for a workbench layer (its float weight when it has one).
-
-    Returns (errors by path, why a path did not run).
-    """
-    from workbench.bench import int4_weight_of, per_token_errors as core
-
-    return core(int4_weight_of(layer), layer.source_weight, paths, x)
-
-
-def activations(layer, m: int, kind: str, seed: int = 0):
-    """[m, K] activations: seeded normal bf16 (as the bench uses), or MiniLM's real inputs."""
-    import torch
-
-    if kind == "real":
-        from workbench.trained import capture_activations
-
-        x = capture_activations(layer.name)
-        return x[:m].to(torch.bfloat16)
-    from workbench.bench import bench_activation
-
-    return bench_activation(m, layer.in_features, seed)
 
 
 def records_csv(records: Sequence[dict]) -> str:

@@ -38,6 +38,26 @@ def show_error(exc: BaseException) -> None:
     st.error(plain(exc))
 
 
+# --------------------------------------------------------------------------- measurements
+
+WORKER_KEY = "measure.worker"
+
+
+def measurement_worker():
+    """This session's measuring child process (`workbench.contained.Worker`): kernels run
+    there, so a crash, a hang or an out-of-memory ends it and not the server every session
+    shares. One per session, kept between runs (its JIT-compiled kernels with it); a failure
+    ends it and the next run starts another. It goes when the session's state does."""
+    w = st.session_state.get(WORKER_KEY)
+    if w is None:
+        from workbench.contained import Worker
+        from workbench.perf.cpu import host_threads
+
+        # the server's thread count: a calibration's cache key and a sweep's records are its
+        w = st.session_state[WORKER_KEY] = Worker(threads=host_threads())
+    return w
+
+
 # --------------------------------------------------------------------------- platform and env
 
 

@@ -1,8 +1,10 @@
 """Kernels: run W4A8 native, the W4A16 fallback and what vLLM would run here, on this machine.
 
 Every number comes from `workbench.bench` (round-robin timing, errors against the float64
-references). A sweep runs one M at a time and keeps each M's records in the session as
-it goes, so Stop (which interrupts the run) keeps what was measured.
+references), run in the session's measuring child process (`workbench.contained`): a kernel
+that crashes, hangs or runs out of memory ends that child, the page says what failed, and the
+server goes on. A sweep runs one M at a time and keeps each M's records in the session as
+it goes, so Stop (which interrupts the run) and a failure keep what was measured.
 """
 from __future__ import annotations
 
@@ -150,37 +152,62 @@ def _kernel_paths(names: list[str]) -> list[KernelPath]:
     return [execution_path(name) for name in names]
 
 
-@st.cache_resource(show_spinner=False)
-def _warm_engine(layer_key: str, name: str, _path: KernelPath, _layer) -> float:
-    """A JIT-compiled path's first call, once per layer (keyed by the layer and the path's name):
-    the compiled kernels stay in this process, so the timed runs after it (and later reruns) do
-    not pay for compiling."""
-    from workbench.bench import first_call_s, int4_weight_of
-
-    return first_call_s(int4_weight_of(_layer), _path)
-
-
-def _compile_first(layer, ref, paths: list[KernelPath]) -> None:
+def _compile_first(worker, source: dict, paths: list[KernelPath], timeout_s: float) -> None:
     """Each path that compiles CUDA kernels at its first call makes that call before the sweep
-    times anything, under a status line that says how long it took or why it cannot run."""
+    times anything, under a status line that says how long it took or why it cannot run.
+
+    The call runs in the session's measuring child, once per child and layer: the compiled
+    kernels stay there for the timed runs after it and for later reruns. The trade-off of a
+    child (the server survives a crashing kernel): a new session, or the child started after
+    a failure, compiles again, and says so here with its time."""
     from w4a8_kernels.errors import KernelError
+    from workbench.errors import MeasurementDiedError
 
     for path in paths:
         if not path.jit or not path.probe()[0]:
             continue
         with st.status(f"Compiling `{path.name}`'s CUDA kernels (first call only)...") as box:
             try:
-                took = _warm_engine(ref.key, path.name, path, layer)
+                took = worker.first_call(source, path.name, timeout_s=timeout_s)
                 box.update(label=f"`{path.name}` ready ({took:.1f} s the first time)", state="complete")
             except KernelError as exc:  # the bench records why it cannot run
                 box.update(label=f"`{path.name}` cannot run: {exc}", state="error")
+            except MeasurementDiedError:
+                box.update(label=f"`{path.name}` failed on its first call", state="error")
+                raise
 
 
-def _run(layer, ref, paths: list[KernelPath], ms: list[int], reps: int, key: str) -> None:
-    from workbench.bench import bench_layer_weight, host_provenance
+FAILURE_KEY = "kern.failure"
+
+
+def _failure_view(ref) -> None:
+    """A measurement that died (`workbench.contained`), said once: the next run clears it."""
+    failed = st.session_state.pop(FAILURE_KEY, None)
+    if failed and failed["layer_key"] == ref.key:
+        st.error(plain(failed["message"]))
+
+
+def _run(ref, paths: list[KernelPath], ms: list[int], reps: int, key: str) -> None:
+    from workbench.errors import MeasurementDiedError
+
+    ss = st.session_state
+    try:
+        _sweep(ref, paths, ms, reps, key)
+    except MeasurementDiedError as exc:
+        meta = ss.get("kern.meta")
+        if meta and meta.get("layer_key") == ref.key and meta.get("status") == "running":
+            meta["status"] = ("failed" + (f" at M = {exc.m}" if exc.m is not None else "") + f" ({exc.how}); "
+                              f"measured up to M = {meta.get('done_m', 'none')}")
+        ss[FAILURE_KEY] = {"layer_key": ref.key, "message": str(exc)}
+        st.rerun()  # the page from what was measured, the failure said once above it
+
+
+def _sweep(ref, paths: list[KernelPath], ms: list[int], reps: int, key: str) -> None:
+    from workbench.bench import host_provenance
+    from workbench.contained import timeout_from_env
     from workbench.noise import cpu_sample, load_check
 
-    _compile_first(layer, ref, paths)
+    worker, source, timeout_s = widgets.measurement_worker(), loaders.layer_source(ref), timeout_from_env()
     names = [path.name for path in paths]
     ss = st.session_state
     ss["kern.records"] = []
@@ -189,7 +216,10 @@ def _run(layer, ref, paths: list[KernelPath], ms: list[int], reps: int, key: str
     _stop_watch()
     ss["kern.meta"] = {"layer_key": ref.key, "label": ref.label, "paths": names, "ms": ms,
                        "status": "running", "provenance": host_provenance()}
-    start = cpu_sample()
+    _compile_first(worker, source, paths, timeout_s)
+    # the child measures: its CPU time is the sweep's own, never other processes' load
+    helper = (worker.ensure_started(),)
+    start = cpu_sample(helper)
     bar = st.progress(0.0, text="starting")
     # The figures so far are redrawn after each M: the header's Stop (which ends the script
     # with no rerun) then leaves them on the page, and the records stay in the session.
@@ -198,13 +228,13 @@ def _run(layer, ref, paths: list[KernelPath], ms: list[int], reps: int, key: str
         def progress(done: int, total: int, msg: str, i: int = i) -> None:  # done of this M's total
             bar.progress(min(1.0, (i + done / total) / len(ms)), text=msg)
 
-        recs = bench_layer_weight(layer, names, [m], repeats=reps, warmup=WARMUP, max_call_s=5.0,
-                                  error_rows=64, progress=progress)
-        ss["kern.records"] = ss["kern.records"] + [r.to_dict() for r in recs]
+        recs = worker.bench(source, names, [m], repeats=reps, warmup=WARMUP, max_call_s=5.0,
+                            error_rows=64, progress=progress, timeout_s=timeout_s)
+        ss["kern.records"] = ss["kern.records"] + recs
         ss["kern.meta"]["done_m"] = m
         ss["kern.meta"]["load_end"] = _load()
         prov = ss["kern.meta"]["provenance"]  # the sweep so far, flagged where it was loaded
-        prov["load_check"] = load_check(start, cpu_sample(), prov["threads"]).to_dict()
+        prov["load_check"] = load_check(start, cpu_sample(helper), prov["threads"]).to_dict()
         with live.container():
             st.caption(f"Measured so far: M up to {m}.")
             figures(runs.record_rows(ss["kern.records"]), [], ss["kern.meta"], f"{key}-live-{m}",
@@ -267,7 +297,7 @@ def _controls(layer, ref, plan, key: str, default_m: str | None) -> None:
         ms = state.parse_ms(ss["kern.m_list"])
         if not ss["kern.paths"]:
             raise InvalidInputError("paths: pick at least one kernel path to run")
-        _run(layer, ref, _kernel_paths(ss["kern.paths"]), ms, int(ss["kern.reps"]), key)
+        _run(ref, _kernel_paths(ss["kern.paths"]), ms, int(ss["kern.reps"]), key)
 
 
 def _local_rows(ref) -> tuple[list[dict], dict | None]:
@@ -498,10 +528,12 @@ def per_token(layer, ref, key: str) -> None:
         st.markdown("Activations: **real MiniLM inputs on real sentences**" if real else
                     "Activations: seeded normal, bf16 (as the sweep uses)")
     if st.button("Compute per-token error", key=f"{key}.pt_run"):
-        x = runs.activations(layer, int(m), "real" if real else "random")
-        errs, skipped = runs.per_token_errors(layer, paths, x)
-        ss["kern.per_token"] = {"layer_key": ref.key, "m": int(x.shape[0]), "errors": errs,
-                                "skipped": skipped}
+        from workbench.contained import timeout_from_env
+
+        # the paths run in the session's measuring child, as the sweep's do
+        got = widgets.measurement_worker().per_token(loaders.layer_source(ref), paths, int(m),
+                                                     "real" if real else "synthetic", timeout_s=timeout_from_env())
+        ss["kern.per_token"] = {"layer_key": ref.key, **got}
     pt = ss.get("kern.per_token")
     if pt and pt["layer_key"] == ref.key:
         fig = plots.per_token_error_figure(pt["errors"], title=escape(
@@ -521,9 +553,10 @@ def comparison(*, key: str = "kern", default_m: str | None = None, auto_run: boo
     t, plan, host = engine_plan(ref)
     plan_view(t, plan, host)
     _controls(layer, ref, plan, key, default_m)
+    _failure_view(ref)
     local, meta = _local_rows(ref)
     if auto_run and not local and not (meta and meta.get("layer_key") == ref.key):
-        _run(layer, ref, _kernel_paths(ss["kern.paths"]), state.parse_ms(ss["kern.m_list"]),
+        _run(ref, _kernel_paths(ss["kern.paths"]), state.parse_ms(ss["kern.m_list"]),
              int(ss["kern.reps"]), key)
         local, meta = _local_rows(ref)
     if meta and meta.get("layer_key") == ref.key:
@@ -579,6 +612,7 @@ def render() -> None:
         _controls(layer, ref, plan, "kern", None)
     except Exception as exc:  # noqa: BLE001
         widgets.show_error(exc)
+    _failure_view(ref)
     local, meta = _local_rows(ref)
     if meta and meta.get("layer_key") == ref.key:
         prov = meta["provenance"]

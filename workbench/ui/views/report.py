@@ -217,6 +217,11 @@ def _curves(platform: str, n: int, k: int, g: int) -> list:
             for path in ("w4a8_native", "w4a16_fallback", "bf16_dense") for m in sweep_ms(1, 8192)]
 
 
+# A calibration times several shapes and paths, up to three times over: its limit is this
+# many times one run's.
+CALIBRATION_TIMEOUT_FACTOR = 3
+
+
 def _host_ready(platform: str, *, quiet: bool = False) -> bool:
     """The app never starts this machine's calibration unasked (it times kernels for seconds)."""
     from workbench.perf.cpu import cached_host_calibration, host_calibration
@@ -230,15 +235,16 @@ def _host_ready(platform: str, *, quiet: bool = False) -> bool:
     st.info("This machine is not calibrated yet: the calibration times its kernels at a few shapes "
             "(seconds; cached). Or pick a preset in the sidebar for its predicted curves.")
     if st.button("Calibrate this machine", key="pred-calibrate"):
-        import warnings
+        from workbench.contained import timeout_from_env
 
-        with st.spinner("Calibrating this machine..."), warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            host_calibration()
-        # under load, noisy or refused: said once, on the next run of the page
-        st.session_state["pred.calibration_warnings"] = [str(w.message) for w in caught
-                                                          if issubclass(w.category, UserWarning)]
-        st.rerun()
+        # It times kernels: in the session's measuring child (`workbench.contained`), which
+        # caches it on disk; a crash, a hang or an out-of-memory there is said here, once.
+        with st.spinner("Calibrating this machine..."), widgets.user_errors():
+            said = widgets.measurement_worker().calibrate(timeout_s=CALIBRATION_TIMEOUT_FACTOR * timeout_from_env())
+            host_calibration.cache_clear()  # the child's, read from the cache from now on
+            # under load, noisy or refused: said once, on the next run of the page
+            st.session_state["pred.calibration_warnings"] = said
+            st.rerun()
     return False
 
 
