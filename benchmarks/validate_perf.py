@@ -142,7 +142,7 @@ def host_check(rounds: int = 2) -> dict:
     import torch
 
     from workbench.bench import host_provenance
-    from workbench.perf.cpu import (SLOW_PATHS, CALIBRATION_MS, CALIBRATION_SHAPES, FLOOR_SHAPE, bench_paths,
+    from workbench.perf.cpu import (SLOW_PATHS, CALIBRATION_MS, CALIBRATION_SHAPES, FLOOR_SHAPES, bench_paths,
                                     host_key, measure_throughputs,
                                     engine_steps, fit_host, measure_host, plan_for,
                                     save_host_calibration)
@@ -152,7 +152,7 @@ def host_check(rounds: int = 2) -> dict:
     load = [{"round": "start", "loadavg_1m": round(os.getloadavg()[0], 2)}]
     thr = measure_throughputs()
     steps = engine_steps()
-    cal_shapes, held = {*CALIBRATION_SHAPES, FLOOR_SHAPE}, set(HOST_SHAPES)
+    cal_shapes, held = {*CALIBRATION_SHAPES, *FLOOR_SHAPES}, set(HOST_SHAPES)
     assert held.isdisjoint(cal_shapes)
 
     def on_round(r: int, seconds: float) -> None:
@@ -163,7 +163,7 @@ def host_check(rounds: int = 2) -> dict:
     # set how cold its caches are (dense read 25% faster among four paths than among nine).
     # vLLM's slow Dynamic4bit loop is left out of the held-out shapes (not checked).
     paths = sorted(set(bench_paths()) | set(HOST_PATHS))
-    plan = {**plan_for((*CALIBRATION_SHAPES, FLOOR_SHAPE), CALIBRATION_MS, paths),
+    plan = {**plan_for((*CALIBRATION_SHAPES, *FLOOR_SHAPES), CALIBRATION_MS, paths),
             **plan_for(HOST_SHAPES, HOST_MS, [p for p in paths if p not in SLOW_PATHS])}
     samples = measure_host(plan, rounds=rounds, steps=steps, on_round=on_round)
     fitted = set(bench_paths())  # what a live calibration fits (the fallback by its variants)

@@ -85,3 +85,41 @@ def test_bench_medians_agree_with_the_harness_and_humming_is_timed_at_every_m(tm
             if abs(ours / ref - 1) > 0.10:
                 misses.append(f"{path} M = {m}: bench {ours:.2f} us, harness {ref:.2f} us")
     assert not misses, misses
+
+
+@gpu
+def test_the_kernels_page_child_times_humming_as_the_harness_does(tmp_path, monkeypatch):
+    """The Kernels page measures in its child process (workbench.contained), through the same
+    `bench` code: Humming at M = 1 within 10% of the harness's figure, its first call (a cold
+    JIT compile) timed apart and never in a sample."""
+    from w4a8_kernels.registry import get_path
+    from workbench.contained import Worker, layer_source_synthetic
+
+    ok, why = get_path("vllm_humming").availability()
+    if not ok:
+        pytest.skip(f"vllm_humming cannot run here: {why}")
+    monkeypatch.setenv("HUMMING_CACHE_DIR", str(tmp_path / "humming"))  # the child's JIT cache, cold
+    h = _harness()
+    h.use_part(h.read_part())
+    h.ENGINE_PATHS = ("vllm_humming",)
+    h.TABLES = h.module_tables()
+    n = k = 4096
+    g = 128
+    source = layer_source_synthetic({"out_features": n, "in_features": k, "group_size": g}, "faces_4096")
+    worker = Worker()
+    try:
+        first = worker.first_call(source, "vllm_humming")
+        recs = {r["m"]: r for r in worker.bench(source, ["vllm_humming"], [1, 128], repeats=5, warmup=2,
+                                                  max_call_s=5.0)}
+    finally:
+        worker.close()
+    assert first > 0
+    misses = []
+    for m in (1, 128):
+        r = recs[m]
+        assert r["median_ms"] is not None, r
+        assert r["timing"].startswith("device: "), r["timing"]
+        ref = h.measure("vllm_humming", h.Problem((n, k), g), m)["time_us"]
+        if abs(r["median_ms"] * 1e3 / ref - 1) > 0.10:
+            misses.append(f"M = {m}: page {r['median_ms'] * 1e3:.2f} us, harness {ref:.2f} us")
+    assert not misses, misses

@@ -33,7 +33,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 __all__ = ["LinearFit", "HostCalibration", "Sample", "host_calibration", "fit_linear", "features",
-           "measure_host", "plan_for", "fit_host", "FLOOR_SHAPE", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
+           "measure_host", "plan_for", "fit_host", "FLOOR_SHAPES", "Floors", "engine_steps", "save_host_calibration", "CALIBRATION_SHAPES", "CALIBRATION_MS",
            "CPU_PATHS", "CalibrationSpreadWarning", "CalibrationLoadWarning", "loaded_calibration",
            "load_sentence", "spread_of", "calibrated_with_retries", "WIDE_SPREAD",
            "SLOW_PATHS", "bench_paths", "host_key", "measure_throughputs", "runs_here", "host_threads",
@@ -47,11 +47,14 @@ CALIBRATION_SHAPES = ((2048, 2048), (4096, 2048), (3072, 6144))
 # 1-16 and 32-128 on each side of the W4A8 engine switch (LARGE_M = 24 today): each engine
 # gets three token counts per shape.
 CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
-# A layer so small that a call is its fixed cost: each path's (and each W4A8 engine's) fastest
-# call on it is that path's per-call floor, held as the fit's fixed term instead of fitted
-# from the large shapes, which cannot tell it apart (an AMX host's W4A8 fit put 44 us on a
-# 64 x 64 call that took 9).
-FLOOR_SHAPE = (64, 64)
+# Layers so small that a call is its fixed cost: each path's (and each W4A8 engine's) fastest
+# call on them, at each calibrated M, is that path's per-call floor, held as the fit's fixed
+# term instead of fitted from the large shapes, which cannot tell it apart (an AMX host's W4A8
+# fit put 44 us on a 64 x 64 call that took 9). Two sizes, because torch switches kernels just
+# above 64 x 64: its bf16 call took 4 us there at M = 1 and 21-24 us at 96 x 160, 128 x 128,
+# 64 x 256 and 256 x 64 (this Xeon; 8 and 23-35 us on an AMX host). A layer takes the floor
+# of the smallest of these at least its size (the largest's beyond them): `Floors`.
+FLOOR_SHAPES = ((64, 64), (128, 128))
 SMALL_LAYER = 256 * 256  # weights of at most this many elements are timed more often (measure_host)
 CALIBRATION_GROUP = 128
 # Prediction path -> the bench paths whose fits predict it (the fastest of them wins, as
@@ -64,12 +67,42 @@ CPU_PATHS = {"w4a8_native": ("w4a8_native",),
 # timed at small M only, where its per-token cost is already clear.
 SLOW_PATHS = {"vllm_dynamic4bit": (1, 2, 4)}
 _ENGINE_SCAN = 4096  # engine_for is read for M = 1.._ENGINE_SCAN; beyond, the last engine runs
-_FIT_VERSION = "5"  # 4: the fixed term is the floor measured on FLOOR_SHAPE; 5: small layers timed 5x as often
+_FIT_VERSION = "6"  # 4: a measured floor; 5: small layers timed 5x as often; 6: floors by size and M
 _MIN_POINTS = 5  # one per feature
 
 
 def features(m: int, n: int, k: int) -> np.ndarray:
     return np.array([1.0, n * k, m * n * k, m * k, m * n], dtype=float)
+
+
+@dataclass(frozen=True)
+class Floors:
+    """A path's measured per-call floors: ((weight elements, ((M, us), ...)), ...) by size.
+    A layer takes the smallest size at least its own (the largest beyond them all), and at
+    that size the most any calibrated M up to its M took (the first M's below them): never
+    less at more tokens, nor, as sizes are held to the most of the smaller ones, at a
+    larger layer."""
+
+    by_size: tuple = ()
+
+    @staticmethod
+    def measured(samples: dict[tuple[int, int], dict[int, float]]) -> "Floors":
+        """samples: (n, k) -> {M: fastest us}."""
+        out, held = [], {}
+        for (n, k), by_m in sorted(samples.items(), key=lambda kv: kv[0][0] * kv[0][1]):
+            run, row = 0.0, []
+            for m in sorted(by_m):
+                run = max(run, by_m[m], held.get(m, 0.0))
+                row.append((m, run))
+            held = {m: us for m, us in row}
+            out.append((n * k, tuple(row)))
+        return Floors(tuple(out))
+
+    def at(self, m: int, n: int, k: int) -> float:
+        size = n * k
+        row = next((r for s, r in self.by_size if s >= size), self.by_size[-1][1])
+        below = [us for mm, us in row if mm <= m]
+        return below[-1] if below else row[0][1]
 
 
 @dataclass(frozen=True)
@@ -79,18 +112,24 @@ class LinearFit:
     rms_log: float
     err_lo: float  # 5th / 95th percentiles of log(measured / fitted), held-out where known
     err_hi: float
+    floors: Floors | None = None  # the fixed term where measured (coef[0]: the largest size's, at M = 1)
 
     def predict(self, m: int, n: int, k: int) -> float:
-        return float(features(m, n, k) @ np.array(self.coef))
+        x = features(m, n, k)
+        if self.floors is None:
+            return float(x @ np.array(self.coef))
+        return self.floors.at(m, n, k) + float(x[1:] @ np.array(self.coef[1:]))
 
 
-def fit_linear(points: Sequence[tuple[int, int, int, float]], c0: float | None = None) -> LinearFit:
+def fit_linear(points: Sequence[tuple[int, int, int, float]], c0: float | Floors | None = None) -> LinearFit:
     """points: (m, n, k, us). c0: the fixed per-call term, held instead of fitted (results
-    at one weight size cannot tell it from the per-weight term)."""
+    at one weight size cannot tell it from the per-weight term): one figure, or the floors
+    measured per size and M."""
     from workbench.perf.fit import nnls
 
     x = np.stack([features(m, n, k) for m, n, k, _ in points])
     t = np.array([p[3] for p in points])
+    floors = c0 if isinstance(c0, Floors) else None
     norm = np.maximum(np.abs(x).max(axis=0), 1e-12)
     # a term proportional to another over these points is left out (at one K, M*N is M*N*K / K:
     # the fit could split the two any way, and another K would see the split)
@@ -102,12 +141,15 @@ def fit_linear(points: Sequence[tuple[int, int, int, float]], c0: float | None =
         coef[use] = nnls(x[:, use] / t[:, None] / norm[use], np.ones_like(t)) / norm[use]
     else:
         use[0] = False
-        coef[use] = nnls(x[:, use] / t[:, None] / norm[use], 1 - c0 / t) / norm[use]
-        coef[0] = c0
-    resid = np.log(t / np.maximum(x @ coef, 1e-9))
+        fixed = (np.array([floors.at(m, n, k) for m, n, k, _ in points]) if floors is not None
+                 else np.full_like(t, c0))
+        coef[use] = nnls(x[:, use] / t[:, None] / norm[use], 1 - fixed / t) / norm[use]
+        coef[0] = floors.by_size[-1][1][0][1] if floors is not None else c0
+    fit = LinearFit(tuple(float(c) for c in coef), len(points), 0.0, 0.0, 0.0, floors)
+    resid = np.log(t / np.maximum([fit.predict(m, n, k) for m, n, k, _ in points], 1e-9))
     lo, hi = np.percentile(resid, [5, 95])
-    return LinearFit(tuple(float(c) for c in coef), len(points), float(np.sqrt(np.mean(resid ** 2))),
-                     float(lo), float(hi))
+    return LinearFit(fit.coef, len(points), float(np.sqrt(np.mean(resid ** 2))), float(lo), float(hi),
+                     floors)
 
 
 def _engine_at(steps: tuple, m: int) -> str | None:
@@ -363,14 +405,16 @@ def fit_host(samples: Iterable[Sample], key: str, throughputs: dict, threads: in
     """A calibration from samples: one fit per bench path (W4A8: per engine, and pooled
     for callers that know no engine)."""
     pts: dict[str, list] = {}
-    floors: dict[str, float] = {}
+    small: dict[str, dict] = {}  # path -> (n, k) -> {M: fastest us}
     for s in samples:
         paths = (s.path, "w4a8_native") if s.path.startswith("w4a8_native@") else (s.path,)
         for path in paths:
-            if (s.n, s.k) == FLOOR_SHAPE:
-                floors[path] = min(floors.get(path, s.us), s.us)
+            if (s.n, s.k) in FLOOR_SHAPES:
+                by_m = small.setdefault(path, {}).setdefault((s.n, s.k), {})
+                by_m[s.m] = min(by_m.get(s.m, s.us), s.us)
             else:
                 pts.setdefault(path, []).append((s.m, s.n, s.k, s.us))
+    floors = {p: Floors.measured(v) for p, v in small.items()}
     fits = {p: _with_held_out_band(fit_linear(v, c0=floors.get(p)), v, floors.get(p))
             for p, v in pts.items() if len(v) >= _MIN_POINTS}
     return HostCalibration(key, throughputs["stream_gbs"], throughputs["fp32_tflops"],
@@ -378,7 +422,7 @@ def fit_host(samples: Iterable[Sample], key: str, throughputs: dict, threads: in
                            fits, provenance, tuple(tuple(s) for s in steps))
 
 
-def _with_held_out_band(fit: LinearFit, points: list, c0: float | None = None) -> LinearFit:
+def _with_held_out_band(fit: LinearFit, points: list, c0: float | Floors | None = None) -> LinearFit:
     """The fit, its band widened to the 5th-95th percentiles of leave-one-shape-out error
     (predictions are for shapes the calibration did not time)."""
     shapes = {(n, k) for _, n, k, _ in points}
@@ -393,7 +437,8 @@ def _with_held_out_band(fit: LinearFit, points: list, c0: float | None = None) -
     if not resid:
         return fit
     lo, hi = np.percentile(resid, [5, 95])
-    return LinearFit(fit.coef, fit.n_points, fit.rms_log, min(fit.err_lo, float(lo)), max(fit.err_hi, float(hi)))
+    return LinearFit(fit.coef, fit.n_points, fit.rms_log, min(fit.err_lo, float(lo)), max(fit.err_hi, float(hi)),
+                     fit.floors)
 
 
 def _cache_file(key: str) -> Path | None:
@@ -404,7 +449,12 @@ def _cache_file(key: str) -> Path | None:
 
 
 def _from_json(d: dict) -> HostCalibration:
-    fits = {p: LinearFit(tuple(f["coef"]), f["n_points"], f["rms_log"], f["err_lo"], f["err_hi"])
+    def floors(f: dict) -> Floors | None:
+        got = f.get("floors")
+        return None if not got else Floors(tuple((int(size), tuple((int(m), float(us)) for m, us in row))
+                                                 for size, row in got["by_size"]))
+
+    fits = {p: LinearFit(tuple(f["coef"]), f["n_points"], f["rms_log"], f["err_lo"], f["err_hi"], floors(f))
             for p, f in d["fits"].items()}
     steps = tuple((int(m), str(e)) for m, e in d.get("engine_steps", ()))
     return HostCalibration(**{**d, "fits": fits, "engine_steps": steps})
@@ -454,7 +504,7 @@ def _live_calibration() -> HostCalibration:
     start = cpu_sample()
     thr = measure_throughputs()
     steps = engine_steps()
-    samples = measure_host(plan_for((*CALIBRATION_SHAPES, FLOOR_SHAPE), CALIBRATION_MS), steps=steps)
+    samples = measure_host(plan_for((*CALIBRATION_SHAPES, *FLOOR_SHAPES), CALIBRATION_MS), steps=steps)
     threads = torch.get_num_threads()
     check = load_check(start, cpu_sample(), threads)
     return fit_host(samples, host_key(), thr, threads, time.perf_counter() - t0,
