@@ -143,10 +143,7 @@ def host_check(rounds: int = 2) -> dict:
 
     from workbench.bench import host_provenance
     from workbench.perf.cpu import (SLOW_PATHS, CALIBRATION_MS, CALIBRATION_SHAPES, FLOOR_SHAPES, bench_paths,
-                                    host_key, measure_throughputs,
-                                    engine_steps, fit_host, measure_host, plan_for,
-                                    save_host_calibration)
-    from workbench.perf.predict import predict_cpu
+                                    measure_throughputs, engine_steps, measure_host, plan_for)
 
     t0 = time.perf_counter()
     load = [{"round": "start", "loadavg_1m": round(os.getloadavg()[0], 2)}]
@@ -166,12 +163,29 @@ def host_check(rounds: int = 2) -> dict:
     plan = {**plan_for((*CALIBRATION_SHAPES, *FLOOR_SHAPES), CALIBRATION_MS, paths),
             **plan_for(HOST_SHAPES, HOST_MS, [p for p in paths if p not in SLOW_PATHS])}
     samples = measure_host(plan, rounds=rounds, steps=steps, on_round=on_round)
+    return {"calibration_shapes": CALIBRATION_SHAPES, "validation_shapes": HOST_SHAPES,
+            "calibration_ms": CALIBRATION_MS, "validation_ms": HOST_MS, "rounds": rounds,
+            "statistic": "per point, its fastest call over all rounds (bench min_ms, 3 repeats a round, "
+                         "15 on layers of at most 256 x 256)",
+            "engine_steps": steps, "seconds": round(time.perf_counter() - t0, 1), "load": load,
+            "provenance": host_provenance(),
+            **score_host(samples, cal_shapes, held, steps, thr, torch.get_num_threads(),
+                         time.perf_counter() - t0, {**host_provenance(), "from": "benchmarks/validate_perf.py"})}
+
+
+def score_host(samples: list, cal_shapes: set, held: set, steps: tuple, thr: dict, threads: int,
+               seconds: float, prov: dict, save: bool = True) -> dict:
+    """The calibration fitted on its shapes' samples only, its predictions against the held-out
+    shapes' samples, and both kept in the result (the fit is cached as this machine's)."""
+    from workbench.perf.cpu import bench_paths, fit_host, host_key, save_host_calibration
+    from workbench.perf.predict import predict_cpu
+
     fitted = set(bench_paths())  # what a live calibration fits (the fallback by its variants)
     cal = fit_host([s for s in samples if (s.n, s.k) in cal_shapes and
                     (s.path in fitted or s.path.startswith("w4a8_native@"))], host_key(), thr,
-                   torch.get_num_threads(), time.perf_counter() - t0,
-                   {**host_provenance(), "from": "benchmarks/validate_perf.py"}, steps)
-    save_host_calibration(cal)
+                   threads, seconds, prov, steps)
+    if save:
+        save_host_calibration(cal)
     measured = [s for s in samples if (s.n, s.k) in held and
                 (s.path in HOST_PATHS or s.path.startswith("w4a8_native@"))]
     points = []
@@ -186,19 +200,39 @@ def host_check(rounds: int = 2) -> dict:
     by_path = {path: {**error_stats([p["err"] for p in points if p["path"] == path]),
                       "band_coverage": _coverage([p for p in points if p["path"] == path])}
                for path in sorted({p["path"] for p in points})}
-    return {"calibration_shapes": CALIBRATION_SHAPES, "validation_shapes": HOST_SHAPES,
-            "calibration_ms": CALIBRATION_MS, "validation_ms": HOST_MS, "rounds": rounds,
-            "statistic": "per point, its fastest call over all rounds (bench min_ms, 3 repeats a round)",
-            "engine_steps": steps, "seconds": round(time.perf_counter() - t0, 1), "load": load,
-            "measured": {"stream_gbs": round(cal.stream_gbs, 2), "fp32_tflops": round(cal.fp32_tflops, 4),
+    worst = max((max(p["predicted_us"] / p["measured_us"], p["measured_us"] / p["predicted_us"]) for p in points),
+                default=None)
+    return {"measured": {"stream_gbs": round(cal.stream_gbs, 2), "fp32_tflops": round(cal.fp32_tflops, 4),
                          "bf16_tflops": round(cal.bf16_tflops, 4), "int8_tops": round(cal.int8_tops, 4)},
-            "provenance": host_provenance(), **error_stats([p["err"] for p in points]),
+            **error_stats([p["err"] for p in points]), "worst_factor": None if worst is None else round(worst, 3),
             "band_coverage": _coverage(points), "by_path": by_path, "points": points,
             # the fit and every sample behind it: a CPU class's committed calibration
-            # (workbench.perf.cpu.class_calibration) and a refit elsewhere read them from here
+            # (workbench.perf.cpu.class_calibration) and a refit (--refit) read them from here
             "calibration": cal.to_json(),
             "samples": [{"path": s.path, "n": s.n, "k": s.k, "m": s.m, "us": round(s.us, 3),
                          "rounds": s.rounds} for s in samples]}
+
+
+def refit_host(path: Path) -> dict:
+    """A validation file's CPU check scored again from its own samples by this model (the
+    timings are the run's; the fit and the predictions are this code's)."""
+    from workbench.perf.cpu import Sample
+
+    doc = json.loads(path.read_text())
+    host = doc["host"]
+    cal = host["calibration"]
+    samples = [Sample(**s) for s in host["samples"]]
+    cal_shapes = {tuple(s) for s in host["calibration_shapes"]}
+    from workbench.perf.cpu import FLOOR_SHAPES
+
+    cal_shapes |= {s for s in FLOOR_SHAPES if any((x.n, x.k) == s for x in samples)}
+    thr = {k: cal[k] for k in ("stream_gbs", "fp32_tflops", "bf16_tflops", "int8_tops")}
+    steps = tuple(tuple(x) for x in host["engine_steps"])
+    host.update(score_host(samples, cal_shapes, {tuple(s) for s in host["validation_shapes"]}, steps, thr,
+                           cal["threads"], cal["seconds"], cal["provenance"], save=False))
+    host["refit"] = {"commit": _commit(), "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+                     "why": "the run's samples fitted and scored again by this commit's model"}
+    return doc
 
 
 def _coverage(points: list) -> float:
@@ -310,6 +344,9 @@ def main() -> None:
                     help="only the check of vLLM's own kernels (Humming) on their H200 records, merged "
                          "into the existing --out file; writes their committed calibration")
     ap.add_argument("--rounds", type=int, default=2, help="interleaved rounds of the CPU check")
+    ap.add_argument("--refit", type=Path, metavar="FILE",
+                    help="score a validation file's CPU check again from its own samples with this model "
+                         "(rewrites FILE's host part)")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "perf_validation.json")
     args = ap.parse_args()
     if args.cpu_only and args.skip_host:
@@ -322,6 +359,11 @@ def main() -> None:
     prov = {"script": "benchmarks/validate_perf.py", "commit": _commit(),
             "date_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "loadavg_1m": os.getloadavg()[0]}
+    if args.refit:
+        doc = refit_host(args.refit)
+        args.refit.write_text(json.dumps(doc, indent=1) + "\n")
+        _print_host(doc["host"])
+        return
     if args.engines_only:  # the other parts stay as the file has them
         from workbench.perf.calibrate import ENGINE_FILES, RESULTS_DIR, write_committed_calibration
 

@@ -79,9 +79,9 @@ def features(m: int, n: int, k: int) -> np.ndarray:
 class Floors:
     """A path's measured per-call floors: ((weight elements, ((M, us), ...)), ...) by size.
     A layer takes the smallest size at least its own (the largest beyond them all), and at
-    that size the most any calibrated M up to its M took (the first M's below them): never
-    less at more tokens, nor, as sizes are held to the most of the smaller ones, at a
-    larger layer."""
+    that size the floor of the largest calibrated M up to its M (the first M's below them).
+    A size's floor at M is the least time of any M at or above it: never less at more
+    tokens, nor, as each size is held to the smaller sizes' floors, at a larger layer."""
 
     by_size: tuple = ()
 
@@ -90,11 +90,14 @@ class Floors:
         """samples: (n, k) -> {M: fastest us}."""
         out, held = [], {}
         for (n, k), by_m in sorted(samples.items(), key=lambda kv: kv[0][0] * kv[0][1]):
-            run, row = 0.0, []
-            for m in sorted(by_m):
-                run = max(run, by_m[m], held.get(m, 0.0))
-                row.append((m, run))
-            held = {m: us for m, us in row}
+            # the most that stays under every larger M's time: a slow outlier (an AMX host read
+            # 80 us at M = 1 and 18 us at M = 4 on one 128 x 128 layer) lifts nothing
+            row, low = [], float("inf")
+            for m in sorted(by_m, reverse=True):
+                low = min(low, by_m[m])
+                row.append((m, low))
+            row = [(m, max(us, held.get(m, 0.0))) for m, us in reversed(row)]
+            held = dict(row)
             out.append((n * k, tuple(row)))
         return Floors(tuple(out))
 
@@ -640,7 +643,7 @@ def committed_calibration() -> HostCalibration:
 # "calibration" validate_perf.py --cpu-only writes): presets of that class are scaled from it
 # by clock, cores and bandwidth instead of from the AVX2 results across classes.
 # class value -> (results file, the preset whose per-core figures stand for the measured part)
-CLASS_CALIBRATIONS = {"amx": ("amx_emr_one_pool/perf_validation_host.json", "x86-spr-amx")}
+CLASS_CALIBRATIONS = {"amx": ("amx_emr_suites/perf_validation_host.json", "x86-spr-amx")}
 
 
 @lru_cache(maxsize=None)
