@@ -104,8 +104,28 @@ class Floors:
     def at(self, m: int, n: int, k: int) -> float:
         size = n * k
         row = next((r for s, r in self.by_size if s >= size), self.by_size[-1][1])
+        return self._in_row(row, m)
+
+    @staticmethod
+    def _in_row(row: tuple, m: int) -> float:
         below = [us for mm, us in row if mm <= m]
         return below[-1] if below else row[0][1]
+
+    def covers(self, n: int, k: int) -> bool:
+        """Whether the layer is no larger than the largest floor layer (timed whole there)."""
+        return n * k <= self.by_size[-1][0]
+
+    def small_layer(self, m: int, n: int, k: int) -> float:
+        """A layer no larger than the largest floor layer: its time read off the floor layers,
+        linear in the weight's elements between the two around it (the smallest's below it)."""
+        size = n * k
+        lo = (0, self.by_size[0][1])
+        for s, row in self.by_size:
+            if s >= size:
+                a, b = self._in_row(lo[1], m), self._in_row(row, m)
+                return b if s == lo[0] or size <= lo[0] else a + (b - a) * (size - lo[0]) / (s - lo[0])
+            lo = (s, row)
+        return self._in_row(self.by_size[-1][1], m)
 
 
 @dataclass(frozen=True)
@@ -121,6 +141,8 @@ class LinearFit:
         x = features(m, n, k)
         if self.floors is None:
             return float(x @ np.array(self.coef))
+        if self.floors.covers(n, k):  # timed whole at that size: the large shapes' terms do not apply
+            return self.floors.small_layer(m, n, k)
         return self.floors.at(m, n, k) + float(x[1:] @ np.array(self.coef[1:]))
 
 

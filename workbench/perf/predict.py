@@ -507,7 +507,7 @@ def cost_of_runtime(platform: str, rt, m: int, n: int, k: int, g: int, *, select
     trace and handed over) on a platform (`hardware_of` says which part), keyed by that value:
     activation precision, the op and its implementation; held at the per-call floor."""
     hw = hardware_of(platform)
-    if hw is None or hw.kind == "cpu":  # the CPU models hold their own engine switches
+    if hw is None:  # this machine's CPU model holds its own engine switches
         return _floored(_runtime_cost(platform, hw, rt, m, n, k, g, selected, error), "cpu")
     p = _held(("selected", hw.preset, platform, rt, n, k, g, selected, error),
               lambda mm: _runtime_cost(platform, hw, rt, mm, n, k, g, selected, error), m)
@@ -626,8 +626,9 @@ def predict(platform: str, path: str, m: int, n: int, k: int, group_size: int = 
     hw = hardware_of(platform)
     if hw is None:
         return _floored(predict_cpu(None, path, m, n, k, g, "host"), "cpu")
-    if hw.kind == "cpu":
-        return _floored(predict_cpu(hw, path, m, n, k, g, hw.preset), "cpu")
+    if hw.kind == "cpu":  # the fitted variant a CPU path runs changes with M, and its band with it
+        return _floored(_held(("path", hw.preset, path, n, k, g),
+                              lambda mm: predict_cpu(hw, path, mm, n, k, g, hw.preset), m), "cpu")
     return _floored(_held(("path", hw.preset, path, n, k, g), lambda mm: predict_gpu(hw, path, mm, n, k, g), m),
                     hw.kind)
 
