@@ -111,21 +111,32 @@ class Floors:
         below = [us for mm, us in row if mm <= m]
         return below[-1] if below else row[0][1]
 
-    def covers(self, n: int, k: int) -> bool:
-        """Whether the layer is no larger than the largest floor layer (timed whole there)."""
-        return n * k <= self.by_size[-1][0]
+    def covers(self, m: int, n: int, k: int) -> bool:
+        """Whether the layer is no larger than the largest floor layer, at no more tokens than
+        the floors were timed at (there the floor layers timed it whole)."""
+        return n * k <= self.by_size[-1][0] and m <= self.by_size[-1][1][-1][0]
+
+    @staticmethod
+    def _between(row: tuple, m: int) -> float:
+        """A row at M, linear between the calibrated Ms around it (an AMX host's 96 x 160 call
+        at M = 48 took 61 us, twice the floors' M = 32 figures)."""
+        for (m0, a), (m1, b) in zip(row, row[1:]):
+            if m <= m1:
+                return a if m <= m0 else a + (b - a) * (m - m0) / (m1 - m0)
+        return row[-1][1]
 
     def small_layer(self, m: int, n: int, k: int) -> float:
-        """A layer no larger than the largest floor layer: its time read off the floor layers,
-        linear in the weight's elements between the two around it (the smallest's below it)."""
+        """A layer `covers` takes: its time read off the floor layers, linear in the weight's
+        elements between the two around it (the smallest's below it) and in M between the
+        calibrated Ms."""
         size = n * k
         lo = (0, self.by_size[0][1])
         for s, row in self.by_size:
             if s >= size:
-                a, b = self._in_row(lo[1], m), self._in_row(row, m)
-                return b if s == lo[0] or size <= lo[0] else a + (b - a) * (size - lo[0]) / (s - lo[0])
+                a, b = self._between(lo[1], m), self._between(row, m)
+                return b if size <= lo[0] or s == lo[0] else a + (b - a) * (size - lo[0]) / (s - lo[0])
             lo = (s, row)
-        return self._in_row(self.by_size[-1][1], m)
+        return self._between(self.by_size[-1][1], m)
 
 
 @dataclass(frozen=True)
@@ -141,7 +152,7 @@ class LinearFit:
         x = features(m, n, k)
         if self.floors is None:
             return float(x @ np.array(self.coef))
-        if self.floors.covers(n, k):  # timed whole at that size: the large shapes' terms do not apply
+        if self.floors.covers(m, n, k):  # timed whole at that size: the large shapes' terms do not apply
             return self.floors.small_layer(m, n, k)
         return self.floors.at(m, n, k) + float(x[1:] @ np.array(self.coef[1:]))
 
@@ -665,7 +676,7 @@ def committed_calibration() -> HostCalibration:
 # "calibration" validate_perf.py --cpu-only writes): presets of that class are scaled from it
 # by clock, cores and bandwidth instead of from the AVX2 results across classes.
 # class value -> (results file, the preset whose per-core figures stand for the measured part)
-CLASS_CALIBRATIONS = {"amx": ("amx_emr_suites/perf_validation_host.json", "x86-spr-amx")}
+CLASS_CALIBRATIONS = {"amx": ("amx_emr_final/perf_validation_host.json", "x86-spr-amx")}
 
 
 @lru_cache(maxsize=None)
