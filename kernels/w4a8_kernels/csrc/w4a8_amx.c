@@ -430,6 +430,7 @@ int w4a8_amx_quantize_tiles(const void* x, int is_bf16, int64_t M, int64_t K, in
 int w4a8_amx_linear(const void* x, int is_bf16, int64_t M, int64_t K, int64_t ldx, int64_t g,
                     int64_t gp, const uint8_t* Bp, const int32_t* zs, const float* sc,
                     float* C, int64_t ldc, int64_t N, int nthreads) {
+  if (g <= 0 || K % g) return 4; /* before K / g below */
   const int64_t Mp = (M + 31) / 32 * 32, kp = (K / g) * gp;
   const size_t tiles = (size_t)(Mp * kp), bytes = (tiles + (size_t)M * sizeof(float) + 63) / 64 * 64;
   int8_t* bt = (int8_t*)aligned_alloc(64, bytes);
