@@ -52,8 +52,9 @@ CALIBRATION_MS = (1, 4, 16, 32, 64, 128)
 # term instead of fitted from the large shapes, which cannot tell it apart (an AMX host's W4A8
 # fit put 44 us on a 64 x 64 call that took 9). Two sizes, because torch switches kernels just
 # above 64 x 64: its bf16 call took 4 us there at M = 1 and 21-24 us at 96 x 160, 128 x 128,
-# 64 x 256 and 256 x 64 (this Xeon; 8 and 23-35 us on an AMX host). A layer takes the floor
-# of the smallest of these at least its size (the largest's beyond them): `Floors`.
+# 64 x 256 and 256 x 64 (this Xeon; 8 and 23-35 us on an AMX host). A layer no larger than
+# the largest is read off them; a larger one takes the largest's floor plus the fitted terms
+# (`Floors`, `LinearFit.predict`).
 FLOOR_SHAPES = ((64, 64), (128, 128))
 SMALL_LAYER = 256 * 256  # weights of at most this many elements are timed more often (measure_host)
 CALIBRATION_GROUP = 128
