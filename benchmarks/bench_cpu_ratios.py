@@ -48,8 +48,9 @@ from workbench.sweeps import crossover, slowdown  # noqa: E402
 N = K = 4096
 
 
-def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 0) -> dict:
-    """Round-robin timing of several (path, prepared) pairs on the same activations."""
+def _ready(candidates: dict[str, tuple], m: int, seed: int) -> tuple[dict, float]:
+    """label -> (path, prepared, inputs) on the same bf16 activations, each warmed up (and the
+    fallback tuned for m), and the slowest path's one timed call in seconds."""
     gen = torch.Generator().manual_seed(seed + m)
     x = torch.randn(m, K, generator=gen).to(torch.bfloat16)
     ready = {}
@@ -57,11 +58,25 @@ def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 
     for label, (path_name, state) in candidates.items():
         path = get_path(path_name)
         inputs = path.make_input(x.to(path.activation_dtype) if path.activation_dtype else x, state)
-        path.run(inputs, state)  # warm-up (and the fallback's per-M tuning)
+        path.run(inputs, state)
         t0 = time.perf_counter()
         path.run(inputs, state)
         slowest = max(slowest, time.perf_counter() - t0)
         ready[label] = (path, state, inputs)
+    return ready, slowest
+
+
+def _call(path, state, inputs, wall: list, cpu: list) -> None:
+    """One timed call: its wall time and the calling thread's CPU time."""
+    c0, t0 = time.thread_time(), time.perf_counter()
+    path.run(inputs, state)
+    wall.append(time.perf_counter() - t0)
+    cpu.append(time.thread_time() - c0)
+
+
+def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 0) -> dict:
+    """Round-robin timing of several (path, prepared) pairs on the same activations."""
+    ready, slowest = _ready(candidates, m, seed)
     # fast calls get more rounds (about 2 s per path, at most 200): the median of many
     # short calls is what steadies a ratio on a shared machine
     repeats = max(repeats, min(200, int(2.0 / max(slowest, 1e-4))))
@@ -75,10 +90,7 @@ def interleaved(candidates: dict[str, tuple], m: int, repeats: int, seed: int = 
         # would give every path the same predecessor each round
         order.shuffle(items)
         for label, (path, state, inputs) in items:
-            c0, t0 = time.thread_time(), time.perf_counter()
-            path.run(inputs, state)
-            samples[label].append(time.perf_counter() - t0)
-            cpu[label].append(time.thread_time() - c0)
+            _call(path, state, inputs, samples[label], cpu[label])
     return {label: summarize(s, cpu[label]) for label, s in samples.items()}
 
 
@@ -89,17 +101,7 @@ def alone(candidates: dict[str, tuple], m: int, blocks: int = 6, per_block: int 
     call left out. In a round-robin the call after torch's int8 GEMM meets torch's OpenMP
     workers still spinning on the cores (libgomp spins for milliseconds after a parallel
     region), and the call after ours meets our pool's; here neither meets the other's."""
-    gen = torch.Generator().manual_seed(seed + m)
-    x = torch.randn(m, K, generator=gen).to(torch.bfloat16)
-    ready = {}
-    slowest = 0.0
-    for label, (path_name, state) in candidates.items():
-        path = get_path(path_name)
-        inputs = path.make_input(x.to(path.activation_dtype) if path.activation_dtype else x, state)
-        t0 = time.perf_counter()
-        path.run(inputs, state)
-        slowest = max(slowest, time.perf_counter() - t0)
-        ready[label] = (path, state, inputs)
+    ready, slowest = _ready(candidates, m, seed)
     per_block = max(2, min(per_block, int(0.5 / max(slowest, 1e-4))))  # a CPU where a call takes seconds
     samples = {label: [] for label in ready}
     cpu = {label: [] for label in ready}
@@ -107,10 +109,7 @@ def alone(candidates: dict[str, tuple], m: int, blocks: int = 6, per_block: int 
         for label, (path, state, inputs) in (list(ready.items())[::-1] if b % 2 else ready.items()):
             path.run(inputs, state)
             for _ in range(per_block):
-                c0, t0 = time.thread_time(), time.perf_counter()
-                path.run(inputs, state)
-                samples[label].append(time.perf_counter() - t0)
-                cpu[label].append(time.thread_time() - c0)
+                _call(path, state, inputs, samples[label], cpu[label])
     return {label: summarize(s, cpu[label]) for label, s in samples.items()}
 
 
