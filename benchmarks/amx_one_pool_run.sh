@@ -6,14 +6,8 @@
 # is the AMX class's committed one); beside them on other cores, vLLM's own CPU ops built from
 # the carried sdist (cpu_gemm_wna16 with the AMX tile permission asked of torch).
 #   OUT=dir bash benchmarks/amx_one_pool_run.sh     (carried: .whl/, .carry/)
-set -o pipefail
-export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=
-: "${OUT:?set OUT to the results folder}"
-t0=$SECONDS
-D=$OUT/run
-mkdir -p "$D"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site:$PWD:$PWD/kernels W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache
+. benchmarks/lent_host_setup.sh
+export CUDA_VISIBLE_DEVICES= W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache
 mkdir -p /tmp/src && for t in .carry/vllm-*.tar.gz; do tar -xzf "$t" -C /tmp/src; done
 git rev-parse HEAD > "$D/commit.txt" 2>/dev/null; lscpu > "$D/machine.txt"
 P=2,3

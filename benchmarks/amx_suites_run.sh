@@ -6,14 +6,7 @@
 # need and nothing can be installed there: the Streamlit pages (tests/ui, the app catalog) and
 # the notebooks (Jupyter). vLLM's CPU ops build from the carried sdist.
 #   OUT=dir bash benchmarks/amx_suites_run.sh     (carried: .whl/, .carry/, .machete-h100/)
-set -o pipefail
-export PYTHONUNBUFFERED=1
-: "${OUT:?set OUT to the results folder}"
-t0=$SECONDS
-D=$OUT/run
-mkdir -p "$D"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site:$PWD:$PWD/kernels
+. benchmarks/lent_host_setup.sh
 mkdir -p /tmp/src && for t in .carry/*.tar.gz; do tar -xzf "$t" -C /tmp/src; done
 lscpu > "$D/machine.txt"
 # first, alone on the machine: the host calibration held to unseen shapes, and the 64 x 64 layer

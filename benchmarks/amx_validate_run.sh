@@ -2,14 +2,8 @@
 # The host calibration held to unseen shapes on an AMX host, alone on the machine, two pinned
 # cores (about 90 s), and the 64 x 64 layer predicted and timed.
 #   OUT=dir bash benchmarks/amx_validate_run.sh     (carried: .whl/)
-set -o pipefail
-export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES= W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache
-: "${OUT:?set OUT to the results folder}"
-t0=$SECONDS
-D=$OUT/run
-mkdir -p "$D"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site:$PWD:$PWD/kernels
+. benchmarks/lent_host_setup.sh
+export CUDA_VISIBLE_DEVICES= W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache
 lscpu > "$D/machine.txt"
 taskset -c 2,3 timeout 120 python3 benchmarks/validate_perf.py --cpu-only --rounds 2 \
   --out "$D/perf_validation_host.json" > "$D/validate_perf_log.txt" 2>&1

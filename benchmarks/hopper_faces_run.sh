@@ -4,14 +4,7 @@
 # on four more layer shapes for this project's paths and the libraries (the H100's file held
 # five), and `bench` on the GPU as a user runs it (Humming's JIT compile shown apart).
 #   OUT=dir bash benchmarks/hopper_faces_run.sh     (carried: .whl/)
-set -o pipefail
-export PYTHONUNBUFFERED=1
-: "${OUT:?set OUT to the results folder}"
-t0=$SECONDS
-D=$OUT/run
-mkdir -p "$D"
-python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl 2>&1 | tail -2
-export PYTHONPATH=/tmp/site:$PWD:$PWD/kernels
+. benchmarks/lent_host_setup.sh
 lscpu > "$D/machine.txt"; nvidia-smi > "$D/nvidia_smi.txt" 2>&1
 CUDA_VISIBLE_DEVICES= W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache taskset -c 2,3 timeout 200 python3 \
   benchmarks/validate_perf.py --cpu-only --rounds 2 --out "$D/perf_validation_host.json" > "$D/validate_perf_log.txt" 2>&1
