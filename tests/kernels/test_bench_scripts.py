@@ -39,3 +39,36 @@ def test_bench_under_load_times_quiet_and_loaded_phases_in_one_run(tmp_path):
         assert abs(p["slowdown"] - p["loaded"]["median_ms"] / p["quiet"]["median_ms"]) < 1e-12
     assert [v["m"] for v in doc["verdicts"]] == [1, 3]
     assert doc["provenance"]["cpu"] and doc["provenance"]["threads"] >= 1
+
+
+def _results(platform: str, records: list[tuple]) -> dict:
+    return {"schema": "w4a8-workbench-results/1",
+            "provenance": {"platform": platform, "date_utc": f"run on {platform}", "failed": []},
+            "records": [{"path": p, "n": n, "k": k, "group_size": -1, "m": m, "median_us": us,
+                         "detail": {"gbs": 1.0}} for p, n, k, m, us in records]}
+
+
+def test_merge_results_adds_a_parts_new_records_and_refuses_another_parts(tmp_path):
+    import json
+
+    base = tmp_path / "h200_bench.json"
+    base.write_text(json.dumps(_results("sm90-h200", [("int8_mm", 4096, 4096, 32, 11.0)])))
+    base.with_suffix(".csv").write_text("stale\n")
+    run = tmp_path / "run.json"
+    run.write_text(json.dumps(_results("sm90-h200", [("int8_mm", 4096, 4096, 32, 99.0),  # held: stays 11
+                                                     ("int8_mm", 4096, 11008, 32, 25.0),
+                                                     ("vllm_machete", 4096, 11008, 32, 9.0)])))
+    script = [sys.executable, str(ROOT / "benchmarks" / "merge_results.py")]
+    proc = subprocess.run([*script, str(base), str(run), "--not-paths", "vllm_machete"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "1 records added, 1 already held" in proc.stdout
+    doc = json.loads(base.read_text())
+    assert [(r["k"], r["median_us"]) for r in doc["records"]] == [(4096, 11.0), (11008, 25.0)]
+    assert doc["provenance"]["calls"][-1]["shapes"] == ["4096x11008"]
+    assert base.with_suffix(".csv").read_text().splitlines()[1].startswith("int8_mm,")
+    other = tmp_path / "h100_run.json"
+    other.write_text(json.dumps(_results("sm90-h100", [("int8_mm", 4096, 14336, 32, 30.0)])))
+    proc = subprocess.run([*script, str(base), str(other)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode != 0 and "takes only its own part's records" in proc.stderr
+    assert len(json.loads(base.read_text())["records"]) == 2  # untouched
