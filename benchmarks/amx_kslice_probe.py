@@ -76,7 +76,7 @@ def main() -> None:
     w = int4_weight_of(synthetic_bench_layer(4096, 4096, -1))
     use(libs["base"])
     prep = {"native": ("w4a8_native", native.prepare(w)), "int8_mm": ("int8_mm", get_path("int8_mm").prepare(w))}
-    for m in (32, 64, 128, 256, 512):
+    for m in (32, 128, 256):
         row = {"m": m}
         for tag, lib in libs.items():
             use(lib)
