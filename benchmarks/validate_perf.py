@@ -396,8 +396,11 @@ def main() -> None:
         args.out.write_text(json.dumps(doc, indent=1) + "\n")
         _print_host(doc["host"])
         return
-    doc = {"provenance": prov, "h200_leave_one_shape_out": h200_loso(args.results),
-           "published": published_table()}
+    # the sections this run does not redo (the engines', the H100's, the host's with
+    # --skip-host) stay as the file has them
+    doc = json.loads(args.out.read_text()) if args.out.is_file() else {}
+    doc.update({"provenance": prov, "h200_leave_one_shape_out": h200_loso(args.results),
+                "published": published_table()})
     if not args.skip_host:
         doc["host"] = host_check(args.rounds)
     doc["provenance"]["seconds"] = round(time.perf_counter() - t, 1)
