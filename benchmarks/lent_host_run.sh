@@ -7,7 +7,8 @@
 #  - its GPU: on an H200, the harness on eight layer shapes the H200's files did not hold (this
 #    project's paths, the libraries, Machete from .machete/); on an H100, Humming's int8-activation
 #    kernel (vLLM's per-channel W4A8 path) on four shapes the H100's file holds for other paths.
-#   OUT=dir bash benchmarks/lent_host_run.sh     (carried: .whl/ .machete/ .carry/amx_base_csrc)
+#   OUT=dir [BUDGET_S=560] bash benchmarks/lent_host_run.sh     (carried: .whl/ .machete/ .carry/amx_base_csrc)
+# BUDGET_S: where the whole run must end; the GPU part gets what the CPU part leaves of it.
 . benchmarks/lent_host_setup.sh
 { lscpu; nvidia-smi; } > "$D/machine.txt" 2>&1
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $gpu"
@@ -28,7 +29,7 @@ cpu timeout 25 python3 -m workbench bench --platform host-cpu --threads 2 --m 1,
 cpu timeout 25 python3 -m workbench predict --platform host-cpu --m 1,16,128 --n 64 --k 64 --group -1 \
   > "$D/predict_64.txt" 2>&1
 export W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-gpu HUMMING_CACHE_DIR=/tmp/humming
-left=$(( 560 - (SECONDS - t0) ))
+left=$(( ${BUDGET_S:-560} - (SECONDS - t0) ))
 case "$gpu" in
   *H200*) timeout "$left" taskset -c 0-7 python3 benchmarks/gpu_bench.py --out "$D/gpu" --phases bench \
     --budget-s $(( left - 40 )) --no-peers --engines vllm_machete \
