@@ -9,7 +9,8 @@
 #    kernel (vLLM's per-channel W4A8 path) on four shapes the H100's file holds for other paths.
 #   OUT=dir [BUDGET_S=560] bash benchmarks/lent_host_run.sh     (carried: .whl/ .machete/ .carry/amx_base_csrc)
 # BUDGET_S: where the whole run must end; the GPU part gets what the CPU part leaves of it.
-# AMX_TESTS=0 leaves out the AMX tests (the probe's builds still pass the engines' self-test).
+# AMX_TESTS=0 leaves out the AMX tests (the probe's builds still pass the engines' self-test);
+# VALIDATE=0 the host calibration check.
 . benchmarks/lent_host_setup.sh
 { lscpu; nvidia-smi; } > "$D/machine.txt" 2>&1
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $gpu"
@@ -22,13 +23,15 @@ if grep -q -m1 amx_int8 /proc/cpuinfo && [ -d .carry/amx_base_csrc ]; then
     tests/kernels/test_sched_stall.py tests/kernels/test_u4_decode.py -q -p no:cacheprovider > "$D/amx_pytest.txt" 2>&1
   [ "${AMX_TESTS:-1}" = 1 ] && echo "tests: $((SECONDS - t0)) s: $(tail -1 "$D/amx_pytest.txt")"
 else echo "no AMX on this CPU"; fi
-cpu timeout 130 python3 benchmarks/validate_perf.py --cpu-only --rounds 2 --out "$D/perf_validation_host.json" \
-  > "$D/validate_perf_log.txt" 2>&1
-echo "validate: $((SECONDS - t0)) s"; tail -5 "$D/validate_perf_log.txt"
-cpu timeout 25 python3 -m workbench bench --platform host-cpu --threads 2 --m 1,16,128 --n 64 --k 64 --group -1 \
-  --paths w4a8_native,w4a16_fallback,bf16_dense --repeats 15 > "$D/bench_64.txt" 2>&1
-cpu timeout 25 python3 -m workbench predict --platform host-cpu --m 1,16,128 --n 64 --k 64 --group -1 \
-  > "$D/predict_64.txt" 2>&1
+if [ "${VALIDATE:-1}" = 1 ]; then
+  cpu timeout 130 python3 benchmarks/validate_perf.py --cpu-only --rounds 2 --out "$D/perf_validation_host.json" \
+    > "$D/validate_perf_log.txt" 2>&1
+  echo "validate: $((SECONDS - t0)) s"; tail -5 "$D/validate_perf_log.txt"
+  cpu timeout 25 python3 -m workbench bench --platform host-cpu --threads 2 --m 1,16,128 --n 64 --k 64 --group -1 \
+    --paths w4a8_native,w4a16_fallback,bf16_dense --repeats 15 > "$D/bench_64.txt" 2>&1
+  cpu timeout 25 python3 -m workbench predict --platform host-cpu --m 1,16,128 --n 64 --k 64 --group -1 \
+    > "$D/predict_64.txt" 2>&1
+fi
 export W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-gpu HUMMING_CACHE_DIR=/tmp/humming
 left=$(( ${BUDGET_S:-560} - (SECONDS - t0) ))
 case "$gpu" in
