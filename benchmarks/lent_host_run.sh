@@ -1,24 +1,19 @@
 #!/usr/bin/env bash
 # One call on whichever lent Hopper host comes (< 9.5 minutes), in order:
-#  - its CPU, where it has AMX, two pinned cores: the AMX GEMM with K in slices against the
-#    sources before it (benchmarks/amx_kslice_probe.py; those sources carried in
-#    .carry/amx_base_csrc), then the AMX tests on it;
+#  - its CPU, where it has AMX, two pinned cores: the AMX tests;
 #  - the host calibration held to unseen shapes, and the 64 x 64 layer timed and predicted;
 #  - its GPU: on an H200, the harness on eight layer shapes the H200's files did not hold (this
 #    project's paths, the libraries, Machete from .machete/); on an H100, Humming's int8-activation
 #    kernel (vLLM's per-channel W4A8 path) on four shapes the H100's file holds for other paths.
-#   OUT=dir [BUDGET_S=560] bash benchmarks/lent_host_run.sh     (carried: .whl/ .machete/ .carry/amx_base_csrc)
+#   OUT=dir [BUDGET_S=560] bash benchmarks/lent_host_run.sh     (carried: .whl/ .machete/)
 # BUDGET_S: where the whole run must end; the GPU part gets what the CPU part leaves of it.
-# AMX_TESTS=0 leaves out the AMX tests (the probe's builds still pass the engines' self-test);
+# AMX_TESTS=0 leaves out the AMX tests (the engines still pass their self-test to be used);
 # VALIDATE=0 the host calibration check.
 . benchmarks/lent_host_setup.sh
 { lscpu; nvidia-smi; } > "$D/machine.txt" 2>&1
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "GPU: $gpu"
 cpu() { CUDA_VISIBLE_DEVICES= W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache taskset -c 2,3 "$@"; }
-if grep -q -m1 amx_int8 /proc/cpuinfo && [ -d .carry/amx_base_csrc ]; then
-  W4A8_BASE_CSRC=.carry/amx_base_csrc cpu timeout 100 python3 benchmarks/amx_kslice_probe.py \
-    > "$D/amx_kslice_probe.txt" 2>&1
-  echo "probe: $((SECONDS - t0)) s"; cut -c1-700 "$D/amx_kslice_probe.txt" | grep -v provenance | tail -12
+if grep -q -m1 amx_int8 /proc/cpuinfo; then
   [ "${AMX_TESTS:-1}" = 1 ] && cpu timeout 80 python3 -m pytest tests/kernels/test_amx_order.py tests/kernels/test_admission.py \
     tests/kernels/test_sched_stall.py tests/kernels/test_u4_decode.py -q -p no:cacheprovider > "$D/amx_pytest.txt" 2>&1
   [ "${AMX_TESTS:-1}" = 1 ] && echo "tests: $((SECONDS - t0)) s: $(tail -1 "$D/amx_pytest.txt")"

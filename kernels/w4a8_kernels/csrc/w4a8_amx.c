@@ -177,7 +177,10 @@ static void write_out(float (*facc)[32], float* C, int64_t ldc, const float* xs,
    blocks: at K = 14336 chunks of 2 made g128 7-11% slower (each pair's unpack, its
    weight bytes read again, then serves 2 blocks only), so there one pass stays.
    Prefetching the next pair's packed bytes to L2 during a pair's last block was 4-17%
-   slower. */
+   slower. So was K in slices for per-channel, each slice's weight tiles loaded once from L2
+   and served from L1 to up to 4 token blocks, their sums kept in L1 between slices (slices
+   of 8 or 16 steps, token tiles streamed or not; bit-identical): at M = 128, 1.05-1.08x the
+   time, at 256 1.05-1.07x (benchmarks/results/amx_emr_kslice/). */
 static int64_t chunk_blocks(int64_t blocks, int64_t k64) {
   long l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (l2 <= 0) l2 = 1 << 21;
