@@ -20,7 +20,7 @@ import torch
 
 # (M, N, K, group, asymmetric): a ragged token block and weight rows off the tiles, one
 # group and several, per-channel; big enough that 2+ threads share the items; per-channel
-# over more token blocks and K steps than the AMX engine's slices hold (5 blocks, 17 steps)
+# over several 32-token blocks (5) and an odd count of 64-deep K steps (17)
 CASES = ((1, 40, 256, 128, False), (37, 72, 384, 128, True), (33, 96, 320, -1, False),
          (70, 48, 512, 64, True), (150, 40, 1088, -1, True))
 
