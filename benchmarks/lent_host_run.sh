@@ -5,7 +5,8 @@
 #  - its GPU: on an H200, the harness on eight layer shapes the H200's files did not hold (this
 #    project's paths, the libraries, Machete from .machete/); on an H100, Humming's int8-activation
 #    kernel (vLLM's per-channel W4A8 path) on four shapes the H100's file holds for other paths.
-#   OUT=dir [BUDGET_S=560] bash benchmarks/lent_host_run.sh     (carried: .whl/ .machete/)
+#   OUT=dir [BUDGET_S=560] [COMMIT=sha] bash benchmarks/lent_host_run.sh     (carried: .whl/ .machete/)
+# COMMIT: the commit the carried tree is (the host gets it without .git), for the provenance.
 # BUDGET_S: where the whole run must end; the GPU part gets what the CPU part leaves of it.
 # AMX_TESTS=0 leaves out the AMX tests (the engines still pass their self-test to be used);
 # VALIDATE=0 the host calibration check.
@@ -30,11 +31,11 @@ fi
 export W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-gpu HUMMING_CACHE_DIR=/tmp/humming
 left=$(( ${BUDGET_S:-560} - (SECONDS - t0) ))
 case "$gpu" in
-  *H200*) timeout "$left" taskset -c 0-7 python3 benchmarks/gpu_bench.py --out "$D/gpu" --phases bench \
+  *H200*) timeout "$left" taskset -c 0-7 python3 benchmarks/gpu_bench.py --out "$D/gpu" --commit "${COMMIT:-unknown}" --phases bench \
     --budget-s $(( left - 40 )) --no-peers --engines vllm_machete \
     --shapes 4096x11008,3584x18944,6144x4096,2112x7168,14336x4096,28672x4096,10240x8192,8192x28672 \
     --ms 1,16,32,64,128,256,512,1024,2048,4096,8192 > "$D/gpu_bench_log.txt" 2>&1 ;;
-  *H100*) timeout "$left" taskset -c 0-7 python3 benchmarks/gpu_bench.py --out "$D/gpu" --phases bench \
+  *H100*) timeout "$left" taskset -c 0-7 python3 benchmarks/gpu_bench.py --out "$D/gpu" --commit "${COMMIT:-unknown}" --phases bench \
     --budget-s $(( left - 40 )) --no-peers --engines vllm_humming_int8 --paths vllm_humming_int8 --groups -1 \
     --shapes 6144x4096,14336x4096,10240x8192,8192x14784 --ms 1,16,128,1024,4096 > "$D/gpu_bench_log.txt" 2>&1 ;;
 esac
