@@ -938,7 +938,12 @@ def write_results(out_dir: Path, name: str, meta: dict, recs: list[dict]) -> Non
             "failed": [r for r in recs if "error" in r]}
     doc = {"schema": "w4a8-workbench-results/1", "provenance": prov, "records": timed}
     (out_dir / f"{name}.json").write_text(json.dumps(doc, indent=1))
-    with open(out_dir / f"{name}.csv", "w", newline="") as f:
+    write_csv(out_dir / f"{name}.csv", recs)
+
+
+def write_csv(path: Path, recs: list[dict]) -> None:
+    """Records (and failures) as CSV rows, their details flattened."""
+    with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
         w.writeheader()
         for r in recs:

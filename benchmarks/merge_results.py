@@ -11,13 +11,12 @@ beside the file is written again from the merged records.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gpu_bench import CSV_FIELDS  # noqa: E402
+from gpu_bench import write_csv  # noqa: E402
 
 CALL_FIELDS = ("date_utc", "commit", "ceilings", "loadavg_1m", "nvidia_smi", "driver", "torch", "triton",
                "humming", "engines")
@@ -43,16 +42,6 @@ def merge(base: dict, run: dict, keep=lambda path: True) -> tuple[dict, int, int
     call["failed"] = len(rp.get("failed", []))
     prov = {**bp, "calls": [*bp.get("calls", []), call]}
     return {**base, "provenance": prov, "records": base["records"] + new}, len(new), len(taken) - len(new)
-
-
-def write_csv(path: Path, records: list[dict]) -> None:
-    with open(path, "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        w.writeheader()
-        for r in records:
-            row = {**r, **r.get("detail", {})}
-            row["config"] = json.dumps(r["config"]) if r.get("config") else ""
-            w.writerow(row)
 
 
 def main() -> None:

@@ -46,6 +46,22 @@ def _harness():
     return mod
 
 
+def _humming_harness(tmp_path, monkeypatch):
+    """The harness set up for this GPU with Humming as its engine, on a cold Humming JIT cache
+    (skips where Humming cannot run)."""
+    from w4a8_kernels.registry import get_path
+
+    ok, why = get_path("vllm_humming").availability()
+    if not ok:
+        pytest.skip(f"vllm_humming cannot run here: {why}")
+    monkeypatch.setenv("HUMMING_CACHE_DIR", str(tmp_path / "humming"))
+    h = _harness()
+    h.use_part(h.read_part())
+    h.ENGINE_PATHS = ("vllm_humming",)
+    h.TABLES = h.module_tables()
+    return h
+
+
 # bench's path name -> the harness's name for the same kernel
 SAME = {"vllm_humming": "vllm_humming", "cublas_bf16": "bf16_dense", "triton_w4a8": "w4a8_native",
         "triton_w4a16": "w4a16_fallback"}
@@ -53,17 +69,10 @@ SAME = {"vllm_humming": "vllm_humming", "cublas_bf16": "bf16_dense", "triton_w4a
 
 @gpu
 def test_bench_medians_agree_with_the_harness_and_humming_is_timed_at_every_m(tmp_path, monkeypatch):
-    from w4a8_kernels.registry import Int4Weight, get_path
+    from w4a8_kernels.registry import Int4Weight
     from workbench.bench import bench_weight
 
-    ok, why = get_path("vllm_humming").availability()
-    if not ok:
-        pytest.skip(f"vllm_humming cannot run here: {why}")
-    monkeypatch.setenv("HUMMING_CACHE_DIR", str(tmp_path / "humming"))  # a cold JIT cache
-    h = _harness()
-    h.use_part(h.read_part())
-    h.ENGINE_PATHS = ("vllm_humming",)
-    h.TABLES = h.module_tables()
+    h = _humming_harness(tmp_path, monkeypatch)
     n = k = 4096
     g = 128
     prob = h.Problem((n, k), g)
@@ -92,17 +101,9 @@ def test_the_kernels_page_child_times_humming_as_the_harness_does(tmp_path, monk
     """The Kernels page measures in its child process (workbench.contained), through the same
     `bench` code: Humming at M = 1 within 10% of the harness's figure, its first call (a cold
     JIT compile) timed apart and never in a sample."""
-    from w4a8_kernels.registry import get_path
     from workbench.contained import Worker, layer_source_synthetic
 
-    ok, why = get_path("vllm_humming").availability()
-    if not ok:
-        pytest.skip(f"vllm_humming cannot run here: {why}")
-    monkeypatch.setenv("HUMMING_CACHE_DIR", str(tmp_path / "humming"))  # the child's JIT cache, cold
-    h = _harness()
-    h.use_part(h.read_part())
-    h.ENGINE_PATHS = ("vllm_humming",)
-    h.TABLES = h.module_tables()
+    h = _humming_harness(tmp_path, monkeypatch)  # the child inherits the cold JIT cache
     n = k = 4096
     g = 128
     source = layer_source_synthetic({"out_features": n, "in_features": k, "group_size": g}, "faces_4096")
