@@ -57,6 +57,9 @@ class WaveFit:
     err_lo: float = 0.0
     err_hi: float = 0.0
     e: float = 0.0  # cost per unit of a point's fixup
+    # root mean square of log(measured / pred) on held-out shapes (the residual's, with fewer
+    # than three shapes): what the grid choices were scored by
+    held_rms: float = 0.0
 
     def compute(self, p: Point) -> float:
         """The per-tile (compute) branch at a point."""
@@ -163,7 +166,7 @@ def fit_waves(pts: Sequence[Point], sms: int, peak_bw: float, groups: Sequence |
                 rms = float(np.sqrt(np.mean(resid ** 2)))
                 lo, hi = np.percentile(held, [3, 97])
                 best = (score, WaveFit(*(float(x) for x in theta), bw, occ, alpha, sms, len(pts), rms,
-                                       float(lo), float(hi)))
+                                       float(lo), float(hi), held_rms=score))
     assert best is not None and math.isfinite(best[0])
     return best[1]
 

@@ -171,16 +171,21 @@ def _gpu_fit(hw: Hardware, path: str, m: int, n: int, k: int, g: int, src: Hardw
     regime: where the weight streams from; exclude: a published point to leave out of the
     rates read from published points; rate: this part's rate at the path's datatype (TOP/s),
     given instead of looked up."""
+    base = "int8_mm" if path == "fp8_mm" else path
     own = results_for(path, hw.preset)  # a part is fitted from its own timings where it has them
     cal = calibrate_gpu(own or results_for(path))
+    fit, approx = _nearest_fit(cal, key_for(base, m, n, k, g))
+    if fit is None and own is not None:
+        # the part's own file holds no record of this M bucket (the H100's int8_mm below M = 65):
+        # scaled from the reference part's, as a part with no file at all
+        cal = calibrate_gpu(results_for(path))
+        fit, approx = _nearest_fit(cal, key_for(base, m, n, k, g))
     src = src or hardware_for(cal.platform)
     scaled = hw.preset != src.preset
     if scaled and not _is_cuda_sm80(hw):
         return None, None, "roofline", "no measured part of this kind: bytes and operations against the datasheet"
     if scaled and path in ("w4a8_native", "w4a8_prequant", "w4a16_fallback") and hw.peak("bf16") is None:
         return None, None, "roofline", "this project's Triton kernels need bf16 tensor cores (SM 8.0+)"
-    base = "int8_mm" if path == "fp8_mm" else path
-    fit, approx = _nearest_fit(cal, key_for(base, m, n, k, g))
     if fit is None:
         return None, None, "roofline", f"no calibrated record of {base} on {src.preset}"
     notes = []
