@@ -67,6 +67,36 @@ def test_each_hopper_part_is_costed_from_its_own_timings():
         calibrate_gpu(H100_RESULTS, platform="sm90-h200")
 
 
+def test_an_m_bucket_a_part_never_timed_is_scaled_from_the_h200():
+    """The H100's file times cuBLAS int8 at M = 128 and up only: below M = 65 (the bucket where
+    its kernels are flat in M) it is costed as an unmeasured part is, from the H200's fit, never
+    by the roofline; from M = 65 by its own records."""
+    hw = hardware_for("sm90-h100")
+    small = predict_gpu(hw, "int8_mm", 32, 4096, 4096, -1)
+    own = predict_gpu(hw, "int8_mm", 128, 4096, 4096, -1)
+    assert small.basis == "scaled" and "fitted on sm90-h200" in small.note, small
+    assert own.basis == "measured", own
+    # the H100 times 4096 x 4096 at M = 128 at 11.6 us; both buckets land near it
+    assert 0.7 < small.predicted_us / own.predicted_us < 1.3
+
+
+def test_a_library_tile_is_the_one_that_carries_to_held_out_shapes():
+    """cuBLAS has no tiling to read: the tile of each fit is chosen by its error on shapes left
+    out of the fit (WaveFit.held_rms), not by its residual on the shapes it was fitted on."""
+    from workbench.perf.calibrate import H200_RESULTS, _LIB_TILES, point_for, records_of
+    from workbench.perf.fit import fit_waves
+
+    cal = calibrate_gpu(H200_RESULTS)
+    hw = hardware_for("sm90-h200")
+    recs = [r for r in records_of(load_results(H200_RESULTS), ("int8_mm",)) if r.m <= 64]
+    scores = {}
+    for tile in _LIB_TILES:
+        pts = [point_for("int8_mm", r.m, r.n, r.k, -1, hw.units, r.median_us, tile) for r in recs]
+        scores[tile] = fit_waves(pts, hw.units, hw.mem_gbs * 1e3, groups=[(r.n, r.k) for r in recs]).held_rms
+    assert cal.tiles[("int8_mm", "small")] == min(scores, key=scores.get)
+    assert cal.fits[("int8_mm", "small")].held_rms == pytest.approx(min(scores.values()))
+
+
 def test_a_part_scaled_from_another_reads_their_measured_copy_rates(monkeypatch):
     import sys
 
