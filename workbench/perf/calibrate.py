@@ -97,9 +97,9 @@ def key_for(path: str, m: int, n: int, k: int, g: int, config: dict | None = Non
     if path in ENGINE_PATHS:  # their heuristics change kernel past decode sizes (Humming M 64: 1.6x M 1)
         size = "decode" if m <= 16 else "small" if m <= 128 else "large"
         return (path, ("channel-" if g in (-1, k) else "group-") + size)
-    if path == "int8_mm":  # cuBLAS int8 (H200 and H100): one 64-row tile and flat in M up to
-        # 64; its tile changes between M = 96 and 192 with the shape (2x steps at 96 for N = 7392
-        # to 8192, at 192 for N = 4096 and 28672); compute-bound from 384
+    if path == "int8_mm":  # cuBLAS int8 as measured on the H200: flat in M up to 64 on every
+        # shape; a 2x step at M = 96 (N = 7392 to 8192) or 192 (N = 4096, 28672), so its kernel
+        # changes there with the shape; compute-bound from about 384
         return (path, "small" if m <= 64 else "mid" if m <= 256 else "large")
     return (path, "small" if m <= 128 else "large")
 
