@@ -30,7 +30,7 @@ cpu_part() {
     echo "ratios $run: $((SECONDS - t0)) s"; grep "^\[1\]" "$D/ratios_log_$run.txt" | cut -c1-160
   done
   if [ "${VALIDATE:-1}" = 1 ] && [ "$(left)" -gt 140 ]; then
-    cpu timeout 130 python3 benchmarks/validate_perf.py --cpu-only --rounds 2 --out "$D/perf_validation_host.json" \
+    cpu timeout 130 python3 benchmarks/validate_perf.py --cpu-only --rounds 3 --out "$D/perf_validation_host.json" \
       > "$D/validate_perf_log.txt" 2>&1
     echo "validate: $((SECONDS - t0)) s"; tail -5 "$D/validate_perf_log.txt"
     cpu timeout 25 python3 -m workbench bench --platform host-cpu --threads 2 --m 1,16,128 --n 64 --k 64 --group -1 \
