@@ -202,3 +202,24 @@ def test_amx_quantize_tiles_are_the_quantizer_codes_laid_out(m, k, g, dtype, thr
                                        g, gp, mp, bt.data_ptr(), xs.data_ptr(), threads) == -1 - m // 2
     assert lib.w4a8_amx_quantize_tiles(x.data_ptr(), 0, m, k, x.stride(0), g, gp, mp - 1,
                                        bt.data_ptr(), xs.data_ptr(), threads) == 4
+
+
+@pytest.mark.parametrize("m0, M, n0, N", [(0, 32, 0, 32), (32, 45, 64, 77), (0, 7, 0, 19), (64, 80, 32, 48)])
+def test_amx_write_out_scales_and_transposes_each_block(m0, M, n0, N):
+    """The AMX engine's epilogue (AVX-512, no AMX instruction): C[m, n0 + r] = facc[r][m - m0]
+    * xs[m] for the block's tokens m < M and columns n0 + r < N, one float32 product each,
+    and nothing written outside them."""
+    if not {"avx512f", "avx512bw", "avx512vl"} <= _native_lib.cpu_flags():
+        pytest.skip("the AMX library's epilogue is AVX-512 code; this CPU lacks AVX-512")
+    lib = ctypes.CDLL(str(_amx_library()))
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    lib.w4a8_amx_write_out.argtypes = [ptr, ptr, i64, ptr, i64, i64, i64, i64]
+    gen = torch.Generator().manual_seed(M * 100 + N)
+    facc = torch.randn(32, 32, generator=gen)
+    xs = torch.rand(M, generator=gen) + 0.5
+    C = torch.full((M, N + 3), 7.0)  # rows ldc = N + 3 apart
+    lib.w4a8_amx_write_out(facc.data_ptr(), C.data_ptr(), C.stride(0), xs.data_ptr(), m0, M, n0, N)
+    want = torch.full_like(C, 7.0)
+    rows, cols = min(M - m0, 32), min(N - n0, 32)
+    want[m0:m0 + rows, n0:n0 + cols] = facc[:cols, :rows].t() * xs[m0:m0 + rows, None]
+    assert torch.equal(C, want)

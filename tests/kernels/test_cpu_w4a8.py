@@ -190,6 +190,29 @@ def test_c_quantizer_over_threads_and_long_rows(variant, dtype, threads):
         torch.set_num_threads(prev)
 
 
+@pytest.mark.parametrize("variant", ["u4_avx2", "u4_vnni512"])
+@pytest.mark.parametrize("k", [64 * 3 + 5, 256, 29])
+def test_c_quantizer_finds_the_row_max_and_bad_values_at_every_column(variant, k):
+    # the |x| max runs in four vector chains and a scalar tail: row j's largest value sits at
+    # column j, in each chain's lanes and the tail, and a NaN or Inf at any column is named
+    from w4a8_kernels import _native_lib
+    from w4a8_kernels.quant import quantize_per_token_int8_codes
+    if _native_lib.why_unavailable(variant):
+        pytest.skip(_native_lib.why_unavailable(variant))
+    lib = _native_lib.load(variant)
+    x = torch.rand(k, k, generator=torch.Generator().manual_seed(k)) - 0.5
+    x.diagonal().copy_(torch.linspace(-3.0, 3.0, k) + torch.where(torch.arange(k) % 2 == 0, 4.0, -4.0))
+    codes, scale = torch.empty(k, k, dtype=torch.int8), torch.empty(k)
+    assert lib.quantize(x.data_ptr(), 0, k, k, k, k, k, codes.data_ptr(), k, None, scale.data_ptr()) == 0
+    want, want_scale = quantize_per_token_int8_codes(x)
+    assert torch.equal(scale, want_scale.reshape(-1)) and torch.equal(codes.float(), want)
+    for j in range(k):
+        row = torch.zeros(1, k)
+        row[0, j] = float("nan") if j % 2 else float("-inf")
+        assert lib.quantize(row.data_ptr(), 0, 1, k, k, k, k, codes.data_ptr(), k, None,
+                            scale.data_ptr()) == -1, j
+
+
 @pytest.mark.parametrize("engine", [e for e in ENGINES if e.value in C_ENGINES], ids=lambda e: e.value)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_c_engines_over_row_blocks_and_threads(layer_factory, x_factory, engine, threads):

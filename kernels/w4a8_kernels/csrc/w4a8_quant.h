@@ -97,19 +97,58 @@ static inline int32_t codes_vec(const float* xg, int64_t g, float inv, int8_t* o
   return s;
 }
 
+/* max |x[k]| over the row into *amax; 1 where the row holds Inf or NaN. Four independent
+   max chains: with one (the compiler's simd reduction) each step waited on the last max,
+   30% of the time of quantizing into AMX tiles (M = 128, K = 4096, an AVX-512 Xeon: 0.11 ms
+   at 2 threads, now 0.077). max is exact, so the order changes no bit. */
+static inline int row_absmax(const float* xr, int64_t K, float* amax) {
+  const float big = 3.4028234663852886e38f;
+  int64_t k = 0;
+  int bad = 0;
+  float m = 0.0f;
+#if defined(__AVX512F__)
+  const __m512 vbig = _mm512_set1_ps(big);
+  __m512 c[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+  __mmask16 nf = 0;
+  for (; k + 64 <= K; k += 64)
+    for (int u = 0; u < 4; ++u) {
+      const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(xr + k + 16 * u));
+      nf |= _mm512_cmp_ps_mask(a, vbig, _CMP_NLE_UQ); /* Inf and NaN */
+      c[u] = _mm512_max_ps(c[u], a);
+    }
+  bad = nf != 0;
+  m = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(c[0], c[1]), _mm512_max_ps(c[2], c[3])));
+#else
+  const __m256 mag = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff)), vbig = _mm256_set1_ps(big);
+  __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+  int nf = 0;
+  for (; k + 32 <= K; k += 32)
+    for (int u = 0; u < 4; ++u) {
+      const __m256 a = _mm256_and_ps(_mm256_loadu_ps(xr + k + 8 * u), mag);
+      nf |= _mm256_movemask_ps(_mm256_cmp_ps(a, vbig, _CMP_NLE_UQ)); /* Inf and NaN */
+      c[u] = _mm256_max_ps(c[u], a);
+    }
+  bad = nf != 0;
+  const __m256 c4 = _mm256_max_ps(_mm256_max_ps(c[0], c[1]), _mm256_max_ps(c[2], c[3]));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(c4), _mm256_extractf128_ps(c4, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  m = _mm_cvtss_f32(_mm_max_ss(h, _mm_shuffle_ps(h, h, 1)));
+#endif
+  for (; k < K; ++k) {
+    const float a = __builtin_fabsf(xr[k]);
+    bad |= !(a <= big);
+    m = a > m ? a : m;
+  }
+  *amax = m;
+  return bad;
+}
+
 /* One row; 1 where it holds Inf or NaN (nothing written then). */
 static int quantize_row(const float* xr, int64_t K, int64_t g, int64_t gp, int8_t* out,
                         int32_t* asum, float* scale) {
   const float half_below = 0.49999997f; /* 0.5 - 2**-25 */
-  float amax = 0.0f;
-  int bad = 0;
-#pragma omp simd reduction(max : amax) reduction(| : bad)
-  for (int64_t k = 0; k < K; ++k) {
-    const float a = __builtin_fabsf(xr[k]);
-    bad |= !(a <= 3.4028234663852886e38f); /* Inf and NaN */
-    amax = a > amax ? a : amax;
-  }
-  if (bad) return 1;
+  float amax;
+  if (row_absmax(xr, K, &amax)) return 1;
   if (amax < 1e-10f) amax = 1e-10f;
   *scale = amax / 127.0f;
   const float inv = (1.0f / amax) * 127.0f;
