@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on whichever lent Hopper host comes (< 9.5 minutes).
-#  - Its CPU, where it has AMX, on two pinned cores (2, 3): the AMX tests; item 4's ratios
+#  - Its CPU, where it has AMX, on two pinned cores (2, 3): the AMX tests; where the AMX call's
+#    time goes (amx_scaling_probe.py: whole call, GEMM alone, quantizer alone); item 4's ratios
 #    (bench_cpu_ratios.py section 1, twice); the host calibration held to unseen shapes; the
 #    64 x 64 layer timed and predicted.
 #  - Its GPU, on an H200 only, at the same time on cores 8-15: the harness on eight layer
@@ -23,6 +24,8 @@ cpu_part() {
     tests/kernels/test_sched_stall.py tests/kernels/test_u4_decode.py -q \
     -p no:cacheprovider > "$D/amx_pytest.txt" 2>&1
   [ "${AMX_TESTS:-1}" = 1 ] && echo "tests: $((SECONDS - t0)) s: $(tail -1 "$D/amx_pytest.txt")"
+  cpu timeout 60 python3 benchmarks/amx_scaling_probe.py > "$D/amx_scaling.json" 2> "$D/amx_scaling_err.txt"
+  echo "where the AMX call's time goes: $((SECONDS - t0)) s: $(cut -c1-400 "$D/amx_scaling.json")"
   for run in 1 2; do
     [ "$(left)" -gt 200 ] || break
     cpu timeout 100 python3 benchmarks/bench_cpu_ratios.py --sections 1 --threads 2 --out "$D" --tag "amx_run$run" \
