@@ -50,10 +50,9 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...], tuple[str, ...]]] = {
     "u4_vnni512": ("w4a8_u4.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512vnni",
                                  "-DW4A8_VNNI512", "-fopenmp"),
                    ("avx512f", "avx512bw", "avx512vl", "avx512_vnni")),
-    # its activations are quantized in the library (w4a8_quant.h, AVX-512 code: -fopenmp-simd for
-    # its simd reductions, with no OpenMP runtime); VNNI is listed as every AMX part has it
-    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8",
-                              "-fopenmp-simd"),
+    # its activations are quantized in the library (w4a8_quant.h, AVX-512 intrinsics, no OpenMP
+    # runtime); VNNI is listed as every AMX part has it
+    "u4_amx": ("w4a8_amx.c", ("-mavx512f", "-mavx512bw", "-mavx512vl", "-mamx-tile", "-mamx-int8"),
                ("avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_tile", "amx_int8")),
 }
 _state: dict[str, dict[str, object]] = {}
