@@ -30,7 +30,7 @@ for cap in none avx512 avx2; do
   ( env "${env[@]}" CUDA_VISIBLE_DEVICES= W4A8_WORKBENCH_CACHE=/tmp/w4a8-cache-$cap timeout 480 \
       taskset -c $cores python3 -m pytest tests/ui tests/test_notebooks.py tests/catalog/test_app_catalog.py \
       --deselect "tests/test_notebooks.py::test_notebook_runs_headless[02_w4a8_vs_w4a16.ipynb]" \
-      -q -rs -p no:cacheprovider --durations=5 > "$D/pytest_ui_cap_$cap.txt" 2>&1 ) &
+      -q -rfEs -p no:cacheprovider --durations=5 > "$D/pytest_ui_cap_$cap.txt" 2>&1 ) &
   i=$((i + 1))
 done
 wait
