@@ -48,13 +48,26 @@ typedef __m256 q_vf;
  * columns one element apart. Returns -1 - m for the first row m holding Inf or NaN, 1
  * where memory ran out, else 0.
  */
-/* Row m's float32 values (bf16 widened; exact), so the loops below see one type and
-   vectorize: max and the code rounding are exact, so their order changes no bit. */
+/* Row m's float32 values (bf16 widened; exact), so the loops below see one type: max and
+   the code rounding are exact, so their order changes no bit. The widening is intrinsics,
+   not a loop left to the compiler: built by an AMX host's gcc 13.3, quantizing 128 x 4096
+   bf16 rows into tiles took 1.8 ms on one thread, 0.13 ms as gcc 12.2 built it on an
+   AVX-512 Xeon of the same model (benchmarks/results/amx_emr_quantizer/). */
 static inline const float* row_f32(const void* x, int is_bf16, int64_t base, int64_t K,
                                    float* tmp) {
   if (!is_bf16) return (const float*)x + base;
   const uint16_t* b = (const uint16_t*)x + base;
-  for (int64_t k = 0; k < K; ++k) {
+  int64_t k = 0;
+#if defined(__AVX512F__)
+  for (; k + 16 <= K; k += 16)
+    _mm512_storeu_si512((void*)(tmp + k),
+                        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(b + k))), 16));
+#else
+  for (; k + 8 <= K; k += 8)
+    _mm256_storeu_si256((__m256i*)(tmp + k),
+                        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(b + k))), 16));
+#endif
+  for (; k < K; ++k) {
     uint32_t bits = (uint32_t)b[k] << 16;
     memcpy(&tmp[k], &bits, 4);
   }
