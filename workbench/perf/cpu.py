@@ -677,7 +677,7 @@ def committed_calibration() -> HostCalibration:
 # "calibration" validate_perf.py --cpu-only writes): presets of that class are scaled from it
 # by clock, cores and bandwidth instead of from the AVX2 results across classes.
 # class value -> (results file, the preset whose per-core figures stand for the measured part)
-CLASS_CALIBRATIONS = {"amx": ("amx_emr_final/perf_validation_host.json", "x86-spr-amx")}
+CLASS_CALIBRATIONS = {"amx": ("amx_emr_quantizer/after_9b67b16_b/perf_validation_host.json", "x86-spr-amx")}
 
 
 @lru_cache(maxsize=None)

@@ -274,6 +274,15 @@ def _implied_rates() -> tuple:
 # --------------------------------------------------------------------------- CPU parts
 
 
+def _err_envelope(cal, base: str, m: int, fit) -> tuple[float, float]:
+    """The fit error band of every variant the path may run at M, not only the fastest's:
+    where the fastest changes with M (the W4A16 fallback's tinygemm against dequantize +
+    GEMM), the chosen fit's own band made the band's edges fall as M grew (an AMX host's
+    calibration: 193.6 -> 193.3 us from M = 257 to 384 at 256 x 1024)."""
+    cands = cal.candidates(base, m) or [fit]
+    return min(c.err_lo for c in cands), max(c.err_hi for c in cands)
+
+
 def predict_cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, platform: str,
          cal=None) -> Prediction:
     """This machine's fitted CPU paths; on a CPU preset, scaled by its datasheet figures.
@@ -317,7 +326,8 @@ def predict_cpu(hw: Hardware | None, path: str, m: int, n: int, k: int, g: int, 
 
         loaded = loaded_calibration(cal)
         basis = UNDER_LOAD if loaded else "measured"
-        lo, hi = prediction_band(us, fit.err_lo - 0.12, fit.err_hi + 0.12, basis)
+        err_lo, err_hi = _err_envelope(cal, base, m, fit)
+        lo, hi = prediction_band(us, err_lo - 0.12, err_hi + 0.12, basis)
         return Prediction(platform, path, m, n, k, g, us, lo, hi, basis, kernel, None,
                           f"fitted on this machine's bench ({cal.threads} threads)"
                           + (f"; {load_sentence(loaded)}" if loaded else ""))
@@ -365,7 +375,7 @@ def _cpu_preset(hw: Hardware, cal, base: str, path: str, m: int, n: int, k: int,
     us = max(us, roof)
     across = src != dst
     basis = "scaled across CPU classes" if across else "scaled"
-    lo_e, hi_e = fit.err_lo, fit.err_hi
+    lo_e, hi_e = _err_envelope(cal, base, m, fit)
     if across:
         w = max(cc.cross_class_spread(base), cc.CROSS_CLASS_WIDEN)
         lo_e, hi_e = lo_e - w, hi_e + w

@@ -50,9 +50,10 @@ typedef __m256 q_vf;
  */
 /* Row m's float32 values (bf16 widened; exact), so the loops below see one type: max and
    the code rounding are exact, so their order changes no bit. The widening is intrinsics,
-   not a loop left to the compiler: built by an AMX host's gcc 13.3, quantizing 128 x 4096
-   bf16 rows into tiles took 1.8 ms on one thread, 0.13 ms as gcc 12.2 built it on an
-   AVX-512 Xeon of the same model (benchmarks/results/amx_emr_quantizer/). */
+   not a loop left to the compiler: Ubuntu's gcc 13.3 (_FORTIFY_SOURCE=3 by default) left
+   the loop's per-element memcpy scalar, and quantizing 128 x 4096 bf16 rows into AMX tiles
+   took 1.8 ms on one thread (0.13 ms with the hardening defaults off, 0.22 ms now; float32
+   rows 0.17-0.23): benchmarks/results/amx_emr_quantizer/. */
 static inline const float* row_f32(const void* x, int is_bf16, int64_t base, int64_t K,
                                    float* tmp) {
   if (!is_bf16) return (const float*)x + base;
