@@ -213,6 +213,24 @@ def test_c_quantizer_finds_the_row_max_and_bad_values_at_every_column(variant, k
                             scale.data_ptr()) == -1, j
 
 
+@pytest.mark.parametrize("variant", ["u4_avx2", "u4_vnni512"])
+@pytest.mark.parametrize("k", [64 * 3 + 5, 29, 16 * 5 + 1])
+def test_c_quantizer_widens_bf16_rows_of_any_length(variant, k):
+    # bf16 rows widen to float32 a vector at a time and the rest in a scalar tail (K not a
+    # multiple of the vector): the torch quantizer's bits either way
+    from w4a8_kernels import _native_lib
+    from w4a8_kernels.quant import quantize_per_token_int8_codes
+    if _native_lib.why_unavailable(variant):
+        pytest.skip(_native_lib.why_unavailable(variant))
+    lib = _native_lib.load(variant)
+    x = (torch.randn(7, k, generator=torch.Generator().manual_seed(k)) * 3).to(torch.bfloat16)
+    x[:, -1] = torch.tensor([9.0, -9.0, 0.5, -0.25, 100.0, -3.0, 1e-3])  # each row's max in the tail
+    codes, scale = torch.empty(7, k, dtype=torch.int8), torch.empty(7)
+    assert lib.quantize(x.data_ptr(), 1, 7, k, k, k, k, codes.data_ptr(), k, None, scale.data_ptr()) == 0
+    want, want_scale = quantize_per_token_int8_codes(x)
+    assert torch.equal(scale, want_scale.reshape(-1)) and torch.equal(codes.float(), want)
+
+
 @pytest.mark.parametrize("engine", [e for e in ENGINES if e.value in C_ENGINES], ids=lambda e: e.value)
 @pytest.mark.parametrize("threads", [1, 2])
 def test_c_engines_over_row_blocks_and_threads(layer_factory, x_factory, engine, threads):

@@ -68,9 +68,9 @@ static inline const float* row_f32(const void* x, int is_bf16, int64_t base, int
     _mm256_storeu_si256((__m256i*)(tmp + k),
                         _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(b + k))), 16));
 #endif
-  for (; k < K; ++k) {
-    uint32_t bits = (uint32_t)b[k] << 16;
-    memcpy(&tmp[k], &bits, 4);
+  for (; k < K; ++k) { /* a union, not memcpy: fortified, that was a call per element */
+    const union { uint32_t u; float f; } v = {(uint32_t)b[k] << 16};
+    tmp[k] = v.f;
   }
   return tmp;
 }
