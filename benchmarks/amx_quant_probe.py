@@ -18,7 +18,6 @@ import ctypes
 import json
 import resource
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,8 +26,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "kernels")]
+sys.path[:0] = [str(ROOT), str(ROOT / "kernels"), str(ROOT / "benchmarks")]
 
+from amx_quant_bisect import build as build_source  # noqa: E402
 from w4a8_kernels import _native_lib  # noqa: E402
 
 SRC = ROOT / "kernels" / "w4a8_kernels" / "csrc" / "w4a8_amx.c"
@@ -36,13 +36,9 @@ i64, ptr = ctypes.c_int64, ctypes.c_void_p
 
 
 def build(name: str, text: str, tmp: Path) -> ctypes.CDLL:
-    (tmp / "w4a8_amx.c").write_text(text)
-    for h in SRC.parent.glob("*.h"):
-        (tmp / h.name).write_text(h.read_text())
-    out = tmp / f"{name}.so"
-    flags = [*_native_lib._COMMON, *_native_lib.VARIANTS["u4_amx"][1]]
-    subprocess.run(["gcc", *flags, str(tmp / "w4a8_amx.c"), "-o", str(out), "-lm"], check=True)
-    lib = ctypes.CDLL(str(out))
+    """`text` as w4a8_amx.c, built with the tree's flags (amx_quant_bisect.build), loaded
+    without asking the kernel for AMX."""
+    lib = ctypes.CDLL(str(build_source(tmp, name, text, [])))
     lib.w4a8_amx_quantize_tiles.argtypes = [ptr, ctypes.c_int, i64, i64, i64, i64, i64, i64, ptr, ptr,
                                             ctypes.c_int]
     return lib
@@ -95,9 +91,7 @@ def main() -> int:
         inputs[m] = (x, torch.empty(-(-m // 32) * 32 * 4096, dtype=torch.int8), torch.empty(m))
     tmp = Path(tempfile.mkdtemp())
     text = SRC.read_text()
-    (tmp / "a").mkdir()
-    (tmp / "b").mkdir()
-    copy, stack = build("copy", text, tmp / "a"), build("stack", stack_variant(text), tmp / "b")
+    copy, stack = build("copy", text, tmp), build("stack", stack_variant(text), tmp)
     quant_phase("no_amx", {"copy": copy, "stack": stack}, inputs)
     # bits: the variant writes what the tree's quantizer writes
     x, bt, xs = inputs[128]

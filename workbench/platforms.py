@@ -424,11 +424,21 @@ def detect_host(*, import_torch: bool = False, cpu: bool = False) -> Platform:
         ops = ((DYN_QUANT_OP,) if build is not None and "zentorch" not in packages
                and _version_at_least(build["__version__"], 2, 6) else _present_ops())
         return replace(_host_cpu(arch, "amx_tile" in flags, packages, ops, isa), name=HOST_CPU)
-    build = None if import_torch or "zentorch" in packages else _torch_build()
-    if build is not None and not (build["cuda"] or build["hip"] or build["xpu"]):
+    build = None if import_torch else cpu_only_torch_build(packages)
+    if build is not None:
         ops = (DYN_QUANT_OP,) if _version_at_least(build["__version__"], 2, 6) else ()
         return _host_cpu(arch, "amx_tile" in flags, packages, ops, isa)
     return _probe_with_torch(arch, packages, isa)
+
+
+def cpu_only_torch_build(packages: tuple[str, ...] | None = None) -> dict[str, Any] | None:
+    """The installed torch's version file where it names a build that can see no device
+    (no CUDA, ROCm or XPU) and zentorch is absent: then this machine is read without
+    importing torch. None where torch must be asked (detect_host imports it)."""
+    if "zentorch" in (_present_packages() if packages is None else packages):
+        return None
+    build = _torch_build()
+    return None if build is None or build["cuda"] or build["hip"] or build["xpu"] else build
 
 
 def _host_cpu(arch: str | None, amx: bool, packages: tuple[str, ...], ops: tuple[str, ...],

@@ -57,11 +57,9 @@ def test_the_landing_page_imports_torch_only_where_the_build_could_see_a_gpu():
     import subprocess
     import sys
 
-    from workbench.platforms import _present_packages, _torch_build
+    from workbench.platforms import cpu_only_torch_build
 
-    build = _torch_build()
-    cpu_only = (build is not None and not (build["cuda"] or build["hip"] or build["xpu"])
-                and "zentorch" not in _present_packages())
+    cpu_only = cpu_only_torch_build() is not None
 
     probe = ("import sys; from streamlit.testing.v1 import AppTest; "
              f"at = AppTest.from_file({str(ui_root() / 'app.py')!r}, default_timeout=60); at.run(); "
