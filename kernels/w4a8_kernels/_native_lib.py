@@ -33,7 +33,7 @@ from pathlib import Path
 
 __all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags", "isa_cap", "ISA_CAP_ENV",
            "AVX2_LIBRARY_CAPS", "U4Weight", "compile_variant", "admit", "csrc_dir", "CSRC_ENV",
-           "SELF_TEST_TIMEOUT_ENV", "verdicts"]
+           "SELF_TEST_TIMEOUT_ENV", "verdicts", "bind"]
 
 _CSRC = Path(__file__).parent / "csrc"
 CSRC_ENV = "W4A8_KERNELS_CSRC"  # build from another folder of sources (a kernel under test)
@@ -239,11 +239,17 @@ def _build(variant: str) -> ctypes.CDLL:
     if not ok:
         raise OSError(why)
     lib = ctypes.CDLL(str(out))
+    if variant == "u4_amx" and lib.w4a8_amx_init() != 0:
+        raise OSError("the kernel refused this process the AMX tile state (arch_prctl "
+                      "ARCH_REQ_XCOMP_PERM failed)")
+    return bind(variant, lib)
+
+
+def bind(variant: str, lib: ctypes.CDLL) -> ctypes.CDLL:
+    """`lib` (a loaded build of `variant`'s source) with its entry points typed and named as
+    the engines call them: gemm, linear, sched_test_stall, and per variant tiles, quantize, nr."""
     i64, ptr, c_int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_int
     if variant == "u4_amx":
-        if lib.w4a8_amx_init() != 0:
-            raise OSError("the kernel refused this process the AMX tile state (arch_prctl "
-                          "ARCH_REQ_XCOMP_PERM failed)")
         fn = lib.w4a8_amx_gemm
         fn.argtypes = [ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr, i64, i64, c_int]
         fn.restype = c_int

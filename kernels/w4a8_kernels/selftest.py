@@ -20,9 +20,10 @@ import torch
 
 # (M, N, K, group, asymmetric): a ragged token block and weight rows off the tiles, one
 # group and several, per-channel; big enough that 2+ threads share the items; per-channel
-# over several 32-token blocks (5) and an odd count of 64-deep K steps (17)
+# over several 32-token blocks (5) and an odd count of 64-deep K steps (17); groups that
+# span several 64-deep steps (256), paired in the AMX engine's epilogue
 CASES = ((1, 40, 256, 128, False), (37, 72, 384, 128, True), (33, 96, 320, -1, False),
-         (70, 48, 512, 64, True), (150, 40, 1088, -1, True))
+         (70, 48, 512, 64, True), (150, 40, 1088, -1, True), (20, 40, 768, 256, True))
 
 
 def in_order(x_q: torch.Tensor, x_scale: torch.Tensor, w_q: torch.Tensor, scales: torch.Tensor,

@@ -107,7 +107,11 @@ static void unpack_rows(const uint8_t* bp, int64_t k64, int64_t kpg, const int32
    1.25x slower), a ring of 3, ring slots skewed off 4 KiB aliasing (1.14-1.2x slower),
    reading each group's sums a step later than now, or that and its loads placed before
    the step's tile stores, the streaming hint on the token tiles, or prefetching the packed
-   weight during unpacking; operand tiles kept in L1 (a probe) sped per-channel as much. */
+   weight during unpacking; operand tiles kept in L1 (a probe) sped per-channel as much.
+   Nor did holding each group's four weight tiles for a pass of 2-8 blocks of 16 tokens
+   (half the tile loads, but two C tiles, each two dots deep, where this loop keeps four
+   in flight): 1.7-2.1x per-channel's time at M = 128 against this loop's 1.36-1.43
+   (benchmarks/results/amx_emr_group_pass/). */
 static inline void scale_rows(float (*facc)[32], int32_t (*c0)[32], int32_t (*c1)[32],
                               const float* s, int64_t G, int first, int r0, int r1) {
   for (int r = r0; r < r1; ++r) {
