@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The test suite on an Intel AMX host, as CI would run it (no GPU: CUDA hidden), under each
+# The test suite on a lent host's CPU (written for an Intel AMX host), as CI would run it (no GPU: CUDA hidden), under each
 # W4A8_KERNELS_MAX_ISA cap at once on separate cores (< 10 minutes), after the host calibration's check alone, beside the GPU timing tests
 # on cores 0-3 (`bench` and the Kernels page's measuring child against the harness, Humming's
 # JIT on a cold cache). Left out, because this image lacks what they
