@@ -33,7 +33,7 @@ from pathlib import Path
 
 __all__ = ["load", "why_unavailable", "cache_dir", "VARIANTS", "cpu_flags", "isa_cap", "ISA_CAP_ENV",
            "AVX2_LIBRARY_CAPS", "U4Weight", "compile_variant", "admit", "csrc_dir", "CSRC_ENV",
-           "SELF_TEST_TIMEOUT_ENV", "verdicts", "bind"]
+           "SELF_TEST_TIMEOUT_ENV", "verdicts", "bind", "compiler"]
 
 _CSRC = Path(__file__).parent / "csrc"
 CSRC_ENV = "W4A8_KERNELS_CSRC"  # build from another folder of sources (a kernel under test)
@@ -136,6 +136,11 @@ def _compiler_id(cc: str) -> str:
         return f"{cc}: {exc}"
 
 
+def compiler() -> str | None:
+    """The C compiler the engines are built with: $CC, else cc or gcc on PATH (None if none)."""
+    return os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+
+
 def compile_variant(variant: str, *, check_cpu: bool = True) -> Path:
     """`variant`'s shared library, built into the cache on first call (keyed by the sources,
     the flags and the compiler). `check_cpu=False` builds it where the CPU cannot run it, for
@@ -148,7 +153,7 @@ def compile_variant(variant: str, *, check_cpu: bool = True) -> Path:
     path = csrc_dir() / src_name
     if not path.is_file():
         raise OSError(f"the C source {path} is missing from this install (package data)")
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+    cc = compiler()
     if not cc:
         raise OSError(f"no C compiler (cc or gcc) on PATH to build the {variant} W4A8 kernel")
     flags = [*_COMMON, *isa_flags]

@@ -30,7 +30,7 @@ def build_model(csrc: Path, out: Path) -> ctypes.CDLL:
     """w4a8_amx.c from `csrc` built over the tile model, typed as the engine's own library."""
     _, isa_flags, _ = _native_lib.VARIANTS["u4_amx"]
     flags = [*_native_lib._COMMON, *(f for f in isa_flags if not f.startswith("-mamx"))]
-    proc = subprocess.run([shutil.which("gcc") or shutil.which("cc") or "cc", *flags, f"-I{csrc}", str(MODEL),
+    proc = subprocess.run([_native_lib.compiler(), *flags, f"-I{csrc}", str(MODEL),
                            "-o", str(out), "-lm"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return _native_lib.bind("u4_amx", ctypes.CDLL(str(out)))
@@ -42,8 +42,8 @@ def model_lib(tmp_path_factory):
     ok, why = _native_lib._cpu_supports(tuple(f for f in needs if not f.startswith("amx")))
     if not ok:
         pytest.skip(f"the engine's non-tile code is AVX-512: {why}")
-    if not (shutil.which("gcc") or shutil.which("cc")):
-        pytest.skip("needs a C compiler on PATH")
+    if not _native_lib.compiler():
+        pytest.skip("needs a C compiler ($CC, or cc or gcc on PATH)")
     return build_model(_native_lib.csrc_dir(), tmp_path_factory.mktemp("amx_model") / "amx_model.so")
 
 

@@ -61,12 +61,11 @@ def test_every_c_source_builds_with_its_flags_where_the_cpu_cannot_run_it(varian
     """The AMX and AVX-512 engines cannot run on an AVX2-only CPU; they still compile here
     (warnings as errors) and export what _native_lib binds, so a change to them is checked."""
     import ctypes
-    import shutil
     import subprocess
 
-    cc = shutil.which("cc") or shutil.which("gcc")
+    cc = _native_lib.compiler()
     if cc is None:
-        pytest.skip("no C compiler on PATH")
+        pytest.skip("no C compiler ($CC, or cc or gcc on PATH)")
     src, flags, _ = _native_lib.VARIANTS[variant]
     out = tmp_path / f"{variant}.so"
     args = [cc, *_native_lib._COMMON, *flags, "-Wall", "-Werror",
